@@ -1,0 +1,162 @@
+"""SQuAD-format data from the BIG-bench tarball, SQuAD answer normalisation, and a small BM25.
+
+Training reads ``squad_shifts/new_wiki_v1.0.json`` and ``nyt_v1.0.json``; calibration and
+the benches read ``squaddev_v1.1.json`` (never trained on).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import re
+import string
+import tarfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "BM25",
+    "DEV_FILE",
+    "Paragraph",
+    "Question",
+    "TRAIN_FILES",
+    "default_tarball",
+    "exact_match",
+    "f1_score",
+    "load_squad",
+    "normalize_answer",
+]
+
+_MEMBER_DIR = "bigbench-1.0.0/bigbench/benchmark_tasks/squad_shifts/"
+TRAIN_FILES = ("new_wiki_v1.0.json", "nyt_v1.0.json")
+DEV_FILE = "squaddev_v1.1.json"
+
+
+def default_tarball() -> Path:
+    data_dir = Path(os.environ.get("ANSWERBOX_DATA_DIR", "/root/.cache/answerbox/data"))
+    return data_dir / "bigbench-1.0.0.tar.gz"
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    id: str
+    text: str
+    answers: tuple[str, ...]
+    answer_starts: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Paragraph:
+    id: str  # "<file>/<article index>/<paragraph index>"
+    article: str
+    context: str
+    questions: tuple[Question, ...]
+
+
+def load_squad(names: Iterable[str], tarball: Path | None = None) -> list[Paragraph]:
+    """Paragraphs of the named squad_shifts files, read straight from the tarball.
+
+    The tarball is gzip, so finding a member means decompressing up to it; all wanted
+    members are collected in one pass.
+    """
+    wanted = {_MEMBER_DIR + name: name for name in names}
+    found: dict[str, dict[str, object]] = {}
+    with tarfile.open(tarball or default_tarball(), "r:gz") as archive:
+        for member in archive:
+            if member.name in wanted:
+                handle = archive.extractfile(member)
+                assert handle is not None, member.name
+                found[wanted[member.name]] = json.load(handle)
+                if len(found) == len(wanted):
+                    break
+    missing = set(wanted.values()) - set(found)
+    if missing:
+        raise FileNotFoundError(f"not in {tarball}: {sorted(missing)}")
+    return [p for name in wanted.values() for p in _paragraphs(name, found[name])]
+
+
+def _paragraphs(name: str, data: dict[str, object]) -> Iterator[Paragraph]:
+    articles = data["data"]
+    assert isinstance(articles, list)
+    for a_index, article in enumerate(articles):
+        for p_index, paragraph in enumerate(article["paragraphs"]):
+            questions = tuple(
+                Question(
+                    id=str(qa["id"]),
+                    text=qa["question"],
+                    answers=tuple(a["text"] for a in qa["answers"]),
+                    answer_starts=tuple(int(a["answer_start"]) for a in qa["answers"]),
+                )
+                for qa in paragraph["qas"]
+            )
+            yield Paragraph(
+                id=f"{name}/{a_index}/{p_index}",
+                article=f"{name}/{article.get('title', a_index)}",
+                context=paragraph["context"],
+                questions=questions,
+            )
+
+
+# --- SQuAD v1.1 official normalisation and metrics ---------------------------------
+
+
+def normalize_answer(text: str) -> str:
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, golds: Sequence[str]) -> float:
+    return max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds)
+
+
+def f1_score(prediction: str, golds: Sequence[str]) -> float:
+    return max(_f1(prediction, g) for g in golds)
+
+
+def _f1(prediction: str, gold: str) -> float:
+    pred_tokens = normalize_answer(prediction).split()
+    gold_tokens = normalize_answer(gold).split()
+    common = collections.Counter(pred_tokens) & collections.Counter(gold_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision = same / len(pred_tokens)
+    recall = same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+# --- BM25 (Okapi, k1=0.9, b=0.4 as in Lucene/Anserini defaults for passages) ----------
+
+_TOKEN = re.compile(r"\w+")
+
+
+def _terms(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+class BM25:
+    def __init__(self, documents: Sequence[str], *, k1: float = 0.9, b: float = 0.4) -> None:
+        self._k1, self._b = k1, b
+        self._docs = [collections.Counter(_terms(d)) for d in documents]
+        self._lengths = [sum(c.values()) for c in self._docs]
+        self._avg = (sum(self._lengths) / len(self._lengths)) if self._lengths else 0.0
+        df: collections.Counter[str] = collections.Counter()
+        for counts in self._docs:
+            df.update(counts.keys())
+        n = len(self._docs)
+        self._idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+
+    def scores(self, query: str) -> list[float]:
+        terms = _terms(query)
+        out = []
+        for counts, length in zip(self._docs, self._lengths, strict=True):
+            norm = self._k1 * (1 - self._b + self._b * length / self._avg)
+            out.append(
+                sum(self._idf.get(t, 0.0) * counts[t] * (self._k1 + 1) / (counts[t] + norm) for t in terms if t in counts)
+            )
+        return out

@@ -1,0 +1,55 @@
+"""The ``answerbox`` command: ``serve``, ``demo`` and ``models``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from answerbox.app import create_app
+    from answerbox.config import Settings
+
+    settings = Settings.load(args.config)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from answerbox.embedded import run_demo
+
+    return run_demo(port=args.port, query=args.query, keep_running=not args.once, with_llm=not args.no_llm)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="answerbox", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the proxy in front of OpenSearch")
+    serve.add_argument("--config", type=Path, help="YAML settings file (default: $ANSWERBOX_CONFIG)")
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(run=_serve)
+
+    demo = commands.add_parser("demo", help="start the embedded default (osmem-server, sample corpus, local LLM) and ask one question")
+    demo.add_argument("--port", type=int, default=9400)
+    demo.add_argument("--query", default="What is the name of the stadium where Super Bowl 50 was played?")
+    demo.add_argument("--once", action="store_true", help="exit after showing the answer")
+    demo.add_argument("--no-llm", action="store_true", help="do not start the local LLM (extractive answers only)")
+    demo.set_defaults(run=_demo)
+
+    from answerbox.models.cli import add_models_subcommand
+
+    add_models_subcommand(commands)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""One validated configuration object: a YAML file, then ``ANSWERBOX_*`` environment variables.
+
+Nested fields use ``__`` in the environment: ``ANSWERBOX_OPENSEARCH__URL``,
+``ANSWERBOX_LLM__BASE_URL``, ``ANSWERBOX_MODELS__VARIANT``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+__all__ = ["LLMSettings", "Limits", "ModelSettings", "OpenSearchSettings", "Settings", "REPO_ROOT"]
+
+# Source checkouts and editable installs keep models and templates beside the package.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class OpenSearchSettings(_Section):
+    url: str = "http://127.0.0.1:9200"
+    verify_certs: bool = True
+    ca_certs: Path | None = None
+    # Used only to read pipeline definitions and index settings; searches always run
+    # with the caller's own Authorization header.
+    service_username: str | None = None
+    service_password: SecretStr | None = None
+    pipeline_index: str = ".answerbox-pipelines"
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    request_timeout_s: float = Field(default=60.0, gt=0)
+    max_connections: int = Field(default=100, ge=1)
+    default_pipeline_cache_s: float = Field(default=5.0, ge=0)
+
+    @field_validator("url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"opensearch.url must start with http:// or https://, got {value!r}")
+        return value.rstrip("/")
+
+
+class LLMSettings(_Section):
+    # None means no LLM is configured: processors degrade to their non-LLM paths.
+    base_url: str | None = None
+    api_key: SecretStr = SecretStr("not-needed")
+    model: str = "smollm2"
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int = Field(default=256, ge=1)
+    timeout_s: float = Field(default=20.0, gt=0)
+
+
+class ModelSettings(_Section):
+    dir: Path = REPO_ROOT / "onnx_models" / "default"
+    variant: Literal["int8", "fp32", "fp16"] = "int8"
+    providers: list[str] = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    max_batch: int = Field(default=16, ge=1)
+    max_wait_ms: float = Field(default=4.0, ge=0)
+    intra_op_threads: int = Field(default=0, ge=0)
+
+
+class Limits(_Section):
+    max_request_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    max_hits_processed: int = Field(default=50, ge=1)
+    processor_timeout_s: float = Field(default=30.0, gt=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ANSWERBOX_", env_nested_delimiter="__", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=9400, ge=0, le=65535)
+    templates_dir: Path = REPO_ROOT / "templates"
+    opensearch: OpenSearchSettings = OpenSearchSettings()
+    llm: LLMSettings = LLMSettings()
+    models: ModelSettings = ModelSettings()
+    limits: Limits = Limits()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment overrides the file, which arrives as init arguments.
+        return env_settings, init_settings
+
+    @classmethod
+    def load(cls, path: Path | None = None, **overrides: Any) -> Settings:
+        """Read ``path`` (or ``$ANSWERBOX_CONFIG``) as YAML, then apply the environment."""
+        path = path or (Path(os.environ["ANSWERBOX_CONFIG"]) if os.environ.get("ANSWERBOX_CONFIG") else None)
+        data: dict[str, Any] = {}
+        if path is not None:
+            loaded = yaml.safe_load(path.read_text()) or {}
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{path}: the configuration file must hold a mapping, got {type(loaded).__name__}")
+            data = loaded
+        data.update(overrides)
+        return cls(**data)

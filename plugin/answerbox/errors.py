@@ -1,0 +1,165 @@
+"""Errors answerbox raises, each rendered in OpenSearch's error shape.
+
+    AnswerboxError (500, exception)
+    ├── InvalidRequest (400, illegal_argument_exception)
+    │   └── ParseError (400, parsing_exception)
+    ├── ResourceNotFound (404, resource_not_found_exception)
+    ├── RequestTooLarge (413, content_too_long_exception)
+    ├── ConfigError (400, illegal_argument_exception): a pipeline or processor config is invalid
+    ├── ProcessorError (500, search_pipeline_exception): a processor failed without ignore_failure
+    ├── ModelError (500, model_exception)
+    ├── LLMError (502, llm_exception)
+    │   └── LLMTimeout (504, llm_timeout_exception)
+    └── UpstreamError (OpenSearch's status and body, kept unchanged)
+        └── UpstreamUnavailable (502/503/504, connect/timeout failures reaching OpenSearch)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AnswerboxError",
+    "ConfigError",
+    "InvalidRequest",
+    "LLMError",
+    "LLMTimeout",
+    "ModelError",
+    "ParseError",
+    "ProcessorError",
+    "RequestTooLarge",
+    "ResourceNotFound",
+    "UpstreamError",
+    "UpstreamUnavailable",
+    "error_body",
+]
+
+
+def error_body(status: int, error_type: str, reason: str, **extra: Any) -> dict[str, Any]:
+    """OpenSearch's error envelope: ``{"error": {"root_cause": [...], "type", "reason"}, "status"}``."""
+    cause = {"type": error_type, "reason": reason, **extra}
+    return {"error": {"root_cause": [cause], **cause}, "status": status}
+
+
+class AnswerboxError(Exception):
+    """Base class: an HTTP status, an OpenSearch-style snake_case type and a reason."""
+
+    status: int = 500
+    error_type: str = "exception"
+
+    def __init__(self, reason: str, *, status: int | None = None, error_type: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        if status is not None:
+            self.status = status
+        if error_type is not None:
+            self.error_type = error_type
+
+    def to_body(self) -> dict[str, Any]:
+        return error_body(self.status, self.error_type, self.reason)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(status={self.status}, type={self.error_type!r}, reason={self.reason!r})"
+
+
+class InvalidRequest(AnswerboxError):
+    """The caller's request is malformed or asks for something impossible."""
+
+    status = 400
+    error_type = "illegal_argument_exception"
+
+
+class ParseError(InvalidRequest):
+    """The request body is not the JSON or NDJSON it must be."""
+
+    error_type = "parsing_exception"
+
+
+class ResourceNotFound(AnswerboxError):
+    """A named pipeline (or other answerbox resource) does not exist."""
+
+    status = 404
+    error_type = "resource_not_found_exception"
+
+
+class RequestTooLarge(AnswerboxError):
+    """The request body is larger than ``limits.max_request_bytes``."""
+
+    status = 413
+    error_type = "content_too_long_exception"
+
+
+class ConfigError(AnswerboxError):
+    """A pipeline or processor configuration is invalid; the message names the processor and field."""
+
+    status = 400
+    error_type = "illegal_argument_exception"
+
+
+class ProcessorError(AnswerboxError):
+    """A processor failed and its ``ignore_failure`` is off: the whole search fails."""
+
+    error_type = "search_pipeline_exception"
+
+    @classmethod
+    def from_exception(cls, processor: str, tag: str | None, error: BaseException) -> ProcessorError:
+        name = f"{processor}:{tag}" if tag else processor
+        if isinstance(error, AnswerboxError):
+            # Keep the cause's status: a bad prompt override is still the caller's 400.
+            return cls(f"processor [{name}] failed: {error.reason}", status=error.status)
+        return cls(f"processor [{name}] failed: {type(error).__name__}: {error}")
+
+
+class ModelError(AnswerboxError):
+    """An ONNX model could not be loaded or run."""
+
+    error_type = "model_exception"
+
+
+class LLMError(AnswerboxError):
+    """The LLM endpoint failed or answered with something unusable."""
+
+    status = 502
+    error_type = "llm_exception"
+
+
+class LLMTimeout(LLMError):
+    """The LLM did not answer within its timeout."""
+
+    status = 504
+    error_type = "llm_timeout_exception"
+
+
+class UpstreamError(AnswerboxError):
+    """OpenSearch answered with an error; its status and body are passed on unchanged."""
+
+    error_type = "upstream_exception"
+
+    def __init__(self, status: int, body: Any) -> None:
+        reason = _reason_of(body) or f"OpenSearch answered {status}"
+        super().__init__(reason, status=status)
+        self.body = body
+
+    def to_body(self) -> dict[str, Any]:
+        if isinstance(self.body, dict) and "error" in self.body:
+            return self.body
+        return error_body(self.status, self.error_type, self.reason)
+
+
+class UpstreamUnavailable(AnswerboxError):
+    """OpenSearch could not be reached or did not answer in time."""
+
+    status = 502
+    error_type = "connect_exception"
+
+
+def _reason_of(body: Any) -> str | None:
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if isinstance(error, dict):
+        causes = error.get("root_cause") or [error]
+        first = causes[0] if isinstance(causes, list) and causes else error
+        reason = first.get("reason") if isinstance(first, dict) else None
+        return str(reason) if reason is not None else None
+    return str(error) if error is not None else None

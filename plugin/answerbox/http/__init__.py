@@ -1,0 +1,1 @@
+"""The HTTP layer: passthrough, search interception, the pipeline API."""

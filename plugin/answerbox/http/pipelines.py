@@ -1,0 +1,50 @@
+"""The search-pipeline API as OpenSearch defines it: ``PUT/GET/DELETE /_search/pipeline/{id}``."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from answerbox.errors import ParseError, ResourceNotFound
+from answerbox.http.search import read_body
+from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.pipeline.resolver import PipelineResolver
+from answerbox.pipeline.store import PipelineStore
+
+__all__ = ["PipelineAPI"]
+
+
+class PipelineAPI:
+    def __init__(self, *, store: PipelineStore, resolver: PipelineResolver, max_body: int) -> None:
+        self._store = store
+        self._resolver = resolver
+        self._max_body = max_body
+
+    async def put(self, request: Request) -> Response:
+        pipeline_id = request.path_params["id"]
+        raw = await read_body(request, self._max_body)
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise ParseError(f"request body is not valid JSON: {exc}") from exc
+        definition = PipelineDefinition.parse(data)
+        # Building validates every processor config before anything is stored.
+        self._resolver.build(pipeline_id, definition)
+        await self._store.put(pipeline_id, definition)
+        return JSONResponse({"acknowledged": True})
+
+    async def get(self, request: Request) -> Response:
+        pattern = request.path_params.get("id", "*")
+        found = await self._store.list(pattern)
+        if not found and "*" not in pattern:
+            # OpenSearch answers a missing pipeline with an empty object and 404.
+            return JSONResponse({}, status_code=404)
+        return JSONResponse({pid: definition.to_json() for pid, definition in found.items()})
+
+    async def delete(self, request: Request) -> Response:
+        pipeline_id = request.path_params["id"]
+        if not await self._store.delete(pipeline_id):
+            raise ResourceNotFound(f"pipeline [{pipeline_id}] is missing")
+        return JSONResponse({"acknowledged": True})

@@ -1,0 +1,221 @@
+"""`_search` and `_msearch`: run the chosen pipeline, or pass the request through untouched."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from answerbox.contract import GenerativeQAParameters
+from answerbox.errors import AnswerboxError, InvalidRequest, RequestTooLarge
+from answerbox.http.passthrough import Passthrough
+from answerbox.opensearch import Caller, SearchBackend
+from answerbox.pipeline.base import JSON, PipelineContext, SearchRequest
+from answerbox.pipeline.engine import Pipeline
+from answerbox.pipeline.resolver import PipelineResolver
+from answerbox.query_text import question_of
+
+__all__ = ["SearchHandler", "read_body"]
+
+# Parameters answerbox consumes; OpenSearch must not see them once a pipeline ran here.
+_OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
+# ext keys answerbox owns; OpenSearch rejects ext keys no plugin registered.
+_OWN_EXT = ("answerbox", "generative_qa_parameters")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise RequestTooLarge(f"request body of {declared} bytes is larger than the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLarge(f"request body is larger than the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return None
+
+
+def _generative_qa(body: JSON) -> GenerativeQAParameters | None:
+    ext = body.get("ext")
+    raw = ext.get("generative_qa_parameters") if isinstance(ext, dict) else None
+    if raw is None:
+        return None
+    try:
+        return GenerativeQAParameters.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"[{'.'.join(str(p) for p in e['loc'])}] {e['msg']}" for e in exc.errors())
+        raise InvalidRequest(f"invalid ext.generative_qa_parameters: {problems}") from exc
+
+
+def _upstream_form(pipeline: Pipeline, request: SearchRequest) -> SearchRequest:
+    """The request as OpenSearch must see it: our parameters and ext keys removed, its own processors inline."""
+    upstream = request.copy()
+    upstream.body.pop("search_pipeline", None)
+    for name in _OWN_PARAMS:
+        upstream.params.pop(name, None)
+    ext = upstream.body.get("ext")
+    if isinstance(ext, dict):
+        native_rag = pipeline.native is not None and any(
+            "retrieval_augmented_generation" in entry for entry in pipeline.native.response_processors
+        )
+        for key in _OWN_EXT:
+            if not (key == "generative_qa_parameters" and native_rag):
+                ext.pop(key, None)
+        if not ext:
+            upstream.body.pop("ext")
+    if pipeline.native is not None:
+        upstream.body["search_pipeline"] = pipeline.native.to_json()
+    else:
+        # The index's default pipeline names an answerbox pipeline OpenSearch does not know.
+        upstream.params["search_pipeline"] = "_none"
+    return upstream
+
+
+def _finish(pipeline: Pipeline, response: JSON, ctx: PipelineContext, verbose: bool) -> JSON:
+    if pipeline.request_processors or pipeline.response_processors:
+        ctx.report.timings_ms["total"] = round(ctx.elapsed_ms(), 2)
+        ext = response.setdefault("ext", {})
+        ext["answerbox"] = ctx.report.render()
+        if ctx.report.answer is not None:
+            ext["retrieval_augmented_generation"] = {"answer": ctx.report.answer.text}
+    if verbose:
+        response["processor_results"] = ctx.processor_results + response.get("processor_results", [])
+    return response
+
+
+class SearchHandler:
+    def __init__(self, *, resolver: PipelineResolver, backend: SearchBackend, passthrough: Passthrough, max_body: int) -> None:
+        self._resolver = resolver
+        self._backend = backend
+        self._passthrough = passthrough
+        self._max_body = max_body
+
+    def _context(self, pipeline: Pipeline, request: SearchRequest) -> PipelineContext:
+        return PipelineContext(
+            request_id=uuid.uuid4().hex,
+            pipeline_id=pipeline.id,
+            original=request.copy(),
+            question=question_of(request.body, request.params),
+            generative_qa=_generative_qa(request.body),
+        )
+
+    async def search(self, http_request: Request) -> Response:
+        raw = await read_body(http_request, self._max_body)
+        body = _json_or_none(raw)
+        index = http_request.path_params.get("index")
+        params = dict(http_request.query_params)
+        # Unparseable bodies go on as they came, so OpenSearch's own error comes back.
+        pipeline = await self._resolver.resolve(index, body, params) if isinstance(body, dict) else None
+        if pipeline is None:
+            return await self._passthrough.forward(http_request, raw)
+        request = SearchRequest(index=index, body=body, params=params, caller=Caller.from_headers(http_request.headers))
+        ctx = self._context(pipeline, request)
+        request = await pipeline.process_request(request, ctx)
+        upstream = _upstream_form(pipeline, request)
+        started = time.perf_counter()
+        response = await self._backend.search(index=upstream.index, body=upstream.body, params=upstream.params, caller=request.caller)
+        ctx.report.timings_ms["search"] = round((time.perf_counter() - started) * 1000, 2)
+        response = await pipeline.process_response(request, response, ctx)
+        return JSONResponse(_finish(pipeline, response, ctx, params.get("verbose_pipeline") == "true"))
+
+    async def msearch(self, http_request: Request) -> Response:
+        raw = await read_body(http_request, self._max_body)
+        pairs = _ndjson_pairs(raw)
+        index = http_request.path_params.get("index")
+        params = dict(http_request.query_params)
+        pipelines = (
+            await asyncio.gather(
+                *(self._resolver.resolve(header.get("index", index), body, {**params, **_header_pipeline(header)}) for header, body in pairs)
+            )
+            if pairs is not None
+            else []
+        )
+        if pairs is None or not any(pipelines):
+            return await self._passthrough.forward(http_request, raw)
+        caller = Caller.from_headers(http_request.headers)
+        verbose = params.get("verbose_pipeline") == "true"
+        items = [
+            _MsearchItem(header, body, pipeline, caller, params, self._context)
+            for (header, body), pipeline in zip(pairs, pipelines, strict=True)
+        ]
+        await asyncio.gather(*(item.process_request() for item in items))
+        live = [item for item in items if item.result is None]
+        started = time.perf_counter()
+        upstream_params = {k: v for k, v in params.items() if k not in _OWN_PARAMS}
+        answer = await self._backend.msearch(searches=[item.upstream_pair() for item in live], params=upstream_params, caller=caller)
+        took = round((time.perf_counter() - started) * 1000, 2)
+        for item, response in zip(live, answer["responses"], strict=True):
+            item.result = response
+        await asyncio.gather(*(item.process_response(took, verbose) for item in live))
+        return JSONResponse({"took": answer.get("took", round(took)), "responses": [item.result for item in items]})
+
+
+def _header_pipeline(header: JSON) -> dict[str, str]:
+    value = header.get("search_pipeline")
+    return {"search_pipeline": value} if isinstance(value, str) else {}
+
+
+def _ndjson_pairs(raw: bytes) -> list[tuple[JSON, JSON]] | None:
+    lines = [line for line in raw.split(b"\n") if line.strip()]
+    if len(lines) % 2:
+        return None
+    parsed = [_json_or_none(line) for line in lines]
+    if not all(isinstance(p, dict) for p in parsed):
+        return None
+    return list(zip(parsed[::2], parsed[1::2], strict=True))
+
+
+class _MsearchItem:
+    """One line pair of an `_msearch`: its own pipeline run, or an error in msearch's shape."""
+
+    def __init__(self, header: JSON, body: JSON, pipeline: Pipeline | None, caller: Caller, params: dict[str, str], context: Any) -> None:
+        self.header = {k: v for k, v in header.items() if k != "search_pipeline"}
+        self.pipeline = pipeline
+        self.request = SearchRequest(index=header.get("index"), body=body, params=dict(params), caller=caller)
+        self.ctx: PipelineContext | None = None
+        self._context = context
+        self.result: JSON | None = None
+
+    async def process_request(self) -> None:
+        if self.pipeline is None:
+            return
+        try:
+            self.ctx = self._context(self.pipeline, self.request)
+            self.request = await self.pipeline.process_request(self.request, self.ctx)
+        except AnswerboxError as exc:
+            self.result = exc.to_body()
+
+    def upstream_pair(self) -> tuple[JSON, JSON]:
+        if self.pipeline is None:
+            return self.header, self.request.body
+        upstream = _upstream_form(self.pipeline, self.request)
+        body = upstream.body
+        if "search_pipeline" not in body:
+            # msearch takes no per-line parameters: an inline empty pipeline disables the index default.
+            body["search_pipeline"] = {}
+        return self.header, body
+
+    async def process_response(self, took_ms: float, verbose: bool) -> None:
+        if self.pipeline is None or self.ctx is None or self.result is None or "error" in self.result:
+            return
+        self.ctx.report.timings_ms["search"] = took_ms
+        try:
+            response = await self.pipeline.process_response(self.request, self.result, self.ctx)
+            self.result = _finish(self.pipeline, response, self.ctx, verbose)
+        except AnswerboxError as exc:
+            self.result = exc.to_body()

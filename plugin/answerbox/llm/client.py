@@ -1,0 +1,119 @@
+"""The one place answerbox talks to an LLM: the openai async client, errors translated."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+
+from answerbox.config import LLMSettings
+from answerbox.errors import LLMError, LLMTimeout
+
+__all__ = ["Completion", "LLMClient", "Message"]
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    millis: float
+
+
+class LLMClient:
+    """Chat completions with the configured model, temperature, token cap and timeout."""
+
+    def __init__(self, settings: LLMSettings) -> None:
+        self.settings = settings
+        self._client = (
+            openai.AsyncOpenAI(
+                base_url=settings.base_url,
+                api_key=settings.api_key.get_secret_value(),
+                timeout=settings.timeout_s,
+                max_retries=0,
+            )
+            if settings.base_url
+            else None
+        )
+
+    @property
+    def configured(self) -> bool:
+        return self._client is not None
+
+    def _request(
+        self,
+        messages: Sequence[Message],
+        max_tokens: int | None,
+        stop: Sequence[str] | None,
+        model: str | None,
+        timeout_s: float | None,
+    ) -> tuple[openai.AsyncOpenAI, dict[str, Any]]:
+        if self._client is None:
+            raise LLMError("no LLM is configured (llm.base_url is unset)")
+        return self._client, {
+            "model": model or self.settings.model,
+            "messages": list(messages),
+            "temperature": self.settings.temperature,
+            "max_tokens": max_tokens or self.settings.max_tokens,
+            "stop": list(stop) if stop else None,
+            "timeout": timeout_s or self.settings.timeout_s,
+        }
+
+    @contextmanager
+    def _translated(self, timeout_s: float | None) -> Iterator[None]:
+        try:
+            yield
+        except openai.APITimeoutError as exc:
+            raise LLMTimeout(f"the LLM did not answer within {timeout_s or self.settings.timeout_s:g}s") from exc
+        except openai.OpenAIError as exc:
+            raise LLMError(f"the LLM call failed: {exc}") from exc
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        model: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Completion:
+        client, args = self._request(messages, max_tokens, stop, model, timeout_s)
+        started = time.perf_counter()
+        with self._translated(timeout_s):
+            response = await client.chat.completions.create(**args)
+        if not response.choices or response.choices[0].message.content is None:
+            raise LLMError("the LLM returned no text")
+        usage = response.usage
+        return Completion(
+            text=response.choices[0].message.content,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            millis=(time.perf_counter() - started) * 1000,
+        )
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        model: str | None = None,
+        timeout_s: float | None = None,
+    ) -> AsyncIterator[str]:
+        """Yield text deltas as they arrive."""
+        client, args = self._request(messages, max_tokens, stop, model, timeout_s)
+        with self._translated(timeout_s):
+            chunks = await client.chat.completions.create(**args, stream=True)
+            async for chunk in chunks:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    yield chunk.choices[0].delta.content
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()

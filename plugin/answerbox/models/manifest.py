@@ -1,0 +1,70 @@
+"""``manifest.json``: what an exported model directory holds and how to use its outputs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from answerbox.errors import ModelError
+
+__all__ = ["MANIFEST_FILE", "ModelManifest"]
+
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelManifest:
+    """Written by ``answerbox models export``; thresholds filled in by ``onnx_models/calibrate.py``.
+
+    ``score = tanh(score_scale * relevance_logit + score_offset)`` maps the relevance logit
+    into CRAG's [-1, 1]; with Platt-scaled constants it is ``2 * P(passage answers) - 1``.
+    """
+
+    task: str
+    variants: dict[str, str]  # "int8" → "model.int8.onnx"
+    input_names: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
+    output_names: tuple[str, ...] = ("start_logits", "end_logits", "relevance_logits")
+    tokenizer: str = "tokenizer.json"
+    max_length: int = 192
+    stride: int = 48
+    max_answer_tokens: int = 30
+    theta: float = 0.0  # SearChain gate on the reader's relevance logit
+    crag_upper: float = 0.5
+    crag_lower: float = -0.9
+    score_scale: float = 0.5
+    score_offset: float = 0.0
+    calibration: dict[str, Any] = field(default_factory=dict)  # how the thresholds were chosen
+
+    def model_path(self, directory: Path, variant: str) -> Path:
+        if variant not in self.variants:
+            raise ModelError(f"{directory}: no {variant!r} model; exported variants: {sorted(self.variants)}")
+        return directory / self.variants[variant]
+
+    @classmethod
+    def load(cls, directory: Path) -> ModelManifest:
+        path = directory / MANIFEST_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise ModelError(f"{path} is missing: export a model with `answerbox models export`") from exc
+        except json.JSONDecodeError as exc:
+            raise ModelError(f"{path} is not valid JSON: {exc}") from exc
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ModelError(f"{path}: unknown fields {unknown}")
+        for name in ("input_names", "output_names"):
+            if name in data:
+                data[name] = tuple(data[name])
+        return cls(**data)
+
+    def save(self, directory: Path) -> Path:
+        path = directory / MANIFEST_FILE
+        path.write_text(json.dumps(dataclasses.asdict(self), indent=2) + "\n")
+        return path
+
+    def replace(self, **changes: Any) -> ModelManifest:
+        return dataclasses.replace(self, **changes)

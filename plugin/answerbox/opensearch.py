@@ -1,0 +1,102 @@
+"""The searches answerbox itself sends to OpenSearch, through opensearch-py (async).
+
+Two clients: one carries no credentials of its own and sends each search with the
+caller's headers, so answerbox never widens what a caller can read; the other holds the
+service credentials and only reads pipeline definitions and index settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opensearchpy import AsyncOpenSearch
+from opensearchpy.exceptions import ConnectionError as OSConnectionError
+from opensearchpy.exceptions import ConnectionTimeout, TransportError
+
+from answerbox.config import OpenSearchSettings
+from answerbox.errors import UpstreamError, UpstreamUnavailable
+
+__all__ = ["Caller", "OpenSearchClients", "SearchBackend"]
+
+# Headers that identify the caller to OpenSearch's security plugin.
+_CREDENTIAL_HEADERS = ("authorization", "cookie", "securitytenant", "x-opaque-id")
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Caller:
+    """The caller's own identity, forwarded with every search answerbox makes for it."""
+
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> Caller:
+        return cls(headers=tuple((k, headers[k]) for k in _CREDENTIAL_HEADERS if k in headers))
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self.headers)
+
+
+def _client(settings: OpenSearchSettings, *, with_service_auth: bool) -> AsyncOpenSearch:
+    auth = None
+    if with_service_auth and settings.service_username:
+        password = settings.service_password.get_secret_value() if settings.service_password else ""
+        auth = (settings.service_username, password)
+    return AsyncOpenSearch(
+        hosts=[settings.url],
+        http_auth=auth,
+        verify_certs=settings.verify_certs,
+        ca_certs=str(settings.ca_certs) if settings.ca_certs else None,
+        timeout=settings.request_timeout_s,
+        max_retries=0,
+        retry_on_timeout=False,
+        maxsize=settings.max_connections,
+    )
+
+
+async def translate(call: Any) -> Any:
+    """Await an opensearch-py call, mapping its errors onto answerbox's."""
+    try:
+        return await call
+    except ConnectionTimeout as exc:
+        raise UpstreamUnavailable(f"OpenSearch did not answer in time: {exc}", status=504, error_type="timeout_exception") from exc
+    except OSConnectionError as exc:
+        raise UpstreamUnavailable(f"OpenSearch is unreachable: {exc.info or exc}") from exc
+    except TransportError as exc:
+        status = exc.status_code if isinstance(exc.status_code, int) else 502
+        raise UpstreamError(status, exc.info) from exc
+
+
+class SearchBackend:
+    """Searches run on the caller's behalf: the only way processors reach OpenSearch."""
+
+    def __init__(self, client: AsyncOpenSearch) -> None:
+        self._client = client
+
+    async def search(self, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller) -> JSON:
+        result: JSON = await translate(
+            self._client.search(index=index, body=body, params=dict(params), headers=caller.as_dict())
+        )
+        return result
+
+    async def msearch(self, *, searches: Sequence[tuple[JSON, JSON]], params: Mapping[str, str], caller: Caller) -> JSON:
+        """One `_msearch` for several (header, body) pairs; the answer keeps their order."""
+        lines: list[JSON] = [line for pair in searches for line in pair]
+        result: JSON = await translate(self._client.msearch(body=lines, params=dict(params), headers=caller.as_dict()))
+        return result
+
+
+class OpenSearchClients:
+    """Owns both clients for the app's lifetime."""
+
+    def __init__(self, settings: OpenSearchSettings) -> None:
+        self._caller_client = _client(settings, with_service_auth=False)
+        self.service = _client(settings, with_service_auth=True)
+        self.search = SearchBackend(self._caller_client)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(self._caller_client.close(), self.service.close())

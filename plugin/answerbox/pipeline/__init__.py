@@ -1,0 +1,1 @@
+"""The search-pipeline engine: definitions, processors, resolution, storage, stats."""

@@ -1,0 +1,123 @@
+"""What every processor is built from: its config, the request it sees, and the run's context.
+
+A processor is a small class with a validated pydantic config and one async entry point:
+``process_request`` (request processors) or ``process_response`` (response processors).
+It does no I/O in ``__init__``; what it needs (LLM, models, OpenSearch) comes from
+``Services``, shared by every pipeline of the app.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from answerbox.contract import AnswerboxReport, GenerativeQAParameters
+from answerbox.errors import ConfigError
+from answerbox.opensearch import Caller
+
+if TYPE_CHECKING:
+    from answerbox.services import Services
+
+__all__ = [
+    "JSON",
+    "PipelineContext",
+    "Processor",
+    "ProcessorConfig",
+    "RequestProcessor",
+    "ResponseProcessor",
+    "SearchRequest",
+]
+
+JSON = dict[str, Any]
+
+
+class ProcessorConfig(BaseModel):
+    """Fields every processor accepts, as in OpenSearch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tag: str | None = None
+    description: str | None = None
+    ignore_failure: bool = False
+
+
+@dataclass(kw_only=True)
+class SearchRequest:
+    """One search as OpenSearch will receive it: target, body and query parameters."""
+
+    index: str | None
+    body: JSON
+    params: dict[str, str]
+    caller: Caller
+
+    def copy(self) -> SearchRequest:
+        return SearchRequest(index=self.index, body=copy.deepcopy(self.body), params=dict(self.params), caller=self.caller)
+
+
+@dataclass(kw_only=True)
+class PipelineContext:
+    """Per-search state shared by the processors of one pipeline run."""
+
+    request_id: str
+    pipeline_id: str
+    original: SearchRequest
+    question: str | None
+    generative_qa: GenerativeQAParameters | None = None
+    report: AnswerboxReport = field(default_factory=AnswerboxReport)
+    processor_results: list[JSON] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+
+C = TypeVar("C", bound=ProcessorConfig)
+
+
+class Processor(ABC, Generic[C]):
+    """Base of all answerbox processors; ``type_name`` is the key used in pipeline JSON."""
+
+    type_name: ClassVar[str]
+    config_model: ClassVar[type[ProcessorConfig]]
+
+    def __init__(self, config: C, services: Services) -> None:
+        self.config = config
+        self.services = services
+
+    @classmethod
+    def from_dict(cls, raw: Any, services: Services) -> Processor[Any]:
+        if not isinstance(raw, dict):
+            raise ConfigError(f"processor [{cls.type_name}] config must be an object, got {type(raw).__name__}")
+        try:
+            config = cls.config_model.model_validate(raw)
+        except ValidationError as exc:
+            tag = raw.get("tag")
+            problems = "; ".join(
+                f"[{'.'.join(str(p) for p in err['loc'])}] {err['msg']} (got {err.get('input')!r})" for err in exc.errors()
+            )
+            raise ConfigError(f"processor [{cls.type_name}]{f' tag [{tag}]' if tag else ''}: {problems}") from exc
+        return cls(config, services)
+
+    def to_dict(self) -> JSON:
+        return {self.type_name: self.config.model_dump(exclude_unset=True)}
+
+    @property
+    def name(self) -> str:
+        return f"{self.type_name}:{self.config.tag}" if self.config.tag else self.type_name
+
+
+class RequestProcessor(Processor[C]):
+    @abstractmethod
+    async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
+        """Return the request to send on (a changed copy, or ``request`` itself)."""
+
+
+class ResponseProcessor(Processor[C]):
+    @abstractmethod
+    async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
+        """Return the response to pass on; enrichments go to ``ctx.report``."""

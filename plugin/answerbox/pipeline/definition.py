@@ -1,0 +1,49 @@
+"""A search pipeline definition in OpenSearch's JSON shape."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from answerbox.errors import ConfigError
+
+__all__ = ["PipelineDefinition", "ProcessorEntry"]
+
+ProcessorEntry = dict[str, dict[str, Any]]
+
+
+class PipelineDefinition(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str | None = None
+    version: int | None = None
+    request_processors: list[ProcessorEntry] = []
+    response_processors: list[ProcessorEntry] = []
+    phase_results_processors: list[ProcessorEntry] = []
+
+    @field_validator("request_processors", "response_processors", "phase_results_processors")
+    @classmethod
+    def _one_type_each(cls, entries: list[ProcessorEntry]) -> list[ProcessorEntry]:
+        for entry in entries:
+            if len(entry) != 1:
+                raise ValueError(f"each processor must be an object with exactly one key (its type), got {sorted(entry)}")
+        return entries
+
+    @classmethod
+    def parse(cls, raw: Any) -> PipelineDefinition:
+        if not isinstance(raw, dict):
+            raise ConfigError(f"a search pipeline must be a JSON object, got {type(raw).__name__}")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(f"[{'.'.join(str(p) for p in e['loc'])}] {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"invalid search pipeline: {problems}") from exc
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True, exclude_defaults=True)
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()

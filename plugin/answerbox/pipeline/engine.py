@@ -1,0 +1,112 @@
+"""The pipeline runner: answerbox request processors → OpenSearch → answerbox response processors.
+
+Ordering rule for mixed pipelines: processor types answerbox does not implement are
+OpenSearch's own, and run inside OpenSearch, sent with the search as an inline pipeline.
+So every answerbox request processor runs before OpenSearch's request processors, and
+every OpenSearch response processor runs before answerbox's response processors. Within
+each group the declared order holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from answerbox.errors import ProcessorError
+from answerbox.pipeline.base import JSON, PipelineContext, Processor, RequestProcessor, ResponseProcessor, SearchRequest
+from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.pipeline.stats import Phase, PipelineStats
+
+__all__ = ["Pipeline"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(kw_only=True)
+class Pipeline:
+    id: str
+    definition: PipelineDefinition
+    request_processors: list[RequestProcessor[Any]]
+    response_processors: list[ResponseProcessor[Any]]
+    # The processors OpenSearch runs itself, or None when there are none.
+    native: PipelineDefinition | None
+    stats: PipelineStats
+    timeout_s: float
+
+    async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
+        return await self._phase(
+            "request",
+            ctx,
+            request,
+            [(p, lambda current, p=p: p.process_request(current, ctx)) for p in self.request_processors],  # type: ignore[misc]
+        )
+
+    async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
+        return await self._phase(
+            "response",
+            ctx,
+            response,
+            [(p, lambda current, p=p: p.process_response(request, current, ctx)) for p in self.response_processors],  # type: ignore[misc]
+        )
+
+    async def _phase(
+        self,
+        phase: Phase,
+        ctx: PipelineContext,
+        value: T,
+        steps: list[tuple[Processor[Any], Callable[[T], Awaitable[T]]]],
+    ) -> T:
+        if not steps:
+            return value
+        self.stats.start(self.id, phase)
+        started = time.perf_counter()
+        failed = False
+        try:
+            for processor, step in steps:
+                value = await self._step(phase, ctx, processor, step, value)
+            return value
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            self.stats.finish(self.id, phase, (time.perf_counter() - started) * 1000, failed)
+
+    async def _step(
+        self, phase: Phase, ctx: PipelineContext, processor: Processor[Any], step: Callable[[T], Awaitable[T]], value: T
+    ) -> T:
+        started = time.perf_counter()
+        error: Exception | None = None
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                result = await step(value)
+        except TimeoutError as exc:
+            error = TimeoutError(f"took longer than {self.timeout_s:g}s")
+            error.__cause__ = exc
+        except Exception as exc:  # noqa: BLE001 - a processor may fail in any way; ignore_failure decides
+            error = exc
+        millis = (time.perf_counter() - started) * 1000
+        ignored = error is not None and processor.config.ignore_failure
+        self.stats.processor(self.id, phase, processor.name, processor.type_name, millis, error is not None, ignored)
+        ctx.report.timings_ms[processor.name] = round(millis, 2)
+        ctx.processor_results.append(
+            {
+                "processor_name": processor.type_name,
+                "tag": processor.config.tag,
+                "duration_millis": round(millis),
+                "status": "success" if error is None else "fail",
+                **({"error": f"{type(error).__name__}: {error}"} if error is not None else {}),
+            }
+        )
+        if error is None:
+            return result
+        if not ignored:
+            raise ProcessorError.from_exception(processor.type_name, processor.config.tag, error) from error
+        logger.warning("processor %s in pipeline %s failed and was ignored: %r", processor.name, self.id, error)
+        ctx.report.warn(f"processor [{processor.name}] failed and was skipped: {error}")
+        return value

@@ -1,0 +1,71 @@
+"""Processor type name → class, and building a runnable ``Pipeline`` from a definition."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from answerbox.errors import ConfigError
+from answerbox.pipeline.base import Processor, RequestProcessor, ResponseProcessor
+from answerbox.pipeline.definition import PipelineDefinition, ProcessorEntry
+from answerbox.pipeline.engine import Pipeline
+from answerbox.pipeline.stats import PipelineStats
+
+if TYPE_CHECKING:
+    from answerbox.services import Services
+
+__all__ = ["NATIVE_TYPES", "ProcessorRegistry"]
+
+# OpenSearch's own processor types (core and the neural-search / ml-commons plugins).
+# They are sent to OpenSearch inline; any other unknown type is rejected up front, as
+# OpenSearch rejects it.
+NATIVE_TYPES: dict[str, frozenset[str]] = {
+    "request_processors": frozenset(
+        {"filter_query", "script", "oversample", "neural_query_enricher", "neural_sparse_two_phase_processor", "ml_inference", "agentic_query_translator"}
+    ),
+    "response_processors": frozenset(
+        {"rename_field", "collapse", "truncate_hits", "sort", "split", "rerank", "personalize_search_ranking", "retrieval_augmented_generation", "ml_inference", "explanation_response_processor"}
+    ),
+    "phase_results_processors": frozenset({"normalization-processor", "score-ranker-processor"}),
+}
+
+
+class ProcessorRegistry:
+    def __init__(self, processors: list[type[Processor[Any]]] | None = None) -> None:
+        self._types: dict[str, type[Processor[Any]]] = {}
+        for cls in processors or []:
+            self.register(cls)
+
+    def register(self, cls: type[Processor[Any]]) -> None:
+        self._types[cls.type_name] = cls
+
+    def build(
+        self, pipeline_id: str, definition: PipelineDefinition, services: Services, stats: PipelineStats
+    ) -> Pipeline:
+        native: dict[str, list[ProcessorEntry]] = {}
+        request: list[RequestProcessor[Any]] = []
+        response: list[ResponseProcessor[Any]] = []
+        for section, target, base in (
+            ("request_processors", request, RequestProcessor),
+            ("response_processors", response, ResponseProcessor),
+            ("phase_results_processors", None, None),
+        ):
+            for entry in getattr(definition, section):
+                (type_name, config), = entry.items()
+                cls = self._types.get(type_name)
+                if cls is None:
+                    if type_name not in NATIVE_TYPES[section]:
+                        raise ConfigError(f"Invalid processor type [{type_name}] in {section} of pipeline [{pipeline_id}]")
+                    native.setdefault(section, []).append(entry)
+                    continue
+                if target is None or base is None or not issubclass(cls, base):
+                    raise ConfigError(f"processor [{type_name}] cannot be used in {section} of pipeline [{pipeline_id}]")
+                target.append(cls.from_dict(config, services))  # type: ignore[arg-type]
+        return Pipeline(
+            id=pipeline_id,
+            definition=definition,
+            request_processors=request,
+            response_processors=response,
+            native=PipelineDefinition(**native) if native else None,  # type: ignore[arg-type]
+            stats=stats,
+            timeout_s=services.settings.limits.processor_timeout_s,
+        )

@@ -1,0 +1,95 @@
+"""Which pipeline a search runs, chosen as OpenSearch chooses it:
+
+1. an inline (temporary) pipeline object in the body's ``search_pipeline``;
+2. a pipeline id in the body's ``search_pipeline`` or the ``search_pipeline`` parameter;
+3. the target index's ``index.search.default_pipeline`` setting (cached briefly).
+
+``_none`` disables the default. An id answerbox does not store is left to OpenSearch,
+which may define it natively or answers that it is not defined.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from opensearchpy import AsyncOpenSearch
+
+from answerbox.errors import InvalidRequest, UpstreamError
+from answerbox.opensearch import translate
+from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.pipeline.engine import Pipeline
+from answerbox.pipeline.registry import ProcessorRegistry
+from answerbox.pipeline.stats import PipelineStats
+from answerbox.pipeline.store import PipelineStore
+
+if TYPE_CHECKING:
+    from answerbox.services import Services
+
+__all__ = ["PipelineResolver", "AD_HOC_PIPELINE_ID"]
+
+AD_HOC_PIPELINE_ID = "_ad_hoc_pipeline"
+_DEFAULT_SETTING = "index.search.default_pipeline"
+
+
+class PipelineResolver:
+    def __init__(
+        self,
+        *,
+        store: PipelineStore,
+        registry: ProcessorRegistry,
+        services: Services,
+        stats: PipelineStats,
+        settings_client: AsyncOpenSearch,
+        cache_s: float,
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._services = services
+        self._stats = stats
+        self._settings_client = settings_client
+        self._cache_s = cache_s
+        self._defaults: dict[str, tuple[float, str | None]] = {}
+        self._built: dict[tuple[str, str], Pipeline] = {}
+
+    async def resolve(self, index: str | None, body: dict[str, Any], params: dict[str, str]) -> Pipeline | None:
+        chosen = body.get("search_pipeline", params.get("search_pipeline"))
+        if isinstance(chosen, dict):
+            return self.build(AD_HOC_PIPELINE_ID, PipelineDefinition.parse(chosen))
+        if chosen is not None and not isinstance(chosen, str):
+            raise InvalidRequest(f"search_pipeline must be a pipeline id or a pipeline object, got {type(chosen).__name__}")
+        pipeline_id = chosen if chosen is not None else await self._index_default(index)
+        if not pipeline_id or pipeline_id == "_none":
+            return None
+        definition = await self._store.get(pipeline_id)
+        return self.build(pipeline_id, definition) if definition is not None else None
+
+    def build(self, pipeline_id: str, definition: PipelineDefinition) -> Pipeline:
+        """Build once per definition version, so processors keep their warm state."""
+        key = (pipeline_id, definition.fingerprint())
+        pipeline = self._built.get(key)
+        if pipeline is None:
+            pipeline = self._registry.build(pipeline_id, definition, self._services, self._stats)
+            self._built = {k: v for k, v in self._built.items() if k[0] != pipeline_id}
+            self._built[key] = pipeline
+        return pipeline
+
+    async def _index_default(self, index: str | None) -> str | None:
+        target = index or "_all"
+        cached = self._defaults.get(target)
+        if cached and time.monotonic() - cached[0] < self._cache_s:
+            return cached[1]
+        try:
+            result = await translate(
+                self._settings_client.indices.get_settings(
+                    index=target, name=_DEFAULT_SETTING, params={"flat_settings": "true", "ignore_unavailable": "true"}
+                )
+            )
+        except UpstreamError:
+            # The search itself will meet (and report) the same problem with the caller's credentials.
+            return None
+        defaults = {index_settings.get("settings", {}).get(_DEFAULT_SETTING) for index_settings in result.values()}
+        # A default applies only when every targeted index agrees on it.
+        default = defaults.pop() if len(defaults) == 1 else None
+        self._defaults[target] = (time.monotonic(), default)
+        return default

@@ -1,0 +1,68 @@
+"""Finding the user's query text inside a search body.
+
+Only scoring clauses count: ``match``, ``multi_match`` and ``simple_query_string`` under
+``query``, never inside a ``filter`` or ``must_not`` (those restrict what a caller sees and
+must stay exactly as written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TextClause", "find_text_clauses", "question_of"]
+
+_NON_SCORING = frozenset({"filter", "must_not"})
+
+
+@dataclass(frozen=True)
+class TextClause:
+    """A query text in place: ``holder[key]`` is the string."""
+
+    kind: str
+    field: str | None
+    holder: dict[str, Any]
+    key: str
+
+    @property
+    def text(self) -> str:
+        return str(self.holder[self.key])
+
+
+def _walk(node: Any) -> Iterator[TextClause]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _walk(item)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key == "match" and isinstance(value, dict):
+            for field, spec in value.items():
+                if isinstance(spec, dict) and isinstance(spec.get("query"), str):
+                    yield TextClause("match", field, spec, "query")
+                elif isinstance(spec, str):
+                    yield TextClause("match", field, value, field)
+        elif key in ("multi_match", "simple_query_string") and isinstance(value, dict) and isinstance(value.get("query"), str):
+            yield TextClause(key, None, value, "query")
+        elif key not in _NON_SCORING:
+            yield from _walk(value)
+
+
+def find_text_clauses(body: Mapping[str, Any]) -> list[TextClause]:
+    """The scoring text clauses of ``body["query"]``, in document order."""
+    return list(_walk(body.get("query")))
+
+
+def question_of(body: Mapping[str, Any], params: Mapping[str, str]) -> str | None:
+    """The user's question: ``ext.generative_qa_parameters.llm_question``, else the first query text, else ``q``."""
+    ext = body.get("ext")
+    if isinstance(ext, dict):
+        qa = ext.get("generative_qa_parameters")
+        if isinstance(qa, dict) and isinstance(qa.get("llm_question"), str) and qa["llm_question"].strip():
+            return str(qa["llm_question"])
+    clauses = find_text_clauses(body)
+    if clauses:
+        return clauses[0].text
+    return params.get("q")

@@ -1,0 +1,44 @@
+"""What processors share: settings, OpenSearch on the caller's behalf, the LLM, prompts, models.
+
+Built once per app in the lifespan; processors receive it at construction and do no I/O
+until they run. ONNX models load lazily on first use, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from answerbox.config import Settings
+from answerbox.llm import LLMClient
+from answerbox.opensearch import SearchBackend
+from answerbox.prompts import PromptLibrary
+
+if TYPE_CHECKING:
+    from answerbox.models import Models
+
+__all__ = ["Services"]
+
+
+class Services:
+    def __init__(self, settings: Settings, search: SearchBackend, llm: LLMClient, prompts: PromptLibrary) -> None:
+        self.settings = settings
+        self.search = search
+        self.llm = llm
+        self.prompts = prompts
+        self._models: Models | None = None
+        self._models_lock = asyncio.Lock()
+
+    async def models(self) -> Models:
+        """The reader and evaluator, loaded once (sessions are expensive to create)."""
+        async with self._models_lock:
+            if self._models is None:
+                from answerbox.models import load_models  # onnxruntime is heavy; import on first use
+
+                self._models = await asyncio.to_thread(load_models, self.settings.models)
+            return self._models
+
+    async def aclose(self) -> None:
+        await self.llm.aclose()
+        if self._models is not None:
+            self._models.close()

@@ -1,0 +1,65 @@
+"""Shared fixtures: osmem-server (a real HTTP server speaking OpenSearch's API), answerbox
+under real uvicorn in front of it, and a scripted OpenAI-compatible LLM."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import httpx
+import pytest
+from opensearchpy import OpenSearch
+
+from answerbox.app import create_app
+from answerbox.config import Settings
+from answerbox.pipeline.registry import ProcessorRegistry
+from tests.support.scripted_llm import ScriptedLLM
+from tests.support.servers import serve
+
+AnswerboxFactory = Callable[..., str]
+
+
+@pytest.fixture
+def opensearch(osmem_url: str) -> OpenSearch:
+    """A direct client to the test cluster, for seeding and comparing."""
+    return OpenSearch(hosts=[osmem_url])
+
+
+@pytest.fixture
+def make_answerbox(osmem_url: str) -> Iterator[AnswerboxFactory]:
+    """Start answerbox in front of this test's cluster; keyword arguments override settings."""
+    with ExitStack() as stack:
+
+        def factory(registry: ProcessorRegistry | None = None, **overrides: Any) -> str:
+            overrides.setdefault("opensearch", {}).setdefault("url", osmem_url)
+            settings = Settings.load(**overrides)
+            return stack.enter_context(serve(create_app(settings, registry)))
+
+        yield factory
+
+
+@pytest.fixture
+def answerbox(make_answerbox: AnswerboxFactory) -> str:
+    return make_answerbox()
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=60) as http:
+        yield http
+
+
+@pytest.fixture
+def scripted_llm() -> Iterator[tuple[ScriptedLLM, str]]:
+    llm = ScriptedLLM()
+    with serve(llm.app()) as url:
+        yield llm, f"{url}/v1"
+
+
+def bulk_index(opensearch: OpenSearch, index: str, docs: list[dict[str, Any]], mappings: dict[str, Any] | None = None) -> None:
+    opensearch.indices.create(index=index, body={"mappings": mappings} if mappings else {})
+    lines: list[dict[str, Any]] = []
+    for i, doc in enumerate(docs):
+        lines += [{"index": {"_index": index, "_id": str(doc.pop("_id", i))}}, doc]
+    opensearch.bulk(body=lines, refresh=True)

@@ -1,0 +1,90 @@
+"""Requests answerbox does not handle come back exactly as OpenSearch sent them."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from opensearchpy import OpenSearch
+
+from tests.conftest import AnswerboxFactory, bulk_index
+from tests.support.recording_proxy import RecordingProxy
+from tests.support.servers import serve
+
+BULK = (
+    b'{"index":{"_index":"books","_id":"1"}}\n{"title":"Dune","body":"a desert planet"}\n'
+    b'{"index":{"_index":"books","_id":"2"}}\n{"title":"Emma","body":"a comedy of manners"}\n'
+)
+
+
+def _same(a: httpx.Response, b: httpx.Response) -> None:
+    assert a.status_code == b.status_code
+    assert a.headers["content-type"] == b.headers["content-type"]
+    assert a.content == b.content
+
+
+def test_index_creation_matches_direct(answerbox: str, osmem_url: str, client: httpx.Client) -> None:
+    mapping = {"mappings": {"properties": {"title": {"type": "text"}}}}
+    via = client.put(f"{answerbox}/created", json=mapping)
+    direct = client.put(f"{osmem_url}/created_direct", json=mapping)
+    assert via.status_code == direct.status_code == 200
+    assert via.headers["content-type"] == direct.headers["content-type"]
+    assert via.json() == {**direct.json(), "index": "created"}
+    _same(client.get(f"{answerbox}/created/_mapping"), client.get(f"{osmem_url}/created/_mapping"))
+
+
+def test_bulk_ndjson_then_search_and_cat(answerbox: str, osmem_url: str, client: httpx.Client) -> None:
+    bulk = client.post(f"{answerbox}/_bulk?refresh=true", content=BULK, headers={"content-type": "application/x-ndjson"})
+    assert bulk.status_code == 200
+    assert bulk.json()["errors"] is False and len(bulk.json()["items"]) == 2
+    query = {"query": {"match": {"body": "desert"}}}
+    via, direct = client.post(f"{answerbox}/books/_search", json=query), client.post(f"{osmem_url}/books/_search", json=query)
+    assert via.json()["hits"] == direct.json()["hits"]
+    assert [h["_id"] for h in via.json()["hits"]["hits"]] == ["1"]
+    cat_via, cat_direct = client.get(f"{answerbox}/_cat/indices?v&h=index,docs.count"), client.get(f"{osmem_url}/_cat/indices?v&h=index,docs.count")
+    _same(cat_via, cat_direct)
+    assert cat_via.headers["content-type"].startswith("text/plain")
+    assert "books" in cat_via.text
+
+
+def test_errors_come_back_identical(answerbox: str, osmem_url: str, client: httpx.Client, opensearch: OpenSearch) -> None:
+    bulk_index(opensearch, "books", [{"title": "Dune"}])
+    _same(client.get(f"{answerbox}/missing/_search"), client.get(f"{osmem_url}/missing/_search"))
+    bad = {"query": {"bogus": {}}}
+    via, direct = client.post(f"{answerbox}/books/_search", json=bad), client.post(f"{osmem_url}/books/_search", json=bad)
+    _same(via, direct)
+    assert via.status_code == 400 and via.json()["error"]["root_cause"][0]["type"] == "parsing_exception"
+    not_json = b"{this is not json"
+    _same(
+        client.post(f"{answerbox}/books/_search", content=not_json, headers={"content-type": "application/json"}),
+        client.post(f"{osmem_url}/books/_search", content=not_json, headers={"content-type": "application/json"}),
+    )
+
+
+def test_authorization_reaches_opensearch_untouched(make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client) -> None:
+    recorder = RecordingProxy(osmem_url)
+    with serve(recorder.app()) as hop:
+        url = make_answerbox(opensearch={"url": hop})
+        auth = "Basic YWxpY2U6czNjcjN0"
+        client.get(f"{url}/_cat/indices", headers={"Authorization": auth})
+        client.post(f"{url}/_search", json={"query": {"match_all": {}}}, headers={"Authorization": auth})
+    forwarded = [r for r in recorder.requests if r.path in ("/_cat/indices", "/_search")]
+    assert len(forwarded) == 2
+    assert all(r.headers.get("authorization") == auth for r in forwarded)
+
+
+def test_opensearch_down_gives_opensearch_shaped_502(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+    from tests.support.servers import free_port
+
+    url = make_answerbox(opensearch={"url": f"http://127.0.0.1:{free_port()}", "connect_timeout_s": 1})
+    response = client.get(f"{url}/_cat/indices")
+    assert response.status_code == 502
+    body = response.json()
+    assert body["status"] == 502 and body["error"]["root_cause"][0]["type"] == "connect_exception"
+
+
+def test_oversized_body_is_rejected_in_opensearch_shape(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+    url = make_answerbox(limits={"max_request_bytes": 2048})
+    response = client.post(f"{url}/books/_search", content=json.dumps({"query": {"match": {"t": "x" * 4096}}}))
+    assert response.status_code == 413
+    assert response.json()["error"]["type"] == "content_too_long_exception"

@@ -1,0 +1,1 @@
+"""Test helpers: real servers on loopback."""

@@ -1,0 +1,67 @@
+"""A scripted OpenAI-compatible server: answers chat completions from a script and records every call."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+Reply = str | Callable[[list[dict[str, str]]], str]
+
+
+@dataclass
+class ScriptedLLM:
+    """``replies`` are used in order (the last repeats); ``fail`` answers 500; ``delay_s`` stalls."""
+
+    replies: list[Reply] = field(default_factory=lambda: ["ok"])
+    fail: bool = False
+    delay_s: float = 0.0
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def _next(self, messages: list[dict[str, str]]) -> str:
+        reply = self.replies[min(len(self.calls) - 1, len(self.replies) - 1)]
+        return reply(messages) if callable(reply) else reply
+
+    async def _chat(self, request: Request) -> Response:
+        payload = await request.json()
+        self.calls.append(payload)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.fail:
+            return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=500)
+        text = self._next(payload["messages"])
+        if payload.get("stream"):
+            return StreamingResponse(self._chunks(text), media_type="text/event-stream")
+        return JSONResponse(
+            {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": payload.get("model", "scripted"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": len(text.split()), "total_tokens": 10 + len(text.split())},
+            }
+        )
+
+    async def _chunks(self, text: str) -> Any:
+        for word in text.split(" "):
+            chunk = {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": "scripted",
+                "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}],
+            }
+            yield f"data: {json.dumps(chunk)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
