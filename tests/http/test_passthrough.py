@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
 from opensearchpy import OpenSearch
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from tests.conftest import AnswerboxFactory, bulk_index
 from tests.support.recording_proxy import RecordingProxy
-from tests.support.servers import serve
+from tests.support.servers import free_port, serve
 
 BULK = (
     b'{"index":{"_index":"books","_id":"1"}}\n{"title":"Dune","body":"a desert planet"}\n'
@@ -74,8 +78,6 @@ def test_authorization_reaches_opensearch_untouched(make_answerbox: AnswerboxFac
 
 
 def test_opensearch_down_gives_opensearch_shaped_502(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
-    from tests.support.servers import free_port
-
     url = make_answerbox(opensearch={"url": f"http://127.0.0.1:{free_port()}", "connect_timeout_s": 1})
     response = client.get(f"{url}/_cat/indices")
     assert response.status_code == 502
@@ -88,3 +90,17 @@ def test_oversized_body_is_rejected_in_opensearch_shape(make_answerbox: Answerbo
     response = client.post(f"{url}/books/_search", content=json.dumps({"query": {"match": {"t": "x" * 4096}}}))
     assert response.status_code == 413
     assert response.json()["error"]["type"] == "content_too_long_exception"
+
+
+def test_a_hanging_opensearch_times_out_instead_of_hanging(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+    async def stall(request: object) -> JSONResponse:
+        await asyncio.sleep(3)
+        return JSONResponse({})
+
+    with serve(Starlette(routes=[Route("/{path:path}", stall, methods=["GET", "POST"])])) as slow:
+        url = make_answerbox(opensearch={"url": slow, "request_timeout_s": 0.5})
+        response = client.get(f"{url}/_cat/indices")
+        assert response.status_code == 504
+        assert response.json()["error"]["type"] == "timeout_exception"
+        search = client.post(f"{url}/books/_search", json={"search_pipeline": {"request_processors": []}, "query": {"match_all": {}}})
+        assert search.status_code == 504 and search.json()["status"] == 504
