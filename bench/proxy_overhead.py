@@ -26,8 +26,8 @@ from osmem_server import OsmemServer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from answerbox.embedded import SAMPLE_INDEX, _wait_until_up, load_sample_corpus  # noqa: E402
-from support.servers import free_port  # noqa: E402
+from answerbox.embedded import SAMPLE_INDEX, _wait_until_up, load_sample_corpus
+from support.servers import free_port
 
 
 def _queries(n: int) -> list[dict[str, object]]:

@@ -22,6 +22,7 @@ from answerbox.errors import AnswerboxError, error_body
 from answerbox.http.passthrough import Passthrough
 from answerbox.http.pipelines import PipelineAPI
 from answerbox.http.search import SearchHandler
+from answerbox.http.stream import AnswerStream
 from answerbox.llm import LLMClient
 from answerbox.opensearch import OpenSearchClients
 from answerbox.pipeline.registry import ProcessorRegistry
@@ -31,6 +32,7 @@ from answerbox.pipeline.store import PipelineStore
 from answerbox.processors import default_registry
 from answerbox.prompts import PromptLibrary
 from answerbox.services import Services
+from answerbox.ui import ui_routes
 
 __all__ = ["create_app"]
 
@@ -127,8 +129,10 @@ def create_app(settings: Settings, registry: ProcessorRegistry | None = None) ->
         route("/{index}/_search", lambda s: s.search.search, ["GET", "POST"]),
         route("/_msearch", lambda s: s.search.msearch, ["GET", "POST"]),
         route("/{index}/_msearch", lambda s: s.search.msearch, ["GET", "POST"]),
+        route("/{index}/_answerbox/stream", lambda s: AnswerStream.beside(s.search).stream, ["POST"]),
         Route("/_answerbox/stats/search_pipeline", stats, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *ui_routes(),
         Route("/{path:path}", passthrough, methods=_ALL_METHODS),
     ]
     return Starlette(

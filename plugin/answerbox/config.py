@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["LLMSettings", "Limits", "ModelSettings", "OpenSearchSettings", "Settings", "REPO_ROOT"]
+__all__ = ["REPO_ROOT", "LLMSettings", "Limits", "ModelSettings", "OpenSearchSettings", "Settings"]
 
 # Source checkouts and editable installs keep models and templates beside the package.
 REPO_ROOT = Path(__file__).resolve().parents[2]

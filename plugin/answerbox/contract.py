@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AnswerboxReport", "Citation", "Answer", "GenerativeQAParameters"]
+__all__ = ["Answer", "AnswerboxReport", "Citation", "GenerativeQAParameters"]
 
 
 class Citation(BaseModel):

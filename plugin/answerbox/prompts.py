@@ -15,7 +15,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from answerbox.errors import ConfigError
 
-__all__ = ["PromptLibrary", "Prompt"]
+__all__ = ["Prompt", "PromptLibrary"]
 
 
 class Prompt:

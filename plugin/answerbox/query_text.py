@@ -7,11 +7,12 @@ must stay exactly as written).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
-__all__ = ["TextClause", "find_text_clauses", "question_of"]
+__all__ = ["TextClause", "find_text_clauses", "question_of", "replace_text_clauses"]
 
 _NON_SCORING = frozenset({"filter", "must_not"})
 
@@ -24,6 +25,8 @@ class TextClause:
     field: str | None
     holder: dict[str, Any]
     key: str
+    # The query object holding the clause (``{"match": {...}}``), so it can be replaced whole.
+    node: dict[str, Any] = dataclass_field(default_factory=dict, compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -41,11 +44,11 @@ def _walk(node: Any) -> Iterator[TextClause]:
         if key == "match" and isinstance(value, dict):
             for field, spec in value.items():
                 if isinstance(spec, dict) and isinstance(spec.get("query"), str):
-                    yield TextClause("match", field, spec, "query")
+                    yield TextClause("match", field, spec, "query", node)
                 elif isinstance(spec, str):
-                    yield TextClause("match", field, value, field)
+                    yield TextClause("match", field, value, field, node)
         elif key in ("multi_match", "simple_query_string") and isinstance(value, dict) and isinstance(value.get("query"), str):
-            yield TextClause(key, None, value, "query")
+            yield TextClause(key, None, value, "query", node)
         elif key not in _NON_SCORING:
             yield from _walk(value)
 
@@ -53,6 +56,20 @@ def _walk(node: Any) -> Iterator[TextClause]:
 def find_text_clauses(body: Mapping[str, Any]) -> list[TextClause]:
     """The scoring text clauses of ``body["query"]``, in document order."""
     return list(_walk(body.get("query")))
+
+
+def replace_text_clauses(body: dict[str, Any], replacement: Callable[[TextClause], dict[str, Any]]) -> int:
+    """Swap, in place, each scoring text clause of ``body["query"]`` for ``replacement(clause)``.
+
+    Filters stay untouched because ``find_text_clauses`` never looks inside them. Returns
+    how many clauses were replaced.
+    """
+    clauses = find_text_clauses(body)
+    for clause in clauses:
+        new = replacement(clause)
+        clause.node.clear()
+        clause.node.update(new)
+    return len(clauses)
 
 
 def question_of(body: Mapping[str, Any], params: Mapping[str, str]) -> str | None:

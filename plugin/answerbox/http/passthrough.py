@@ -9,7 +9,6 @@ bench/proxy_overhead.py), and it is already here as opensearch-py's async transp
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import AsyncIterator, Iterable
 
@@ -72,7 +71,7 @@ class Passthrough:
             upstream = await self._session.request(
                 request.method, url, data=content, headers=_forwardable(request.headers.items()), allow_redirects=False
             )
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise UpstreamUnavailable(f"OpenSearch did not answer in time: {exc!r}", status=504, error_type="timeout_exception") from exc
         except aiohttp.ClientError as exc:
             raise UpstreamUnavailable(f"OpenSearch is unreachable: {exc}") from exc

@@ -101,7 +101,7 @@ class Processor(ABC, Generic[C]):
                 f"[{'.'.join(str(p) for p in err['loc'])}] {err['msg']} (got {err.get('input')!r})" for err in exc.errors()
             )
             raise ConfigError(f"processor [{cls.type_name}]{f' tag [{tag}]' if tag else ''}: {problems}") from exc
-        return cls(config, services)
+        return cls(config, services)  # type: ignore[arg-type]  # config_model is C for each subclass
 
     def to_dict(self) -> JSON:
         return {self.type_name: self.config.model_dump(exclude_unset=True)}

@@ -26,7 +26,7 @@ from answerbox.pipeline.store import PipelineStore
 if TYPE_CHECKING:
     from answerbox.services import Services
 
-__all__ = ["PipelineResolver", "AD_HOC_PIPELINE_ID"]
+__all__ = ["AD_HOC_PIPELINE_ID", "PipelineResolver"]
 
 AD_HOC_PIPELINE_ID = "_ad_hoc_pipeline"
 _DEFAULT_SETTING = "index.search.default_pipeline"
