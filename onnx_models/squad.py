@@ -10,6 +10,7 @@ import collections
 import json
 import math
 import os
+import random
 import re
 import string
 import tarfile
@@ -20,14 +21,15 @@ from pathlib import Path
 __all__ = [
     "BM25",
     "DEV_FILE",
+    "TRAIN_FILES",
     "Paragraph",
     "Question",
-    "TRAIN_FILES",
     "default_tarball",
     "exact_match",
     "f1_score",
     "load_squad",
     "normalize_answer",
+    "sample_questions",
 ]
 
 _MEMBER_DIR = "bigbench-1.0.0/bigbench/benchmark_tasks/squad_shifts/"
@@ -100,6 +102,14 @@ def _paragraphs(name: str, data: dict[str, object]) -> Iterator[Paragraph]:
             )
 
 
+def sample_questions(paragraphs: Sequence[Paragraph], limit: int, seed: int) -> list[tuple[Paragraph, Question]]:
+    """(gold paragraph, question) pairs: all of them in file order when ``limit`` is 0, else a seeded sample."""
+    pairs = [(p, q) for p in paragraphs for q in p.questions]
+    if not limit or limit >= len(pairs):
+        return pairs
+    return random.Random(seed).sample(pairs, limit)
+
+
 # --- SQuAD v1.1 official normalisation and metrics ---------------------------------
 
 
@@ -157,6 +167,10 @@ class BM25:
         for counts, length in zip(self._docs, self._lengths, strict=True):
             norm = self._k1 * (1 - self._b + self._b * length / self._avg)
             out.append(
-                sum(self._idf.get(t, 0.0) * counts[t] * (self._k1 + 1) / (counts[t] + norm) for t in terms if t in counts)
+                sum(
+                    self._idf.get(t, 0.0) * counts[t] * (self._k1 + 1) / (counts[t] + norm)
+                    for t in terms
+                    if t in counts
+                )
             )
         return out

@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoConfig, AutoModel, PretrainedConfig
 
-__all__ = ["READER_EVALUATOR_TASK", "ReaderEvaluatorModel", "TOKENIZER_FILES", "is_reader_evaluator_checkpoint"]
+__all__ = ["READER_EVALUATOR_TASK", "TOKENIZER_FILES", "ReaderEvaluatorModel", "is_reader_evaluator_checkpoint"]
 
 READER_EVALUATOR_TASK = "reader-evaluator"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
@@ -26,7 +26,7 @@ class ReaderEvaluatorModel(nn.Module):
     def __init__(self, config: PretrainedConfig) -> None:
         super().__init__()
         self.config = config
-        self.encoder = AutoModel.from_config(config, add_pooling_layer=False)
+        self.encoder = AutoModel.from_config(config, add_pooling_layer=False)  # type: ignore[no-untyped-call]
         hidden = int(config.hidden_size)
         self.qa_outputs = nn.Linear(hidden, 2)
         self.relevance = nn.Linear(hidden, 1)

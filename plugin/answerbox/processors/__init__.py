@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from answerbox.pipeline.registry import ProcessorRegistry
+from answerbox.processors.chain_of_query import ChainOfQuery
+from answerbox.processors.cited_answer import CitedAnswer
+from answerbox.processors.query_expansion import LLMQueryExpansion
+from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 
 __all__ = ["default_registry"]
 
 
 def default_registry() -> ProcessorRegistry:
-    return ProcessorRegistry([])
+    return ProcessorRegistry([LLMQueryExpansion, RetrievalEvaluator, CitedAnswer, ChainOfQuery])

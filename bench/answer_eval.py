@@ -1,0 +1,304 @@
+"""Cited answers on SQuAD v1.1 dev: answer quality, citation precision, the check's effect, stream latency.
+
+All 2,067 dev paragraphs go into a fresh osmem-server (``_id`` = paragraph id, ``title`` =
+article); answerbox runs in front of it with a ``cited_answer`` pipeline, twice: with no
+LLM (extractive mode, the reader's featured snippet) and with the real local LLM
+(generative mode). Every question goes through ``POST /squad/_answerbox/stream``, which
+gives, per question, the hits, the raw LLM text (the tokens), and the checked answer, with
+the time of each. Metrics:
+
+- extractive: SQuAD EM / F1 of the answer text;
+- generative: gold-answer containment (normalised) of the checked answer and of the raw text;
+- citation precision: a citation is right when its hit is the gold paragraph or contains a
+  gold answer; the unsupported-citation rate is 1 - precision, over the raw markers before
+  the check (out-of-range markers count as unsupported) and over the kept ones after it;
+- the stream's time to the hits and to the first token against the time to the answer,
+  and the plain ``_search`` time on ``--search-sample`` questions.
+
+Mode ``replay`` runs the generative questions again with a scripted LLM that gives back
+the texts the real LLM wrote: the same answers, checked by the models as they are now
+(the LLM is slow; re-checking its answers after a model change costs seconds). Its stream
+times are those of a zero-latency LLM: the gap between the first token and the answer is
+the check.
+
+Rows are appended to ``$ANSWERBOX_BENCH_DIR/answer_eval/<mode>.jsonl`` so a run resumes.
+Use an LLM server that finishes every stream: llama.cpp's ``--interrupt_requests False``.
+
+    PYTHONPATH=plugin python -m bench.answer_eval --sample 300 --modes extractive generative replay
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+from answerbox.app import create_app
+from answerbox.config import ModelSettings, Settings
+from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
+from answerbox.processors.citations import parse_claims
+from answerbox.processors.evidence import EvidenceFields, evidence_from_hits, number
+from osmem_server import OsmemServer  # type: ignore[import-untyped]
+
+from onnx_models.squad import (
+    DEV_FILE,
+    Paragraph,
+    Question,
+    exact_match,
+    f1_score,
+    load_squad,
+    normalize_answer,
+    sample_questions,
+)
+from tests.support.scripted_llm import ScriptedLLM
+from tests.support.servers import serve
+
+INDEX = "squad"
+CACHE_DIR = Path(os.environ.get("ANSWERBOX_BENCH_DIR", "/root/.cache/answerbox/bench"))
+MODES = ("extractive", "generative", "replay")
+
+
+def _dev() -> list[Paragraph]:
+    """The dev set, read from the tarball once and kept as JSON beside the other bench data."""
+    cached = CACHE_DIR / "answer_eval" / "squaddev.json"
+    if not cached.exists():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps([dataclasses.asdict(p) for p in load_squad([DEV_FILE])]))
+    return [
+        Paragraph(id=row["id"], article=row["article"], context=row["context"], questions=tuple(map(_question, row["questions"])))
+        for row in json.loads(cached.read_text())
+    ]
+
+
+def _question(row: dict[str, Any]) -> Question:
+    return Question(id=row["id"], text=row["text"], answers=tuple(row["answers"]), answer_starts=tuple(row["answer_starts"]))
+
+
+def _load_corpus(client: httpx.Client, url: str, paragraphs: Sequence[Paragraph]) -> None:
+    mappings = {"properties": {"text": {"type": "text"}, "title": {"type": "text"}}}
+    client.put(f"{url}/{INDEX}", json={"mappings": mappings}).raise_for_status()
+    lines = []
+    for p in paragraphs:
+        title = p.article.split("/", 1)[-1].replace("_", " ")
+        lines += [json.dumps({"index": {"_id": p.id}}), json.dumps({"text": p.context, "title": title})]
+    response = client.post(f"{url}/{INDEX}/_bulk?refresh=true", content="\n".join(lines) + "\n", headers={"content-type": "application/x-ndjson"})
+    response.raise_for_status()
+    assert not response.json()["errors"]
+
+
+def _pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    config = {
+        "size": args.size,
+        "snippet_chars": args.snippet_chars,
+        "max_tokens": args.max_tokens,
+        "demonstrations": args.demonstrations,
+        "timeout_s": 240,
+    }
+    return {"response_processors": [{"cited_answer": config}]}
+
+
+def _stream(client: httpx.Client, url: str, question: str) -> dict[str, Any]:
+    """Events of one streamed search, with the seconds at which each kind first arrived."""
+    started = time.perf_counter()
+    seen: dict[str, Any] = {"tokens": [], "errors": [], "at": {}}
+    with client.stream("POST", f"{url}/{INDEX}/_answerbox/stream?search_pipeline=answers", json=_body(question)) as response:
+        response.raise_for_status()
+        name = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+                seen["at"].setdefault(name, time.perf_counter() - started)
+            elif line.startswith("data: "):
+                data = json.loads(line.removeprefix("data: "))
+                if name == "token":
+                    seen["tokens"].append(data["text"])
+                elif name == "error":
+                    seen["errors"].append(data)
+                elif name == "hits":
+                    seen["hits"] = data["hits"]["hits"]
+                elif name == "answer":
+                    seen["answer"] = data
+    return seen
+
+
+def _body(question: str) -> dict[str, Any]:
+    return {"query": {"match": {"text": question}}, "size": 10}
+
+
+def _contains_answer(text: str, answers: Sequence[str]) -> bool:
+    normalized = normalize_answer(text)
+    return any(normalize_answer(a) and normalize_answer(a) in normalized for a in answers)
+
+
+def _raw_citations(raw: str, hits: list[dict[str, Any]], args: argparse.Namespace) -> list[str | None]:
+    """The hit id behind every marker of the raw LLM text (None: out of range), numbered as the processor numbers."""
+    blocks = number(evidence_from_hits(hits[: args.size], EvidenceFields(), snippet_chars=args.snippet_chars), args.size)
+    by_marker = {b.marker: b.id for b in blocks}
+    return [by_marker.get(m) for claim in parse_claims(raw) for m in claim.markers]
+
+
+def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+    answer = seen["answer"]["answer"]
+
+    def right(doc_id: str | None) -> bool:
+        return doc_id is not None and (doc_id == paragraph.id or _contains_answer(texts[doc_id], question.answers))
+
+    raw = "".join(seen["tokens"]).strip()
+    return {
+        "id": question.id,
+        "answer": answer["text"],
+        "mode": answer["mode"],
+        "abstained": answer["abstained"],
+        "raw": raw,
+        "em": exact_match(answer["text"], question.answers) if not answer["abstained"] else 0.0,
+        "f1": f1_score(answer["text"], question.answers) if not answer["abstained"] else 0.0,
+        "contains": not answer["abstained"] and _contains_answer(answer["text"], question.answers),
+        "raw_contains": _contains_answer(raw, question.answers),
+        "cited_right": [right(c["_id"]) for c in answer["citations"]],
+        "raw_cited_right": [right(doc) for doc in _raw_citations(raw, seen["hits"], args)],
+        "gold_in_hits": paragraph.id in {h["_id"] for h in seen["hits"][: args.size]},
+        "at": seen["at"],
+        "errors": len(seen["errors"]),
+        "warnings": seen["answer"]["warnings"],
+    }
+
+
+def _rows(mode: str) -> dict[str, dict[str, Any]]:
+    path = CACHE_DIR / "answer_eval" / f"{mode}.jsonl"
+    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
+
+
+def _append(mode: str, row: dict[str, Any]) -> None:
+    path = CACHE_DIR / "answer_eval" / f"{mode}.jsonl"
+    with path.open("a") as out:
+        out.write(json.dumps(row) + "\n")
+
+
+def _run(client: httpx.Client, url: str, mode: str, sample: list[tuple[Paragraph, Question]], texts: dict[str, str], args: argparse.Namespace) -> None:
+    done = _rows(mode)
+    todo = [(p, q) for p, q in sample if q.id not in done]
+    started = time.perf_counter()
+    for n, (paragraph, question) in enumerate(todo, 1):
+        _append(mode, _row(_stream(client, url, question.text), paragraph, question, texts, args))
+        if n % 25 == 0:
+            print(f"  {mode}: {n}/{len(todo)} in {time.perf_counter() - started:.0f}s", flush=True)
+
+
+def _replay_llm(stack: ExitStack, sample: list[tuple[Paragraph, Question]]) -> tuple[str, list[tuple[Paragraph, Question]]]:
+    """A scripted LLM that answers each question with the text the real LLM gave in the generative run."""
+    recorded = _rows("generative")
+    by_question = {q.text: recorded[q.id]["raw"] for _, q in sample if q.id in recorded}
+
+    def reply(messages: list[dict[str, str]]) -> str:
+        asked = [line for line in messages[-1]["content"].splitlines() if line.startswith("question: ")][-1]
+        return str(by_question.get(asked.removeprefix("question: "), ""))
+
+    url = stack.enter_context(serve(ScriptedLLM(replies=[reply]).app()))
+    return f"{url}/v1", [(p, q) for p, q in sample if q.id in recorded]
+
+
+def _search_times(client: httpx.Client, url: str, sample: list[tuple[Paragraph, Question]]) -> list[float]:
+    times = []
+    for _, question in sample:
+        started = time.perf_counter()
+        client.post(f"{url}/{INDEX}/_search?search_pipeline=answers", json=_body(question.text)).raise_for_status()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def _share(flags: Sequence[bool]) -> str:
+    return f"{100 * sum(flags) / len(flags):.1f}% ({sum(flags)}/{len(flags)})" if flags else "n/a (0)"
+
+
+def _report(mode: str, sample: list[tuple[Paragraph, Question]], search_times: list[float]) -> None:
+    rows = _rows(mode)
+    rows_in = [rows[q.id] for _, q in sample if q.id in rows]
+    if not rows_in:
+        return
+    n = len(rows_in)
+    print(f"\n== {mode}: {n} questions ==")
+    print(f"gold paragraph among the evidence: {_share([r['gold_in_hits'] for r in rows_in])}")
+    print(f"abstained: {_share([r['abstained'] for r in rows_in])}; LLM errors: {sum(r['errors'] for r in rows_in)}")
+    if mode == "extractive":
+        print(f"EM {100 * statistics.mean(r['em'] for r in rows_in):.2f}  F1 {100 * statistics.mean(r['f1'] for r in rows_in):.2f}")
+    else:  # generative, or its replay: the recorded LLM texts checked again by the current models
+        print(f"gold-answer containment: checked answer {_share([r['contains'] for r in rows_in])}, raw LLM text {_share([r['raw_contains'] for r in rows_in])}")
+        raw = [ok for r in rows_in for ok in r["raw_cited_right"]]
+        print(f"citations per answer: raw {len(raw) / n:.2f}, after the check {sum(len(r['cited_right']) for r in rows_in) / n:.2f}")
+        print(f"unsupported-citation rate before the check: {_share([not ok for ok in raw])}")
+    kept = [ok for r in rows_in for ok in r["cited_right"]]
+    print(f"citation precision: {_share(kept)}; unsupported-citation rate after the check: {_share([not ok for ok in kept])}")
+    for event in ("hits", "token", "answer"):
+        times = [r["at"][event] * 1000 for r in rows_in if event in r["at"]]
+        if times:
+            print(f"stream time to first {event:<6}: p50 {_pct(times, 0.5):8.1f} ms  p95 {_pct(times, 0.95):8.1f} ms  (n={len(times)})")
+    if search_times:
+        ms = [t * 1000 for t in search_times]
+        print(f"full _search response (same pipeline): p50 {_pct(ms, 0.5):8.1f} ms  p95 {_pct(ms, 0.95):8.1f} ms  (n={len(ms)})")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sample", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=2023)
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--size", type=int, default=5, help="evidence blocks (cited_answer size)")
+    parser.add_argument("--snippet-chars", type=int, default=1000)
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--demonstrations", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--search-sample", type=int, default=10, help="questions also timed through plain _search")
+    parser.add_argument("--llm-url", default="http://127.0.0.1:8081/v1")
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args(argv)
+
+    paragraphs = _dev()
+    texts = {p.id: p.context for p in paragraphs}
+    sample = sample_questions(paragraphs, args.sample, args.seed)
+    print(f"{len(paragraphs)} paragraphs; sample {len(sample)} questions (seed {args.seed}); {vars(args)}", flush=True)
+    model_dir = ModelSettings().dir
+    manifest = ModelManifest.load(model_dir)
+    written = time.strftime("%H:%M UTC", time.gmtime((model_dir / MANIFEST_FILE).stat().st_mtime))
+    print(f"model {model_dir} (manifest {written}): crag_lower {manifest.crag_lower}, theta {manifest.theta}", flush=True)
+    # Other questions than the sample's: the encoder caches what it read, so a repeat would time the cache.
+    cold = [pq for pq in sample_questions(paragraphs, args.sample + args.search_sample, args.seed + 1) if pq not in sample]
+    (CACHE_DIR / "answer_eval").mkdir(parents=True, exist_ok=True)
+    search_times: dict[str, list[float]] = {}
+    if not args.report_only:
+        with ExitStack() as stack, httpx.Client(timeout=600) as client:
+            osmem = OsmemServer.start(japanese=False)
+            stack.callback(osmem.close)
+            _load_corpus(client, osmem.url, paragraphs)
+            for mode in args.modes:
+                questions = sample
+                llm: dict[str, Any] = {}
+                if mode == "generative":
+                    llm = {"base_url": args.llm_url, "model": "smollm2", "timeout_s": 240}
+                elif mode == "replay":
+                    replay_url, questions = _replay_llm(stack, sample)
+                    llm = {"base_url": replay_url}
+                settings = Settings.load(opensearch={"url": osmem.url}, llm=llm, limits={"processor_timeout_s": 400})
+                url = stack.enter_context(serve(create_app(settings)))
+                client.put(f"{url}/_search/pipeline/answers", json=_pipeline(args)).raise_for_status()
+                _stream(client, url, "warm up")  # loads the models: not part of any question's time
+                print(f"{mode}: {len(questions)} questions", flush=True)
+                _run(client, url, mode, questions, texts, args)
+                search_times[mode] = _search_times(client, url, cold[: args.search_sample])
+    for mode in args.modes:
+        _report(mode, sample, search_times.get(mode, []))
+
+
+if __name__ == "__main__":
+    main()

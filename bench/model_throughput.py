@@ -1,0 +1,159 @@
+"""Model throughput on realistic pairs (SQuAD dev questions with their gold paragraphs).
+
+    PYTHONPATH=plugin python -m bench.model_throughput
+
+1. pairs/s at batch 1 and 16: ONNX int8, ONNX fp32, PyTorch eager (from the training checkpoint);
+2. per-batch padding vs padding every batch to max_length (int8, batch 16);
+3. int8's F1 delta against fp32 on a sample of dev questions;
+4. the micro-batcher: 16 concurrent callers vs one caller at a time, through ``reader.read``:
+   throughput ratio and the added wait (time queued before the batch starts), p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from answerbox.config import ModelSettings
+from answerbox.models import Models, load_models
+from answerbox.models.manifest import ModelManifest
+from answerbox.models.session import CPU, OnnxSession
+from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
+from bench.reader_eval import evaluate
+from onnx_models.squad import DEV_FILE, Paragraph, Question, default_tarball, load_squad, sample_questions
+
+Batch = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def pairs_per_s(
+    run: Callable[[Batch], object], windows: Sequence[Window], batch: int, pad_to: int | None = None
+) -> float:
+    batches = [pad_windows(windows[i : i + batch], pad_to) for i in range(0, len(windows), batch)]
+    run(batches[0])  # warm-up: first-run allocations and graph setup
+    started = time.perf_counter()
+    for b in batches:
+        run(b)
+    return round(len(windows) / (time.perf_counter() - started), 1)
+
+
+def onnx_runner(path: Path, threads: int) -> Callable[[Batch], object]:
+    session = OnnxSession(path, providers=[CPU], intra_op_threads=threads)
+    return lambda b: session.run({"input_ids": b[0], "attention_mask": b[1], "token_type_ids": b[2]})
+
+
+def torch_runner(checkpoint: Path, threads: int) -> Callable[[Batch], object] | None:
+    if not (checkpoint / "model.safetensors").exists():
+        return None
+    import torch
+
+    from answerbox.models.modeling import ReaderEvaluatorModel
+
+    if threads:
+        torch.set_num_threads(threads)
+    model = ReaderEvaluatorModel.load(checkpoint)
+
+    def run(b: Batch) -> object:
+        with torch.inference_mode():
+            return model(*(torch.from_numpy(a) for a in b))
+
+    return run
+
+
+async def batcher_run(models: Models, requests: Sequence[tuple[Paragraph, Question]], callers: int) -> dict[str, float]:
+    queue = list(reversed(requests))
+    latencies: list[float] = []
+
+    async def caller() -> None:
+        while queue:
+            paragraph, question = queue.pop()
+            started = time.perf_counter()
+            await models.reader.read(question.text, [paragraph.context])
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    seconds = time.perf_counter() - started
+    waits = sorted(models.encoder.batcher.stats.waits_s)
+    return {
+        "requests_per_s": round(len(requests) / seconds, 1),
+        "latency_p50_ms": round(1000 * statistics.median(latencies), 1),
+        "latency_p99_ms": round(1000 * float(np.quantile(latencies, 0.99)), 1),
+        "added_wait_p50_ms": round(1000 * statistics.median(waits), 1),
+        "added_wait_p99_ms": round(1000 * float(np.quantile(waits, 0.99)), 1),
+        "mean_batch": round(models.encoder.batcher.stats.mean_batch, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
+    parser.add_argument("--checkpoint", type=Path, default=Path("/root/.cache/answerbox/train_out"))
+    parser.add_argument("--data", type=Path, default=default_tarball())
+    parser.add_argument("--pairs", type=int, default=96, help="windows timed per configuration")
+    parser.add_argument("--f1-sample", type=int, default=300, help="dev questions for the int8 vs fp32 F1 delta")
+    parser.add_argument("--requests", type=int, default=128, help="requests for the micro-batcher comparison")
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = all cores)")
+    parser.add_argument("--seed", type=int, default=3)
+    args = parser.parse_args()
+
+    manifest = ModelManifest.load(args.model_dir)
+    paragraphs = load_squad([DEV_FILE], args.data)
+    sample = sample_questions(paragraphs, max(args.pairs, args.requests), args.seed)
+    tokenizer = WindowTokenizer(
+        load_tokenizer(args.model_dir / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride
+    )
+    windows = [tokenizer.windows(q.text, [p.context])[0] for p, q in sample[: args.pairs]]
+    report: dict[str, object] = {"mean_tokens": round(float(np.mean([len(w) for w in windows])), 1)}
+
+    engines: dict[str, Callable[[Batch], object] | None] = {
+        "onnx_int8": onnx_runner(manifest.model_path(args.model_dir, "int8"), args.threads),
+        "onnx_fp32": onnx_runner(manifest.model_path(args.model_dir, "fp32"), args.threads),
+        "torch_eager": torch_runner(args.checkpoint, args.threads),
+    }
+    throughput = {
+        name: {f"batch_{b}": pairs_per_s(run, windows, b) for b in (1, 16)}
+        for name, run in engines.items()
+        if run is not None
+    }
+    report["pairs_per_s"] = throughput
+    int8 = engines["onnx_int8"]
+    assert int8 is not None
+    report["padding_int8_batch16"] = {
+        "per_batch": throughput["onnx_int8"]["batch_16"],
+        "fixed_max_length": pairs_per_s(int8, windows, 16, pad_to=manifest.max_length),
+    }
+
+    questions = sample_questions(paragraphs, args.f1_sample, args.seed + 1)
+    f1 = {}
+    for variant in ("int8", "fp32"):
+        models = load_models(ModelSettings(dir=args.model_dir, variant=variant, providers=[CPU]))
+        try:
+            f1[variant] = evaluate(models, questions)["f1"]
+        finally:
+            models.close()
+    report["f1_sample"] = {**f1, "questions": len(questions), "int8_minus_fp32": round(f1["int8"] - f1["fp32"], 2)}
+
+    batcher = {}
+    requests = sample[: args.requests]
+    for label, callers in (("one_at_a_time", 1), ("callers_16", 16)):
+        models = load_models(ModelSettings(dir=args.model_dir, variant="int8", providers=[CPU]))
+        try:
+            batcher[label] = asyncio.run(batcher_run(models, requests, callers))
+        finally:
+            models.close()
+    batcher["throughput_ratio"] = round(
+        batcher["callers_16"]["requests_per_s"] / batcher["one_at_a_time"]["requests_per_s"], 2
+    )
+    report["micro_batcher"] = batcher
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Choose θ, CRAG's upper/lower thresholds and the score calibration on SQuAD v1.1 dev; write them to manifest.json.
+
+    PYTHONPATH=plugin python -m onnx_models.calibrate --model-dir onnx_models/default
+
+Pairs: each sampled dev question with its gold paragraph and its top BM25 paragraphs
+from the rest of the dev corpus. A pair is *relevant* when the passage contains a gold
+answer (normalised), which is what CRAG's evaluator is meant to detect.
+
+1. score calibration: Platt scaling of the relevance logit z, P(relevant) = σ(a·z + b);
+   the evaluator reports ``tanh((a·z + b) / 2) = 2·P - 1``, so scale = a/2, offset = b/2.
+2. ``crag_upper``: the lowest score at which at least ``--upper-precision`` of the pairs
+   scoring that high are relevant ("Correct" is then trustworthy).
+3. ``crag_lower``: the ``--lower-recall`` quantile from the bottom of relevant pairs'
+   scores: that share of relevant passages scores above it ("Incorrect" rarely discards one).
+4. ``theta``: the lowest relevance logit (the reader's confidence f) at which at least
+   ``--theta-precision`` of the pairs above it hold the answer: SearChain corrects a node
+   only when the reader is confident the document answers it. (Gating on span
+   correctness instead is out of reach: our spans are right on ~45% of relevant pairs,
+   and that rate barely rises with f; the manifest records it above θ.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from answerbox.config import ModelSettings
+from answerbox.models import Models, load_models
+from answerbox.models.manifest import ModelManifest
+from onnx_models.squad import (
+    BM25,
+    DEV_FILE,
+    Paragraph,
+    Question,
+    default_tarball,
+    f1_score,
+    load_squad,
+    normalize_answer,
+    sample_questions,
+)
+
+log = logging.getLogger("answerbox.calibrate")
+
+_CONCURRENCY = 8
+_MIN_SUPPORT = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    relevance: float  # the reader's confidence (relevance logit of its best window)
+    relevant: bool
+    span_correct: bool
+
+
+async def score_pairs(
+    models: Models, paragraphs: Sequence[Paragraph], questions: Sequence[tuple[Paragraph, Question]], negatives: int
+) -> list[Pair]:
+    bm25 = BM25([p.context for p in paragraphs])
+    normalized = [normalize_answer(p.context) for p in paragraphs]
+    position = {p.id: i for i, p in enumerate(paragraphs)}
+
+    async def one(gold: Paragraph, q: Question) -> list[Pair]:
+        ranked = [int(i) for i in np.argsort(-np.asarray(bm25.scores(q.text)))[: negatives + 1]]
+        chosen = [position[gold.id], *[i for i in ranked if i != position[gold.id]][:negatives]]
+        spans = await models.reader.read(q.text, [paragraphs[i].context for i in chosen])
+        answers = [normalize_answer(a) for a in q.answers]
+        out = []
+        for i, span in zip(chosen, spans, strict=True):
+            relevant = any(a and a in normalized[i] for a in answers)
+            out.append(Pair(span.confidence, relevant, relevant and f1_score(span.text, q.answers) >= 0.5))
+        return out
+
+    pairs: list[Pair] = []
+    # Several questions in flight at once so the micro-batcher fills its batches.
+    for start in range(0, len(questions), _CONCURRENCY):
+        chunk = questions[start : start + _CONCURRENCY]
+        for result in await asyncio.gather(*(one(gold, q) for gold, q in chunk)):
+            pairs.extend(result)
+        if (start // _CONCURRENCY) % 25 == 0:
+            log.info("%d/%d questions", start + len(chunk), len(questions))
+    return pairs
+
+
+def platt(z: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """Logistic regression of y on z (Newton's method, lightly regularised)."""
+    a, b = 1.0, 0.0
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-(a * z + b)))
+        w = p * (1 - p) + 1e-9
+        grad = np.array([np.sum((p - y) * z) + 1e-3 * a, np.sum(p - y)])
+        hess = np.array([[np.sum(w * z * z) + 1e-3, np.sum(w * z)], [np.sum(w * z), np.sum(w)]])
+        step = np.linalg.solve(hess, grad)
+        a, b = a - step[0], b - step[1]
+        if np.abs(step).max() < 1e-8:
+            break
+    return float(a), float(b)
+
+
+def lowest_threshold_with_precision(
+    values: npt.NDArray[np.float64], good: npt.NDArray[np.bool_], target: float
+) -> float:
+    """The smallest t such that the items with value >= t are at least ``target`` good.
+
+    Prefixes shorter than ``_MIN_SUPPORT`` items are ignored: one lucky top item is no
+    evidence. When no threshold qualifies, the maximum value is returned (trust nothing).
+    """
+    order = np.argsort(-values)
+    precision = np.cumsum(good[order]) / np.arange(1, len(values) + 1)
+    precision[: _MIN_SUPPORT - 1] = 0.0
+    ok = np.nonzero(precision >= target)[0]
+    if len(ok) == 0:
+        return float(values.max())
+    return float(values[order][ok.max()])
+
+
+def calibrate(args: argparse.Namespace) -> ModelManifest:
+    if args.pairs_in:
+        pairs = [Pair(*row) for row in json.loads(args.pairs_in.read_text())]
+    else:
+        paragraphs = load_squad([DEV_FILE], args.data)
+        questions = sample_questions(paragraphs, args.limit, args.seed)
+        models = load_models(
+            ModelSettings(dir=args.model_dir, variant=args.variant, providers=["CPUExecutionProvider"])
+        )
+        try:
+            pairs = asyncio.run(score_pairs(models, paragraphs, questions, args.negatives))
+        finally:
+            models.close()
+    if args.pairs_out:
+        args.pairs_out.write_text(json.dumps([dataclasses.astuple(p) for p in pairs]))
+    z = np.array([p.relevance for p in pairs])
+    relevant = np.array([p.relevant for p in pairs])
+    correct = np.array([p.span_correct for p in pairs])
+    a, b = platt(z, relevant.astype(np.float64))
+    scale, offset = a / 2, b / 2
+    scores = np.tanh(scale * z + offset)
+    upper = lowest_threshold_with_precision(scores, relevant, args.upper_precision)
+    lower = float(np.quantile(scores[relevant], 1 - args.lower_recall))
+    theta = lowest_threshold_with_precision(z, relevant, args.theta_precision)
+    manifest = ModelManifest.load(args.model_dir).replace(
+        theta=round(theta, 4),
+        crag_upper=round(upper, 4),
+        crag_lower=round(lower, 4),
+        score_scale=round(scale, 6),
+        score_offset=round(offset, 6),
+        calibration={
+            "data": f"squad_shifts/{DEV_FILE}",
+            "variant": args.variant,
+            "questions": len(pairs) // (args.negatives + 1),
+            "pairs": len(pairs),
+            "relevant_pairs": int(relevant.sum()),
+            "bm25_negatives_per_question": args.negatives,
+            "seed": args.seed,
+            "upper_precision": args.upper_precision,
+            "lower_recall": args.lower_recall,
+            "theta_precision": args.theta_precision,
+            "platt_a": round(a, 6),
+            "platt_b": round(b, 6),
+            "share_above_upper": round(float((scores >= upper).mean()), 4),
+            "share_below_lower": round(float((scores < lower).mean()), 4),
+            "relevant_share_above_theta": round(float(relevant[z >= theta].mean()), 4),
+            "reader_span_correct_above_theta": round(float(correct[z >= theta].mean()), 4),
+            "reader_span_correct_given_relevant": round(float(correct.sum() / max(1, relevant.sum())), 4),
+            "reader_correct_recall_at_theta": round(float((correct & (z >= theta)).sum() / max(1, correct.sum())), 4),
+        },
+    )
+    manifest.save(args.model_dir)
+    return manifest
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
+    parser.add_argument("--variant", default="int8", help="calibrate the variant that is served")
+    parser.add_argument("--data", type=Path, default=default_tarball())
+    parser.add_argument("--limit", type=int, default=1500, help="dev questions sampled (0 = all)")
+    parser.add_argument("--negatives", type=int, default=3, help="BM25 negatives per question")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--upper-precision", type=float, default=0.9)
+    parser.add_argument("--lower-recall", type=float, default=0.95)
+    parser.add_argument("--theta-precision", type=float, default=0.9)
+    parser.add_argument(
+        "--pairs-out", type=Path, help="also save the scored pairs (relevance, relevant, correct) as JSON"
+    )
+    parser.add_argument("--pairs-in", type=Path, help="recompute thresholds from saved pairs without running the model")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    result = calibrate(parse_args())
+    print(
+        json.dumps(
+            {k: getattr(result, k) for k in ("theta", "crag_upper", "crag_lower", "score_scale", "score_offset")}
+        )
+    )
+    print(json.dumps(result.calibration, indent=2))

@@ -1,0 +1,123 @@
+"""A dynamic micro-batcher: items from concurrent async callers share model batches.
+
+Callers ``await submit(items)``. A worker task collects pending items until ``max_batch``
+are waiting or the oldest has waited ``max_wait_s``, then takes everything pending as one
+round, sorts the round by length (so each batch pads to similar lengths) and runs it in
+batches of at most ``max_batch`` on a single worker thread: inference never blocks the
+event loop, and one batch runs at a time so ONNX Runtime's own threads are not oversubscribed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence, Sized
+from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+__all__ = ["BatchStats", "MicroBatcher"]
+
+T = TypeVar("T", bound=Sized)
+R = TypeVar("R")
+
+
+@dataclass
+class BatchStats:
+    batches: int = 0
+    items: int = 0
+    # Seconds each recent item spent queued before its batch started: the batcher's added latency.
+    waits_s: deque[float] = field(default_factory=lambda: deque(maxlen=10_000))
+
+    @property
+    def mean_batch(self) -> float:
+        return self.items / self.batches if self.batches else 0.0
+
+
+class MicroBatcher(Generic[T, R]):
+    def __init__(
+        self, run_batch: Callable[[list[T]], list[R]], *, max_batch: int, max_wait_s: float, name: str = "model"
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if max_wait_s < 0:
+            raise ValueError(f"max_wait_s must be >= 0, got {max_wait_s}")
+        self._run_batch = run_batch
+        self._max_batch = max_batch
+        self._max_wait_s = max_wait_s
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"answerbox-{name}")
+        self._pending: list[tuple[T, asyncio.Future[R], float]] = []
+        self._arrived = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.stats = BatchStats()
+
+    async def submit(self, items: Sequence[T]) -> list[R]:
+        if not items:
+            return []
+        loop = asyncio.get_running_loop()
+        self._ensure_worker(loop)
+        now = time.monotonic()
+        futures: list[asyncio.Future[R]] = [loop.create_future() for _ in items]
+        self._pending.extend((item, future, now) for item, future in zip(items, futures, strict=True))
+        self._arrived.set()
+        return list(await asyncio.gather(*futures))
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            self._worker = None
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _ensure_worker(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._worker is not None and not self._worker.done() and self._loop is loop:
+            return
+        # First use, or a new event loop (tests, a restarted server): start over on this loop.
+        self._loop = loop
+        self._arrived = asyncio.Event()
+        self._pending = [entry for entry in self._pending if entry[1].get_loop() is loop]
+        self._worker = loop.create_task(self._work(), name="answerbox-micro-batcher")
+
+    async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._pending:
+                self._arrived.clear()
+                await self._arrived.wait()
+            await self._gather_more()
+            round_, self._pending = self._pending, []
+            live = [entry for entry in round_ if not entry[1].done()]  # drop cancelled callers
+            live.sort(key=lambda entry: len(entry[0]))
+            for start in range(0, len(live), self._max_batch):
+                chunk = live[start : start + self._max_batch]
+                began = time.monotonic()
+                self.stats.waits_s.extend(began - arrived for _, _, arrived in chunk)
+                try:
+                    results = await loop.run_in_executor(
+                        self._executor, self._run_batch, [item for item, _, _ in chunk]
+                    )
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # handed to this batch's callers, who raise it
+                    for _, future, _ in chunk:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                self.stats.batches += 1
+                self.stats.items += len(chunk)
+                for (_, future, _), result in zip(chunk, results, strict=True):
+                    if not future.done():
+                        future.set_result(result)
+
+    async def _gather_more(self) -> None:
+        """Wait until a full batch is pending or the oldest item has waited ``max_wait_s``."""
+        while len(self._pending) < self._max_batch:
+            remaining = self._pending[0][2] + self._max_wait_s - time.monotonic()
+            if remaining <= 0:
+                return
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except TimeoutError:
+                return

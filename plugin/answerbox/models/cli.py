@@ -1,0 +1,60 @@
+"""``answerbox models export|info``: wired into the main CLI by :func:`add_models_subcommand`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_models_subcommand"]
+
+
+def add_models_subcommand(subparsers: Any) -> None:
+    """Add ``models`` with ``export`` and ``info`` to an ``argparse`` subparsers object."""
+    models = subparsers.add_parser("models", help="export and inspect the ONNX reader/evaluator")
+    commands = models.add_subparsers(dest="models_command", required=True)
+
+    export = commands.add_parser("export", help="turn a local HF checkpoint into ONNX variants + manifest.json")
+    export.add_argument("checkpoint", type=Path, help="local checkpoint directory (config.json, weights, tokenizer)")
+    export.add_argument("out", type=Path, help="output directory, e.g. onnx_models/default")
+    export.add_argument(
+        "--task",
+        choices=["reader-evaluator", "question-answering", "text-classification"],
+        help="default: what the checkpoint declares, else question-answering",
+    )
+    export.add_argument("--variants", default="fp32,int8", help="comma-separated subset of fp32,fp16,int8")
+    export.add_argument("--max-length", type=int, help="tokens per window (default 192; 384 for optimum tasks)")
+    export.add_argument("--stride", type=int, help="tokens shared by consecutive windows")
+    export.set_defaults(run=_export)
+
+    info = commands.add_parser("info", help="load a model directory and show its manifest and provider")
+    info.add_argument("--config", type=Path, help="YAML settings file (default: $ANSWERBOX_CONFIG)")
+    info.set_defaults(run=_info)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from answerbox.models.export import export_model
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    manifest = export_model(
+        args.checkpoint, args.out, args.task, variants, max_length=args.max_length, stride=args.stride
+    )
+    print(manifest)
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from answerbox.config import Settings
+    from answerbox.models import load_models
+
+    settings = Settings.load(args.config).models
+    models = load_models(settings)
+    try:
+        report = {"dir": str(settings.dir), "variant": settings.variant, "provider": models.provider}
+        print(json.dumps({**report, "manifest": dataclasses.asdict(models.manifest)}, indent=2))
+    finally:
+        models.close()
+    return 0

@@ -1,0 +1,178 @@
+"""``answerbox models export``: a local HF checkpoint → ONNX variants + ``manifest.json``.
+
+Our two-head reader/evaluator goes through ``torch.onnx.export``; standard
+question-answering and sequence-classification checkpoints (e.g. a local copy of
+deepset/roberta-base-squad2) go through optimum. Every variant derives from the fp32 graph:
+fp16 by ONNX Runtime's float16 converter, int8 by dynamic quantization of the weights.
+Needs the ``export`` extra (torch, transformers, optimum-onnx).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from answerbox.errors import ModelError
+from answerbox.models.manifest import ModelManifest
+
+__all__ = ["TASKS", "VARIANTS", "export_model"]
+
+log = logging.getLogger(__name__)
+
+READER_EVALUATOR = "reader-evaluator"
+TASKS = (READER_EVALUATOR, "question-answering", "text-classification")
+VARIANTS = ("fp32", "fp16", "int8")
+_OPSET = 17
+
+
+def export_model(
+    checkpoint_dir: Path,
+    out_dir: Path,
+    task: str | None = None,
+    variants: Sequence[str] = ("fp32", "int8"),
+    *,
+    max_length: int | None = None,
+    stride: int | None = None,
+) -> Path:
+    """Write ``model.<variant>.onnx``, ``tokenizer.json`` and ``manifest.json`` to ``out_dir``; return the manifest.
+
+    ``task`` defaults to what the checkpoint declares (``answerbox_task`` in config.json),
+    else ``question-answering``. Thresholds start at uncalibrated defaults; run
+    ``onnx_models/calibrate.py`` afterwards.
+    """
+    bad = sorted(set(variants) - set(VARIANTS))
+    if bad or not variants:
+        raise ModelError(f"unknown variants {bad or list(variants)}; choose from {list(VARIANTS)}")
+    task = task or _declared_task(checkpoint_dir)
+    if task not in TASKS:
+        raise ModelError(f"unknown task {task!r}; choose from {list(TASKS)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fp32 = out_dir / "model.fp32.onnx"
+    with tempfile.TemporaryDirectory() as tmp:
+        if task == READER_EVALUATOR:
+            _export_reader_evaluator(checkpoint_dir, fp32)
+        else:
+            _export_with_optimum(checkpoint_dir, task, Path(tmp), fp32)
+    files = {"fp32": fp32.name}
+    if "fp16" in variants:
+        files["fp16"] = _to_fp16(fp32, out_dir / "model.fp16.onnx").name
+    if "int8" in variants:
+        files["int8"] = _to_int8(fp32, out_dir / "model.int8.onnx").name
+    if "fp32" not in variants:
+        fp32.unlink()
+        del files["fp32"]
+    _copy_tokenizer(checkpoint_dir, out_dir / "tokenizer.json")
+    inputs, outputs = _io_names(out_dir / next(iter(files.values())))
+    defaults = (192, 48) if task == READER_EVALUATOR else (384, 128)
+    manifest = ModelManifest(
+        task=task,
+        variants=files,
+        input_names=inputs,
+        output_names=outputs,
+        max_length=max_length or defaults[0],
+        stride=stride if stride is not None else defaults[1],
+    )
+    log.info("exported %s (%s) to %s", checkpoint_dir, ", ".join(files.values()), out_dir)
+    return manifest.save(out_dir)
+
+
+def _declared_task(checkpoint_dir: Path) -> str:
+    from answerbox.models.modeling import is_reader_evaluator_checkpoint
+
+    return READER_EVALUATOR if is_reader_evaluator_checkpoint(checkpoint_dir) else "question-answering"
+
+
+@contextlib.contextmanager
+def _legacy_exporter_warnings_silenced() -> Iterator[None]:
+    """Both paths use the TorchScript exporter (no onnxscript needed): it is deprecated,
+    and its tracer warns about constants in transformers' mask code; known and harmless."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # type: ignore[attr-defined]
+        yield
+
+
+def _export_reader_evaluator(checkpoint_dir: Path, target: Path) -> None:
+    import torch
+
+    from answerbox.models.modeling import ReaderEvaluatorModel
+
+    model = ReaderEvaluatorModel.load(checkpoint_dir)
+    sample = torch.ones((2, 16), dtype=torch.long)
+    axes = {0: "batch", 1: "sequence"}
+    with torch.no_grad(), _legacy_exporter_warnings_silenced():
+        torch.onnx.export(
+            model,
+            (sample, sample, torch.zeros_like(sample)),
+            str(target),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["start_logits", "end_logits", "relevance_logits"],
+            dynamic_axes={
+                "input_ids": axes,
+                "attention_mask": axes,
+                "token_type_ids": axes,
+                "start_logits": axes,
+                "end_logits": axes,
+                "relevance_logits": {0: "batch"},
+            },
+            opset_version=_OPSET,
+            dynamo=False,  # the TorchScript exporter handles dynamic_axes without onnxscript
+        )
+
+
+def _export_with_optimum(checkpoint_dir: Path, task: str, tmp: Path, target: Path) -> None:
+    try:
+        from optimum.exporters.onnx import main_export  # type: ignore[import-untyped]
+    except ModuleNotFoundError as exc:
+        raise ModelError("exporting standard checkpoints needs optimum: pip install 'answerbox[export]'") from exc
+    with _legacy_exporter_warnings_silenced():
+        main_export(model_name_or_path=str(checkpoint_dir), output=tmp, task=task, opset=_OPSET, do_validation=False)
+    shutil.move(tmp / "model.onnx", target)
+
+
+def _to_fp16(fp32: Path, target: Path) -> Path:
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16  # type: ignore[import-untyped]
+
+    # Inputs and outputs stay fp32/int64 so callers feed and read the same arrays for every variant.
+    model = convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
+    onnx.save(model, str(target))
+    return target
+
+
+def _to_int8(fp32: Path, target: Path) -> Path:
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
+
+    # Dynamic quantization: int8 weights, activations quantized per batch at run time; no
+    # calibration data needed, and it is the variant that pays off on CPU. Per-channel
+    # weight scales: per-tensor cost the default model 6 F1 on SQuAD dev, per-channel ~0.
+    quantize_dynamic(str(fp32), str(target), weight_type=QuantType.QInt8, per_channel=True)
+    return target
+
+
+def _copy_tokenizer(checkpoint_dir: Path, target: Path) -> None:
+    source = checkpoint_dir / "tokenizer.json"
+    if source.exists():
+        shutil.copyfile(source, target)
+        return
+    # Checkpoints with only a slow tokenizer: let transformers convert it once.
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir, use_fast=True)  # type: ignore[no-untyped-call]
+    tokenizer.backend_tokenizer.save(str(target))
+
+
+def _io_names(model_path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    import onnx
+
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    initializers = {i.name for i in graph.initializer}
+    inputs = tuple(i.name for i in graph.input if i.name not in initializers)
+    return inputs, tuple(o.name for o in graph.output)

@@ -1,0 +1,51 @@
+"""``load_models(settings)``: manifest, tokenizer, one ONNX session, the reader and evaluator on top."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from answerbox.config import ModelSettings
+from answerbox.models.encoder import PassageEncoder
+from answerbox.models.evaluator import Evaluator
+from answerbox.models.manifest import ModelManifest
+from answerbox.models.reader import Reader
+from answerbox.models.session import OnnxSession
+from answerbox.models.windows import WindowTokenizer, load_tokenizer
+
+__all__ = ["Models", "load_models"]
+
+
+@dataclass(frozen=True, slots=True)
+class Models:
+    reader: Reader
+    evaluator: Evaluator
+    manifest: ModelManifest
+    provider: str  # the execution provider actually in use, e.g. "CPUExecutionProvider"
+    directory: Path
+    encoder: PassageEncoder
+
+    def close(self) -> None:
+        self.encoder.close()
+
+
+def load_models(settings: ModelSettings) -> Models:
+    """Synchronous and slow (reads the model): call it off the event loop."""
+    manifest = ModelManifest.load(settings.dir)
+    session = OnnxSession(
+        manifest.model_path(settings.dir, settings.variant),
+        providers=settings.providers,
+        intra_op_threads=settings.intra_op_threads,
+    )
+    windows = WindowTokenizer(
+        load_tokenizer(settings.dir / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride
+    )
+    encoder = PassageEncoder(session, windows, max_batch=settings.max_batch, max_wait_s=settings.max_wait_ms / 1000)
+    return Models(
+        reader=Reader(encoder, max_answer_tokens=manifest.max_answer_tokens),
+        evaluator=Evaluator(encoder, manifest),
+        manifest=manifest,
+        provider=session.provider,
+        directory=settings.dir,
+        encoder=encoder,
+    )

@@ -1,0 +1,77 @@
+"""The extractive reader: one answer span per passage, with a DPR-style relevance confidence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from answerbox.errors import ModelError
+from answerbox.models.encoder import PassageEncoder, WindowOutput
+
+__all__ = ["Reader", "ReaderSpan", "best_span"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderSpan:
+    """``passage[start:end] == text``; ``text == ""`` only when the passage has no tokens.
+
+    Like DPR's reader, a span is always extracted (SearChain's completion step uses it
+    whatever the confidence); whether to believe it is the caller's call:
+    ``confidence`` is the relevance logit of the chosen window (SearChain's f, compare
+    with ``manifest.theta``). ``score`` is the span's start+end logit.
+    """
+
+    text: str
+    start: int
+    end: int
+    confidence: float
+    relevance: float
+    score: float = 0.0
+
+
+def best_span(output: WindowOutput, max_answer_tokens: int) -> tuple[int, int, float] | None:
+    """(first token, last token, start+end logit) of the best span inside the passage chunk."""
+    w = output.window
+    if output.start_logits is None or output.end_logits is None:
+        raise ModelError("this model has no span head: it can score passages but not read them")
+    if w.context_end < w.context_start:
+        return None
+    lo, hi = w.context_start, w.context_end + 1
+    start = output.start_logits[lo:hi]
+    end = output.end_logits[lo:hi]
+    scores: npt.NDArray[np.float32] = start[:, None] + end[None, :]
+    n = hi - lo
+    # Keep start <= end < start + max_answer_tokens: a band above the diagonal.
+    offsets = np.arange(n)[None, :] - np.arange(n)[:, None]
+    scores = np.where((offsets >= 0) & (offsets < max_answer_tokens), scores, -np.inf)
+    flat = int(np.argmax(scores))
+    s, e = divmod(flat, n)
+    return lo + s, lo + e, float(scores[s, e])
+
+
+class Reader:
+    def __init__(self, encoder: PassageEncoder, *, max_answer_tokens: int) -> None:
+        self._encoder = encoder
+        self._max_answer_tokens = max_answer_tokens
+
+    async def read(self, question: str, passages: Sequence[str]) -> list[ReaderSpan]:
+        """One span per passage, in order."""
+        if not passages:
+            return []
+        per_passage = await self._encoder.encode(question, passages)
+        return [self._span(passage, outputs) for passage, outputs in zip(passages, per_passage, strict=True)]
+
+    def _span(self, passage: str, outputs: list[WindowOutput]) -> ReaderSpan:
+        # DPR: the most relevant window is the one read; its relevance is the confidence.
+        chosen = max(outputs, key=lambda o: o.relevance)
+        relevance = chosen.relevance
+        found = best_span(chosen, self._max_answer_tokens)
+        if found is None:
+            return ReaderSpan("", 0, 0, confidence=relevance, relevance=relevance)
+        first, last, score = found
+        offsets = chosen.window.offsets
+        start, end = offsets[first][0], offsets[last][1]
+        return ReaderSpan(passage[start:end], start, end, confidence=relevance, relevance=relevance, score=score)

@@ -1,0 +1,178 @@
+"""``chain_of_query``: SearChain (Xu et al., WWW'24) as a search response processor.
+
+The LLM plans a Chain-of-Query for the search's question; every node is checked against
+the top-1 hit of its own query (same index, the caller's credentials, the caller's
+filters) by the ONNX reader; IR's corrections and completions go back to the LLM for at
+most ``r_max`` rounds within ``budget_s``. The result goes to ``ext.answerbox.chain``:
+rounds, the checked nodes, the Tree-of-Reasoning, and the final content whose ``[k]``
+markers cite the hit that supported node k. The hits themselves are never changed, and
+an LLM, model or search failure only degrades the chain (a warning, an abstention).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from answerbox.contract import Answer, Citation
+from answerbox.errors import ConfigError, ModelError
+from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
+from answerbox.processors.coq_parser import citation_markers, final_answer
+from answerbox.processors.coq_run import ChainRun, RunResult, RunSettings
+from answerbox.processors.coq_verify import NodeRecord
+from answerbox.services import Services
+
+__all__ = ["ChainOfQuery", "ChainOfQueryConfig"]
+
+
+class ChainOfQueryConfig(ProcessorConfig):
+    index: str | None = Field(default=None, min_length=1)  # where nodes are checked; default: the searched index
+    text_field: str = Field(default="text", min_length=1)  # the passage field the reader reads
+    r_max: int = Field(default=5, ge=1, le=20)  # the paper's maximum number of rounds
+    budget_s: float = Field(default=20.0, gt=0)  # wall clock for all rounds and tracing
+    theta: float | None = None  # the reader-confidence gate; default: the model manifest's calibrated θ
+    max_tokens: int = Field(default=256, ge=16, le=4096)
+    # Two queries are the same when their normalised word sets overlap this much (Jaccard).
+    duplicate_overlap: float = Field(default=0.8, gt=0, le=1)
+    max_reference_chars: int = Field(default=800, ge=100)
+    abstain_text: str = Field(default="No answer could be verified against the searched documents.", min_length=1)
+
+
+class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
+    type_name = "chain_of_query"
+    config_model = ChainOfQueryConfig
+
+    def __init__(self, config: ChainOfQueryConfig, services: Services) -> None:
+        super().__init__(config, services)
+        limit = services.settings.limits.processor_timeout_s
+        if config.budget_s >= limit:
+            raise ConfigError(
+                f"processor [{self.name}]: [budget_s] must be below limits.processor_timeout_s ({limit:g}), "
+                f"got {config.budget_s:g}"
+            )
+
+    async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
+        question = (ctx.question or "").strip()
+        if not question:
+            return response
+        if not self.services.llm.configured:
+            ctx.report.warn("chain_of_query: no LLM is configured; the chain was skipped")
+            return response
+        try:
+            # Loaded before the budget starts: the first search pays the model load, not the chain.
+            models = await self.services.models()
+        except ModelError as exc:
+            ctx.report.warn(f"chain_of_query: the reader is unavailable ({exc.reason}); the chain was skipped")
+            return response
+        theta = self.config.theta if self.config.theta is not None else models.manifest.theta
+        result = await ChainRun(
+            self.services,
+            self._settings(request, theta),
+            request=request,
+            question=question,
+            budget_s=self.config.budget_s,
+        ).run()
+        for warning in result.warnings:
+            ctx.report.warn(warning)
+        report = _report(question, result, theta, self.config.max_reference_chars)
+        ctx.report.chain = report
+        if ctx.report.answer is None:
+            ctx.report.answer = self._answer(report)
+        return response
+
+    def _settings(self, request: SearchRequest, theta: float) -> RunSettings:
+        c = self.config
+        return RunSettings(
+            index=c.index or request.index,
+            field=c.text_field,
+            r_max=c.r_max,
+            theta=theta,
+            max_tokens=c.max_tokens,
+            duplicate_overlap=c.duplicate_overlap,
+            max_reference_chars=c.max_reference_chars,
+        )
+
+    def _answer(self, report: JSON) -> Answer:
+        """The chain's answer for RAG clients: only verified citations, or an abstention."""
+        if report["abstained"]:
+            return Answer(text=self.config.abstain_text, mode="chain", abstained=True)
+        citations = [
+            Citation(
+                marker=c["marker"],
+                index=c["_index"],
+                id=c["_id"],
+                field=c["field"],
+                start=c["start"],
+                end=c["end"],
+                quote=c["quote"],
+            )
+            for c in report["citations"]
+            if c["verified"]
+        ]
+        return Answer(text=report["final_content"], citations=citations, mode="chain")
+
+
+def _citation(marker: int, record: NodeRecord) -> JSON | None:
+    if record.evidence is None:
+        return None
+    return {
+        "marker": marker,
+        "query": record.query,
+        **record.evidence.reference(),
+        "quote": record.evidence.span.text,
+        "verified": record.verified,
+    }
+
+
+def _references(records: list[NodeRecord], max_chars: int) -> list[JSON]:
+    """The passages IR verified nodes with, once each, in the shape ``cited_answer`` takes as evidence."""
+    found: dict[tuple[str, str, str, int, int], JSON] = {}
+    for record in records:
+        if record.verified and record.evidence is not None:
+            p = record.evidence.passage
+            start, end = record.evidence.window(max_chars)
+            found.setdefault(
+                (p.index, p.id, p.field, start, end),
+                {
+                    "_index": p.index,
+                    "_id": p.id,
+                    "field": p.field,
+                    "start": start,
+                    "end": end,
+                    "text": p.text[start:end],
+                },
+            )
+    return list(found.values())
+
+
+def _report(question: str, result: RunResult, theta: float, max_reference_chars: int) -> JSON:
+    """``ext.answerbox.chain``. The final content is presented only when one of its ``[k]``
+    markers cites a verified node (else the chain abstains: text that cites nothing verified
+    cannot be traced); ``verified`` is true only when every node of the path is verified."""
+    content = result.final_content
+    markers = citation_markers(content) if content is not None else []
+    cited = [(k, result.path[k - 1]) for k in markers if 1 <= k <= len(result.path)]
+    abstained = content is None or not any(record.verified for _, record in cited)
+    citations = [] if abstained else [c for k, record in cited if (c := _citation(k, record)) is not None]
+    position = {id(r): i for i, r in enumerate(result.records)}
+    return {
+        "question": question,
+        "rounds": len(result.tree),
+        "stopped": result.stopped.value,
+        "theta": theta,
+        "nodes": [r.to_json() for r in result.records],
+        "path": [position[id(r)] for r in result.path],
+        "final_content": None if abstained else content,
+        "final_answer": None if abstained or content is None else final_answer(content),
+        "unverified_content": content if abstained else None,
+        "citations": citations,
+        "references": _references(result.records, max_reference_chars),
+        "verified": not abstained and all(r.verified for r in result.path),
+        "abstained": abstained,
+        "tree": [b.to_json() for b in result.tree],
+        "llm": {
+            "calls": result.usage.calls,
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "millis": round(result.usage.millis, 1),
+        },
+    }

@@ -1,0 +1,183 @@
+"""Citations in a generated answer: parse ``[1,2]`` / ``[1][3]``, resolve them to evidence, check them.
+
+A claim is one sentence of the answer with the markers that follow it. Each (claim, marker)
+is checked: a model scores the claim against the cited block, and the words the claim adds
+beyond the question must be found in that block. Unsupported or out-of-range markers are
+removed from the text; the claim is reported as flagged. A claim the LLM left uncited may
+be attributed: the best block that passes the same check gets cited (small models often
+answer right and cite nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from answerbox.contract import Citation
+from answerbox.processors.evidence import Evidence, Sentence
+
+__all__ = ["Check", "Claim", "Scorer", "Verdict", "citation_of", "parse_claims", "rewrite", "words"]
+
+_GROUP = r"\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\]"
+_MARKERS = re.compile(_GROUP)
+_NUMBER = re.compile(r"\d+")
+# A sentence ends at . ! ? (plus any markers placed after the stop) before whitespace or the end.
+_CLAIM = re.compile(rf"\S.*?(?:[.!?]+(?:\s*{_GROUP})*(?=\s|$)|$)", re.DOTALL)
+_WORD = re.compile(r"\w+")
+# Function words carry no claim: a sentence is not "unsupported" for saying "the" or "is".
+_STOPWORDS = frozenset(
+    "a an the and or but of to in on at by for with from as is are was were be been being it its this that these "
+    "those he she they them his her their there which who whom what when where why how than then so such not no "
+    "yes do does did has have had will would can could may might also into about after before over under up out "
+    "i we you our your one all any some more most other only same very just according answer question today ".split()
+)
+
+Scorer = Callable[[str, Sequence[str]], Awaitable[list[float]]]
+
+
+def words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One bracket in the answer, ``answer[start:end]``, and the numbers inside it."""
+
+    start: int
+    end: int
+    markers: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    start: int
+    end: int
+    text: str
+    groups: tuple[Group, ...]
+
+    @property
+    def markers(self) -> list[int]:
+        return list(dict.fromkeys(m for g in self.groups for m in g.markers))
+
+    @property
+    def plain(self) -> str:
+        """The sentence without its markers: what the cited text must support."""
+        return " ".join(_MARKERS.sub(" ", self.text).split())
+
+
+def parse_claims(answer: str) -> list[Claim]:
+    claims = []
+    for match in _CLAIM.finditer(answer):
+        groups = tuple(
+            Group(match.start() + g.start(), match.start() + g.end(), tuple(int(n) for n in _NUMBER.findall(g.group())))
+            for g in _MARKERS.finditer(match.group())
+        )
+        claims.append(Claim(match.start(), match.end(), match.group(), groups))
+    return claims
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One (claim, marker) pair after the check; ``evidence`` is None for an out-of-range marker."""
+
+    claim: Claim
+    marker: int
+    evidence: Evidence | None
+    quote: Sentence | None
+    support: float | None  # None: no model was available to check it
+    supported: bool
+    attributed: bool = False  # the LLM left the claim uncited; the check found its block
+
+
+def _best_sentence(claim: str, evidence: Evidence) -> Sentence:
+    """The sentence of the block sharing the most words with the claim: the quote."""
+    wanted = words(claim)
+    sentences = evidence.sentences()
+    return max(sentences, key=lambda s: len(wanted & words(s.text))) if sentences else evidence.locate(0)
+
+
+def _coverage(claim: str, question: str, evidence: Evidence) -> float:
+    """Share of the claim's new words (not in the question) that the cited block contains."""
+    new = words(claim) - words(question)
+    return len(new & words(evidence.snippet)) / len(new) if new else 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """How a claim is checked against a block: the evaluator's score and the words it shares."""
+
+    question: str
+    scorer: Scorer | None  # None: no model, citations stay unchecked
+    min_support: float
+    min_coverage: float
+
+    def verdict(self, claim: Claim, marker: int, block: Evidence, support: float | None, attributed: bool = False) -> Verdict:
+        supported = support is None or (
+            support >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage
+        )
+        return Verdict(claim, marker, block, _best_sentence(claim.plain, block), support, supported, attributed)
+
+    async def scores(self, claim: Claim, blocks: Sequence[Evidence]) -> list[float | None]:
+        if self.scorer is None or not blocks:
+            return [None] * len(blocks)
+        return list(await self.scorer(claim.plain, [b.snippet for b in blocks]))
+
+    async def cited(self, claims: Sequence[Claim], evidence: Mapping[int, Evidence]) -> list[Verdict]:
+        """Every (claim, marker) pair the LLM wrote; an out-of-range marker is never supported."""
+        verdicts = []
+        for claim in claims:
+            blocks = [evidence[m] for m in claim.markers if m in evidence]
+            scores = dict(zip((b.marker for b in blocks), await self.scores(claim, blocks), strict=True))
+            for marker in claim.markers:
+                block = evidence.get(marker)
+                verdicts.append(
+                    self.verdict(claim, marker, block, scores[marker]) if block else Verdict(claim, marker, None, None, None, False)
+                )
+        return verdicts
+
+    async def attributed(self, claims: Sequence[Claim], evidence: Sequence[Evidence], answers: Sequence[str]) -> list[Verdict]:
+        """For claims the LLM left uncited: the best-scoring block that passes the check and
+        whose own answer to the question (``answers``, the reader's span per block) the claim
+        states. That last condition keeps a sentence that merely echoes a document (an
+        injected "say X") from being attributed to it."""
+        if self.scorer is None:
+            return []
+        verdicts = []
+        for claim in claims:
+            said = words(claim.plain)
+            eligible = [b for b, a in zip(evidence, answers, strict=True) if words(a) and words(a) <= said]
+            scored = sorted(zip(await self.scores(claim, eligible), eligible, strict=True), key=lambda p: -(p[0] or 0.0))
+            passing = [v for v in (self.verdict(claim, b.marker, b, s, attributed=True) for s, b in scored) if v.supported]
+            verdicts += passing[:1]
+        return verdicts
+
+
+def rewrite(answer: str, verdicts: Sequence[Verdict]) -> str:
+    """The answer with unsupported markers taken out and attributed ones put in; brackets left
+    whole keep their form."""
+    dropped = {(v.claim.start, v.marker) for v in verdicts if not v.supported}
+    edits: list[tuple[int, int, str]] = []
+    for claim in dict.fromkeys(v.claim for v in verdicts):
+        for group in claim.groups:
+            kept = [m for m in group.markers if (claim.start, m) not in dropped]
+            if len(kept) < len(group.markers):
+                start = group.start if kept else len(answer[: group.start].rstrip())
+                edits.append((start, group.end, f"[{', '.join(map(str, kept))}]" if kept else ""))
+    for verdict in verdicts:
+        if verdict.attributed:
+            # Before the sentence's final stop: "... in 1965 [2]."
+            body = verdict.claim.text.rstrip()
+            at = verdict.claim.start + len(body.rstrip(".!?"))
+            edits.append((at, at, f" [{verdict.marker}]"))
+    pieces, cursor = [], 0
+    for start, end, text in sorted(edits):
+        pieces += [answer[cursor:start], text]
+        cursor = end
+    pieces.append(answer[cursor:])
+    return "".join(pieces).strip()
+
+
+def citation_of(verdict: Verdict) -> Citation:
+    assert verdict.evidence is not None and verdict.quote is not None, "only resolved verdicts become citations"
+    return verdict.evidence.cite(verdict.quote, verdict.support)

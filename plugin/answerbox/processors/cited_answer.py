@@ -1,0 +1,255 @@
+"""``cited_answer``: a FreshPrompt answer whose every citation is checked, with an extractive fallback.
+
+One LLM call over numbered evidence blocks (methods.md §4); the LLM cites ``[k]``; each
+citation is resolved to the hit's field and character span and checked by the evaluator;
+unsupported ones are removed, and an answer left with no supported claim abstains. With no
+LLM, or when it fails, the reader's best span is the answer (a featured snippet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from pydantic import Field
+
+from answerbox.contract import Answer
+from answerbox.errors import AnswerboxError, LLMError, LLMTimeout, ModelError
+from answerbox.llm.client import Completion, Message
+from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
+from answerbox.processors.citations import Check, Verdict, citation_of, parse_claims, rewrite
+from answerbox.processors.evidence import Evidence, EvidenceFields, evidence_from_hits, evidence_from_references, number, written_date
+from answerbox.processors.extractive import featured_snippet
+
+if TYPE_CHECKING:
+    from answerbox.models import Models
+
+__all__ = ["AnswerEvent", "CitedAnswer", "CitedAnswerConfig", "Failure", "Token"]
+
+_PROMPT = "cited_answer/freshprompt.j2"
+_SYSTEM = "cited_answer/system.j2"
+# The LLM gets at most this share of the engine's per-processor time: the rest is for
+# the citation check or the extractive fallback, so a slow LLM never costs the hits.
+_LLM_SHARE = 0.7
+
+
+class CitedAnswerConfig(ProcessorConfig):
+    fields: EvidenceFields = EvidenceFields()
+    size: int = Field(default=5, ge=1, le=50, description="evidence blocks (n); ext context_size overrides")
+    snippet_chars: int = Field(default=1000, ge=100, le=20_000)
+    demonstrations: bool = True
+    premise_check: bool = False  # helps strong models, hurts weak ones (FreshPrompt)
+    current_date: date | None = None  # None: today (UTC)
+    max_tokens: int = Field(default=256, ge=1, le=4096)
+    timeout_s: float | None = Field(default=None, gt=0)
+    model: str | None = None
+    prompt: str | None = Field(default=None, min_length=1, description="Jinja2 text replacing freshprompt.j2")
+    check_citations: bool = True
+    attribute_uncited: bool = Field(default=True, description="cite an uncited sentence's best block when it passes the check")
+    # The evaluator score a cited block (or the featured snippet's passage) needs; None: the
+    # model's calibrated CRAG lower threshold, below which a passage counts as irrelevant.
+    min_support: float | None = Field(default=None, ge=-1, le=1)
+    min_coverage: float = Field(default=0.5, ge=0, le=1, description="share of a claim's new words the block must hold")
+    abstain_text: str = Field(default="The search results do not support an answer.", min_length=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The LLM failed mid-answer; the extractive answer follows."""
+
+    error: AnswerboxError
+
+
+AnswerEvent = Token | Failure
+
+
+class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
+    type_name: ClassVar[str] = "cited_answer"
+    config_model: ClassVar[type[ProcessorConfig]] = CitedAnswerConfig
+
+    async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
+        async with aclosing(self.stream(response, ctx, incremental=False)) as events:
+            async for _ in events:
+                pass
+        return response
+
+    async def stream(self, response: JSON, ctx: PipelineContext, *, incremental: bool = True) -> AsyncGenerator[AnswerEvent, None]:
+        """Answer tokens as the LLM writes them (one, the whole text, unless ``incremental``);
+        the checked answer lands in ``ctx.report.answer``."""
+        question = ctx.question
+        if not question or not question.strip():
+            ctx.report.warn("cited_answer: the search has no question text; no answer")
+            return
+        blocks = self._evidence(response, ctx)
+        if not blocks:
+            ctx.report.answer = self._abstain("generative" if self.services.llm.configured else "extractive")
+            return
+        if self.services.llm.configured:
+            parts: list[str] = []
+            try:
+                async for text in self._generate(question, blocks, ctx, incremental):
+                    parts.append(text)
+                    yield Token(text)
+                if not "".join(parts).strip():
+                    raise LLMError("the LLM returned no text")
+            except LLMError as exc:
+                ctx.report.warn(f"cited_answer: the LLM failed ({exc.reason}); answering extractively")
+                yield Failure(exc)
+            else:
+                ctx.report.answer = await self._checked("".join(parts), question, blocks, ctx)
+                return
+        ctx.report.answer = await self._extractive(question, blocks, ctx)
+
+    def _evidence(self, response: JSON, ctx: PipelineContext) -> list[Evidence]:
+        """The chain's references, else CRAG's refined strips, else the top hits.
+
+        An upstream processor that ran but kept nothing (CRAG's "incorrect") leaves no
+        evidence: its verdict stands, and the answer abstains.
+        """
+        hits: list[JSON] = (response.get("hits") or {}).get("hits") or []
+        size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
+        chain, retrieval = ctx.report.chain or {}, ctx.report.retrieval or {}
+        if "references" in chain:
+            found = evidence_from_references(chain["references"] or [], hits, self.config.fields)
+        elif "knowledge" in retrieval:
+            # Strips come in document order; rank them by the evaluator's score.
+            strips = sorted(retrieval["knowledge"] or [], key=lambda s: -float(s.get("score") or 0))
+            found = evidence_from_references(strips, hits, self.config.fields)
+        else:
+            found = evidence_from_hits(hits[:size], self.config.fields, snippet_chars=self.config.snippet_chars)
+        return number(found, size)
+
+    def _messages(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> list[Message]:
+        qa = ctx.generative_qa
+        today = self.config.current_date or datetime.now(UTC).date()
+        current = written_date(today)
+        system = qa.system_prompt if qa and qa.system_prompt else self.services.prompts.get(_SYSTEM).render(current_date=current)
+        user = self.services.prompts.get(_PROMPT, self.config.prompt).render(
+            question=question,
+            evidence=[_block(e) for e in blocks],
+            current_date=current,
+            demonstrations=self.config.demonstrations,
+            premise_check=self.config.premise_check,
+            user_instructions=qa.user_instructions if qa else None,
+        )
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    async def _generate(
+        self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, incremental: bool
+    ) -> AsyncGenerator[str, None]:
+        qa = ctx.generative_qa
+        limit = self.services.settings.limits.processor_timeout_s * _LLM_SHARE
+        timeout = min((qa.timeout if qa else None) or self.config.timeout_s or self.services.settings.llm.timeout_s, limit)
+        messages = self._messages(question, blocks, ctx)
+        options: dict[str, Any] = {
+            "max_tokens": self.config.max_tokens,
+            "model": (qa.llm_model if qa else None) or self.config.model,
+            "timeout_s": timeout,
+        }
+        # Without a listener for tokens, one plain call: some servers (llama.cpp's
+        # interrupt_requests) silently end a stream early when another request waits.
+        deltas = (
+            cast(AsyncGenerator[str, None], self.services.llm.stream(messages, **options))
+            if incremental
+            else _whole(self.services.llm.complete(messages, **options))
+        )
+        # A deadline per chunk, not around the loop: a timeout must never fire while the
+        # consumer holds a token (it would cancel the consumer, not the LLM).
+        deadline = asyncio.get_running_loop().time() + timeout
+        async with aclosing(deltas):  # closing early closes the LLM's HTTP stream
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        text = await anext(deltas, None)
+                except TimeoutError as exc:
+                    raise LLMTimeout(f"the LLM did not finish within {timeout:g}s") from exc
+                if text is None:
+                    return
+                yield text
+
+    async def _models(self, ctx: PipelineContext) -> Models | None:
+        try:
+            return await self.services.models()
+        except ModelError as exc:
+            ctx.report.warn(f"cited_answer: citations are unchecked, the evaluator is unavailable: {exc.reason}")
+            return None
+
+    async def _checked(self, text: str, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer:
+        claims = parse_claims(text)
+        cited = [c for c in claims if c.markers]
+        uncited = [c for c in claims if not c.markers] if self.config.attribute_uncited else []
+        by_marker = {e.marker: e for e in blocks}
+        models = await self._models(ctx) if self.config.check_citations else None
+        options: dict[str, Any] = {"question": question, "min_support": self._min_support(models), "min_coverage": self.config.min_coverage}
+        try:
+            checker = Check(scorer=models.evaluator.score if models else None, **options)
+            verdicts = await checker.cited(cited, by_marker)
+            if models and uncited:
+                spans = await models.reader.read(question, [b.snippet for b in blocks])
+                verdicts += await checker.attributed(uncited, blocks, [s.text for s in spans])
+        except ModelError as exc:
+            ctx.report.warn(f"cited_answer: citations are unchecked, the evaluator failed: {exc.reason}")
+            verdicts = await Check(scorer=None, **options).cited(cited, by_marker)
+        _flag(verdicts, ctx)
+        kept = [v for v in verdicts if v.supported]
+        if not kept:
+            return self._abstain("generative")
+        citations = list({(c.marker, c.start, c.end): c for c in map(citation_of, kept)}.values())
+        return Answer(text=rewrite(text, verdicts), citations=citations, mode="generative")
+
+    async def _extractive(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer:
+        try:
+            models = await self.services.models()
+            answer = await featured_snippet(question, blocks, models, min_support=self._min_support(models))
+        except ModelError as exc:
+            ctx.report.warn(f"cited_answer: the reader is unavailable, no extractive answer: {exc.reason}")
+            answer = None
+        return answer or self._abstain("extractive")
+
+    def _min_support(self, models: Models | None) -> float:
+        if self.config.min_support is not None:
+            return self.config.min_support
+        return models.manifest.crag_lower if models else -1.0
+
+    def _abstain(self, mode: str) -> Answer:
+        return Answer(text=self.config.abstain_text, mode=mode, abstained=True)
+
+
+async def _whole(completion: Awaitable[Completion]) -> AsyncGenerator[str, None]:
+    yield (await completion).text
+
+
+def _block(evidence: Evidence) -> dict[str, Any]:
+    # Newlines collapse so a document cannot open a line of its own in the prompt
+    # ("question: ...", "answer: ...") and pass for part of the prompt's structure.
+    def flat(text: str) -> str:
+        return " ".join(text.split())
+
+    return {
+        "marker": evidence.marker,
+        "source": flat(evidence.source),
+        "date": evidence.date_text,
+        "title": flat(evidence.title),
+        "snippet": flat(evidence.snippet),
+        "highlight": flat(evidence.highlight),
+    }
+
+
+def _flag(verdicts: Sequence[Verdict], ctx: PipelineContext) -> None:
+    for verdict in verdicts:
+        if verdict.evidence is None:
+            ctx.report.warn(f"cited_answer: citation [{verdict.marker}] matches no evidence; removed from: {verdict.claim.plain!r}")
+        elif not verdict.supported:
+            ctx.report.warn(
+                f"cited_answer: citation [{verdict.marker}] does not support the sentence"
+                f" (support {verdict.support:.2f}); removed from: {verdict.claim.plain!r}"
+            )

@@ -1,0 +1,90 @@
+"""IR's side of a Chain-of-Query: the top-1 hit for each node's query, and the reader's span in it.
+
+All queries of a chain go to OpenSearch in one ``_msearch`` sent with the caller's
+credentials, and keep the caller's own restricting clauses (``filter``, ``must_not``), so a
+node can never read more than the search it came from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from answerbox.models import ReaderSpan
+from answerbox.pipeline.base import JSON, SearchRequest
+from answerbox.processors.passages import Passage, passages_of
+from answerbox.services import Services
+
+__all__ = ["Evidence", "gather_evidence", "reference_excerpt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The top-1 passage of a node's query and what the reader found in it."""
+
+    passage: Passage
+    span: ReaderSpan
+
+    def window(self, max_chars: int) -> tuple[int, int]:
+        """Offsets of at most ``max_chars`` of the passage, centred on the span."""
+        length = len(self.passage.text)
+        if length <= max_chars:
+            return 0, length
+        middle = (self.span.start + self.span.end) // 2 if self.span.text else 0
+        start = max(0, min(middle - max_chars // 2, length - max_chars))
+        return start, start + max_chars
+
+    def reference(self) -> JSON:
+        p = self.passage
+        return {"_index": p.index, "_id": p.id, "field": p.field, "start": self.span.start, "end": self.span.end}
+
+
+def _restrictions(body: JSON) -> JSON:
+    """The caller's ``filter`` / ``must_not`` clauses of a top-level ``bool`` query."""
+    query = body.get("query")
+    bool_query = query.get("bool") if isinstance(query, dict) else None
+    if not isinstance(bool_query, dict):
+        return {}
+    return {key: bool_query[key] for key in ("filter", "must_not") if key in bool_query}
+
+
+def _search(query: str, field: str, restrictions: JSON) -> JSON:
+    return {"size": 1, "_source": [field], "query": {"bool": {"must": [{"match": {field: query}}], **restrictions}}}
+
+
+def _top_passage(response: Any, field: str) -> Passage | None:
+    """``field`` of the first hit, or None for an error, no hit, or a hit without that text."""
+    if not isinstance(response, dict) or "error" in response:
+        return None
+    hits = response.get("hits", {}).get("hits", [])
+    found = passages_of(hits[0], [field]) if hits else []
+    return found[0] if found else None
+
+
+async def gather_evidence(
+    services: Services, request: SearchRequest, *, index: str | None, field: str, queries: Sequence[str]
+) -> list[Evidence | None]:
+    """One entry per query, in order: its evidence, or None when nothing was found."""
+    if not queries:
+        return []
+    header: JSON = {"index": index} if index else {}
+    restrictions = _restrictions(request.body)
+    answer = await services.search.msearch(
+        searches=[(header, _search(q, field, restrictions)) for q in queries], params={}, caller=request.caller
+    )
+    found = [_top_passage(r, field) for r in answer.get("responses", [])]
+    models = await services.models()
+    spans = await asyncio.gather(
+        *(models.reader.read(query, [p.text]) for query, p in zip(queries, found, strict=True) if p is not None)
+    )
+    read = iter(spans)
+    return [Evidence(p, next(read)[0]) if p is not None else None for p in found]
+
+
+def reference_excerpt(evidence: Evidence, max_chars: int) -> str:
+    """The passage around the span, as data for a prompt: brackets become parentheses so a
+    document cannot open a chain marker, and whitespace is collapsed."""
+    start, end = evidence.window(max_chars)
+    return " ".join(evidence.passage.text[start:end].replace("[", "(").replace("]", ")").split())

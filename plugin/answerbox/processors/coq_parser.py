@@ -1,0 +1,122 @@
+"""Reading a Chain-of-Query out of LLM text: ``[Query k]``, ``[Answer k]``, ``[Unsolved Query]``, ``[Final Content]``.
+
+LLM output is untidy, so the parser is lenient where the paper's format is not met:
+numbers may be missing or wrong, text outside markers is ignored, the final content
+may be missing. Two rules carry SearChain's semantics:
+
+- an ``[Unsolved Query]`` ends the chain (the LLM waits for IR's answer), so anything
+  after it is not part of this round;
+- a query the LLM gave no answer for is an unsolved query.
+
+A ``[Question]`` after the chain began is a made-up next example: parsing stops there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["ChainNode", "ParsedChain", "citation_markers", "final_answer", "parse_chain"]
+
+_MARKER = re.compile(
+    r"\[\s*(?:(?P<kind>query|answer)\s*(?P<number>\d+)?|(?P<unsolved>unsolved\s+query)"
+    r"|(?P<final>final\s+content)|(?P<question>question))\s*\]\s*:?",
+    re.IGNORECASE,
+)
+_CITATION = re.compile(r"\[(\d+)\]")
+_FINAL_ANSWER = re.compile(r"final answer(?: is|:)\s*:?\s*(?P<answer>[^\n]+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class ChainNode:
+    query: str
+    answer: str | None  # None: an unsolved query, for IR to complete
+
+    @property
+    def unsolved(self) -> bool:
+        return self.answer is None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedChain:
+    nodes: tuple[ChainNode, ...]
+    final_content: str | None
+
+    @property
+    def empty(self) -> bool:
+        return not self.nodes and self.final_content is None
+
+
+@dataclass(slots=True)
+class _Draft:
+    query: str
+    answer: str | None = None
+    unsolved: bool = False
+
+
+def _first_line(segment: str) -> str:
+    for line in segment.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _answer(drafts: list[_Draft], number: str | None, text: str) -> None:
+    """Attach an answer to its numbered query, else to the latest query still open."""
+    if number is not None and 1 <= int(number) <= len(drafts) and drafts[int(number) - 1].answer is None:
+        drafts[int(number) - 1].answer = text
+        return
+    for draft in reversed(drafts):
+        if draft.answer is None and not draft.unsolved:
+            draft.answer = text
+            return
+
+
+def _unsolved(drafts: list[_Draft], text: str) -> None:
+    """Mark the open query unsolved; the unsolved line's wording is the IR-oriented one, so it wins."""
+    last = drafts[-1] if drafts else None
+    if last is not None and last.answer is None:
+        last.unsolved = True
+        last.query = text or last.query
+    elif text:
+        drafts.append(_Draft(text, unsolved=True))
+
+
+def parse_chain(text: str) -> ParsedChain:
+    drafts: list[_Draft] = []
+    final: str | None = None
+    markers = list(_MARKER.finditer(text))
+    for position, marker in enumerate(markers):
+        segment = text[marker.end() : markers[position + 1].start() if position + 1 < len(markers) else len(text)]
+        if marker["question"]:
+            if drafts or final is not None:
+                break
+            continue
+        if marker["final"]:
+            final = segment.strip() or None
+            continue
+        value = _first_line(segment)
+        if marker["unsolved"]:
+            _unsolved(drafts, value)
+            if drafts and drafts[-1].unsolved:
+                final = None  # the chain ends at the unsolved query
+                break
+        elif marker["kind"].lower() == "query":
+            if value:
+                drafts.append(_Draft(value))
+        elif value:
+            _answer(drafts, marker["number"], value)
+    nodes = tuple(ChainNode(d.query, None if d.unsolved else d.answer) for d in drafts)
+    return ParsedChain(nodes=nodes, final_content=final)
+
+
+def citation_markers(content: str) -> list[int]:
+    """The ``[k]`` markers of a final content, each once, in order of first use."""
+    return list(dict.fromkeys(int(m[1]) for m in _CITATION.finditer(content)))
+
+
+def final_answer(content: str) -> str:
+    """The short answer of a final content: after its last "final answer is", else the whole text."""
+    found = list(_FINAL_ANSWER.finditer(content))
+    answer = found[-1]["answer"] if found else content
+    return _CITATION.sub("", answer).strip().rstrip(".").strip()

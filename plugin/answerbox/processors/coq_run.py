@@ -1,0 +1,232 @@
+"""One SearChain run for one search: rounds of Chain-of-Query and IR feedback, then tracing.
+
+Each round the LLM writes a whole chain; IR checks its nodes in order, skipping queries
+already processed, and only the first failing node gets feedback (Algorithm 1). The
+conversation grows by the chain and the feedback, so the LLM rewrites the chain from the
+point IR changed: each chain is a new branch of the Tree-of-Reasoning under the node
+that got feedback. A round whose output holds no chain at all (small models) searches the
+question itself as an unsolved query, so IR can still complete it. The run stops when a
+chain passes, after ``r_max`` rounds, or when the wall-clock budget is spent; then the
+final content is the passing chain's own, or the tracing prompt's over the recorded nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from answerbox.errors import LLMError, ModelError, UpstreamError, UpstreamUnavailable
+from answerbox.llm.client import Completion, Message
+from answerbox.pipeline.base import JSON, SearchRequest
+from answerbox.processors.coq_evidence import gather_evidence, reference_excerpt
+from answerbox.processors.coq_parser import ChainNode, ParsedChain, parse_chain
+from answerbox.processors.coq_verify import Action, NodeRecord, judge
+from answerbox.processors.normalize import normalize_answer
+from answerbox.services import Services
+
+__all__ = ["ChainRun", "RunResult", "RunSettings", "Stop"]
+
+_TEMPLATES = "chain_of_query/"
+_FEEDBACK = {Action.CORRECT: "correction.j2", Action.COMPLETE: "completion.j2", Action.NOT_FOUND: "not_found.j2"}
+# The paper's examples put "If you know the answer:" right after an [Unsolved Query] line:
+# stopping there ends the chain at the unsolved query, as SearChain's generation does.
+# A new "[Question]" line is the LLM inventing a next example.
+_COQ_STOP = ("If you know the answer", "\n[Question]")
+
+
+class Stop(StrEnum):
+    FINISHED = "finished"  # a chain passed every node
+    ROUNDS = "rounds"  # r_max rounds without a passing chain
+    BUDGET = "budget"  # the wall-clock budget ran out
+    FAILED = "failed"  # the LLM, the reader or a search failed
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    index: str | None
+    field: str
+    r_max: int
+    theta: float
+    max_tokens: int
+    duplicate_overlap: float
+    max_reference_chars: int
+
+
+@dataclass(kw_only=True)
+class Branch:
+    """One chain of the Tree-of-Reasoning; ``parent`` is the (round, node) whose feedback it answers."""
+
+    round: int
+    parent: tuple[int, int] | None
+    chain: ParsedChain
+    malformed: bool  # the LLM wrote no chain: ``chain`` is the question as an unsolved query
+    feedback: tuple[int, Action] | None = None
+
+    def to_json(self) -> JSON:
+        return {
+            "round": self.round,
+            "parent": {"round": self.parent[0], "node": self.parent[1]} if self.parent else None,
+            "nodes": [{"query": n.query, "answer": n.answer, "unsolved": n.unsolved} for n in self.chain.nodes],
+            "final_content": self.chain.final_content,
+            "malformed": self.malformed,
+            "feedback": {"node": self.feedback[0], "action": self.feedback[1].value} if self.feedback else None,
+        }
+
+
+@dataclass(kw_only=True)
+class LLMUsage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    millis: float = 0.0
+
+    def add(self, completion: Completion) -> None:
+        self.calls += 1
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+        self.millis += completion.millis
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    """The run's state as it goes, and its result at the end."""
+
+    records: list[NodeRecord] = field(default_factory=list)  # every processed node, in order
+    tree: list[Branch] = field(default_factory=list)
+    path: list[NodeRecord] = field(default_factory=list)  # marker [k] of the final content cites path[k - 1]
+    final_content: str | None = None
+    stopped: Stop = Stop.ROUNDS
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _tokens(query: str) -> frozenset[str]:
+    return frozenset(normalize_answer(query).split())
+
+
+class ChainRun:
+    def __init__(
+        self, services: Services, settings: RunSettings, *, request: SearchRequest, question: str, budget_s: float
+    ) -> None:
+        self._services = services
+        self._settings = settings
+        self._request = request
+        self._question = question
+        self._budget_s = budget_s
+        self._deadline = asyncio.get_running_loop().time() + budget_s
+        self._result = RunResult()
+
+    async def run(self) -> RunResult:
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                await self._rounds()
+                await self._trace()
+        except TimeoutError:
+            self._fail(Stop.BUDGET, f"the time budget of {self._budget_s:g}s ran out in round {len(self._result.tree)}")
+        except LLMError as exc:
+            self._fail(Stop.FAILED, f"the LLM failed: {exc.reason}")
+        except (ModelError, UpstreamError, UpstreamUnavailable) as exc:
+            self._fail(Stop.FAILED, f"verifying the chain failed: {exc.reason}")
+        return self._result
+
+    def _fail(self, stop: Stop, reason: str) -> None:
+        self._result.stopped = stop
+        self._result.final_content = None
+        self._result.path = []
+        self._result.warnings.append(f"chain_of_query: {reason}; nothing unverified is presented as verified")
+
+    async def _rounds(self) -> None:
+        prompt = self._services.prompts.get(_TEMPLATES + "coq.j2").render(question=self._question)
+        messages: list[Message] = [{"role": "user", "content": prompt}]
+        parent: tuple[int, int] | None = None
+        for round_ in range(1, self._settings.r_max + 1):
+            text = await self._complete(messages, _COQ_STOP)
+            chain = parse_chain(text)
+            if chain.empty:
+                # A model that writes no chain does not know the answer: the question itself
+                # becomes its unsolved query, so IR can still complete it.
+                self._result.warnings.append(
+                    f"chain_of_query: round {round_}: the LLM wrote no [Query] and no [Final Content]; "
+                    "the question was searched as an unsolved query"
+                )
+            question_only = ParsedChain(nodes=(ChainNode(self._question, None),), final_content=None)
+            branch = Branch(
+                round=round_, parent=parent, chain=question_only if chain.empty else chain, malformed=chain.empty
+            )
+            self._result.tree.append(branch)
+            failing = await self._traverse(branch.chain, round_)
+            if failing is None:
+                self._result.stopped = Stop.FINISHED
+                self._result.path = [r for r in (self._processed(n.query) for n in branch.chain.nodes) if r is not None]
+                self._result.final_content = branch.chain.final_content
+                return
+            position, record = failing
+            branch.feedback = (position, record.action)
+            messages += [{"role": "assistant", "content": text}, {"role": "user", "content": self._feedback(record)}]
+            parent = (round_, position)
+
+    async def _traverse(self, chain: ParsedChain, round_: int) -> tuple[int, NodeRecord] | None:
+        """Check the chain's new nodes in order; the first that needs feedback, or None if all pass."""
+        fresh: list[int] = []
+        for position, node in enumerate(chain.nodes):
+            if self._processed(node.query) is None and not any(
+                self._same(node.query, chain.nodes[p].query) for p in fresh
+            ):
+                fresh.append(position)
+        queries = [chain.nodes[p].query for p in fresh]
+        s = self._settings
+        evidence = await gather_evidence(self._services, self._request, index=s.index, field=s.field, queries=queries)
+        for position, found in zip(fresh, evidence, strict=True):
+            record = judge(chain.nodes[position], found, theta=s.theta, round_=round_)
+            self._result.records.append(record)
+            if record.action is not Action.PASS:
+                return position, record
+        return None
+
+    def _same(self, a: str, b: str) -> bool:
+        """Duplicate queries: the same normalised words, or a token overlap (Jaccard) at the configured level."""
+        ta, tb = _tokens(a), _tokens(b)
+        if ta == tb:
+            return True
+        return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= self._settings.duplicate_overlap
+
+    def _processed(self, query: str) -> NodeRecord | None:
+        return next((r for r in self._result.records if self._same(r.query, query)), None)
+
+    def _feedback(self, record: NodeRecord) -> str:
+        reference = reference_excerpt(record.evidence, self._settings.max_reference_chars) if record.evidence else ""
+        return self._services.prompts.get(_TEMPLATES + _FEEDBACK[record.action]).render(
+            query=record.query, answer=record.answer or "", question=self._question, reference=reference
+        )
+
+    async def _trace(self) -> None:
+        """The tracing prompt, when no chain wrote its own final content: over the passing chain's
+        nodes, or, when rounds ran out, over every recorded node that has an answer."""
+        if self._result.final_content is not None:
+            return
+        steps = [
+            r
+            for r in (self._result.path if self._result.stopped is Stop.FINISHED else self._result.records)
+            if r.answer
+        ]
+        if not steps:
+            return
+        prompt = self._services.prompts.get(_TEMPLATES + "tracing.j2").render(
+            question=self._question, steps=[{"query": r.query, "answer": r.answer} for r in steps]
+        )
+        text = await self._complete([{"role": "user", "content": prompt}], None)
+        self._result.path = steps
+        self._result.final_content = parse_chain(text).final_content or text.strip() or None
+
+    async def _complete(self, messages: list[Message], stop: tuple[str, ...] | None) -> str:
+        # The LLM's own timeout still applies; the budget's deadline cuts it shorter.
+        remaining = self._deadline - asyncio.get_running_loop().time()
+        completion = await self._services.llm.complete(
+            messages,
+            max_tokens=self._settings.max_tokens,
+            stop=stop,
+            timeout_s=min(self._services.settings.llm.timeout_s, remaining + 1.0),
+        )
+        self._result.usage.add(completion)
+        return completion.text

@@ -1,0 +1,81 @@
+"""SearChain's per-node decision: completion, correction, or pass (paper §3.3, Algorithm 1).
+
+- unsolved query → **complete**: the reader's span g is fed back whatever its confidence f;
+- f > θ and g not contained in the LLM's answer (normalised) → **correct**;
+- otherwise the node **passes** with the LLM's answer.
+
+Every node keeps the hit that was read for it. A node is *verified* only when that hit
+supports its answer: the reader found a span with f > θ, and the span is the answer (a
+correction) or stands in it (an agreeing pass). A pass with low confidence, and a
+completion with low confidence, stay unverified: IR was not sure, and the report says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from answerbox.pipeline.base import JSON
+from answerbox.processors.coq_evidence import Evidence
+from answerbox.processors.coq_parser import ChainNode
+from answerbox.processors.normalize import contains_answer
+
+__all__ = ["Action", "NodeRecord", "judge"]
+
+
+class Action(StrEnum):
+    PASS = "pass"
+    CORRECT = "correct"
+    COMPLETE = "complete"
+    NOT_FOUND = "not_found"  # an unsolved query IR found no answer for
+
+
+_SOURCE = {Action.PASS: "llm", Action.CORRECT: "corrected", Action.COMPLETE: "completed", Action.NOT_FOUND: "llm"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeRecord:
+    """One processed node: what the LLM said, what IR read, and the answer the chain keeps."""
+
+    round: int
+    query: str
+    llm_answer: str | None
+    evidence: Evidence | None
+    action: Action
+    verified: bool
+
+    @property
+    def answer(self) -> str | None:
+        if self.action in (Action.CORRECT, Action.COMPLETE) and self.evidence is not None:
+            return self.evidence.span.text
+        return self.llm_answer
+
+    def to_json(self) -> JSON:
+        span = self.evidence.span if self.evidence is not None else None
+        return {
+            "round": self.round,
+            "query": self.query,
+            "llm_answer": self.llm_answer,
+            "reader_answer": span.text if span is not None else None,
+            "confidence": round(span.confidence, 4) if span is not None else None,
+            "answer": self.answer,
+            "source": _SOURCE[self.action],
+            "action": self.action.value,
+            "verified": self.verified,
+            "reference": self.evidence.reference() if self.evidence is not None else None,
+        }
+
+
+def judge(node: ChainNode, evidence: Evidence | None, *, theta: float, round_: int) -> NodeRecord:
+    span = evidence.span if evidence is not None and evidence.span.text else None
+    if node.answer is None:
+        action = Action.COMPLETE if span is not None else Action.NOT_FOUND
+        verified = span is not None and span.confidence > theta
+    elif span is not None and span.confidence > theta and not contains_answer(span.text, node.answer):
+        action, verified = Action.CORRECT, True
+    else:
+        action = Action.PASS
+        verified = span is not None and span.confidence > theta and contains_answer(span.text, node.answer)
+    return NodeRecord(
+        round=round_, query=node.query, llm_answer=node.answer, evidence=evidence, action=action, verified=verified
+    )

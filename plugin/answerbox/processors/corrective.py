@@ -1,0 +1,99 @@
+"""CRAG's corrective search, with a second search the admin configures in place of the paper's web search.
+
+The question is rewritten into keywords by the paper's prompt (Table 7); when the LLM
+fails or answers nothing usable, :func:`fallback_keywords` stands in, so a corrective
+search always runs. The keywords go into a ``multi_match`` (never ``query_string``: model
+text must not inject query syntax) against another index or alias, broadened with
+``operator: or`` and fuzziness, or both. The original query's ``bool.filter`` and
+``bool.must_not`` clauses come along by default: the corrective search may look
+elsewhere, but not past the restrictions the caller set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from answerbox.errors import LLMError
+from answerbox.llm import LLMClient
+from answerbox.processors.keywords import fallback_keywords, parse_keywords
+from answerbox.prompts import Prompt
+
+__all__ = ["KEYWORD_REWRITE_TEMPLATE", "CorrectiveSearchConfig", "Rewrite", "corrective_body", "rewrite_question"]
+
+KEYWORD_REWRITE_TEMPLATE = "retrieval_evaluator/keyword_rewrite.j2"
+_FUZZINESS = re.compile(r"AUTO(?::\d+,\d+)?|[012]")
+
+
+class CorrectiveSearchConfig(BaseModel):
+    """``corrective`` in the ``retrieval_evaluator`` config; ``null`` there turns corrective search off."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: str | None = Field(default=None, min_length=1)  # another index or alias; None: the request's target
+    fields: list[str] | None = Field(default=None, min_length=1)  # None: the processor's text_fields, else all fields
+    operator: Literal["or", "and"] = "or"
+    fuzziness: str | None = "AUTO"
+    size: int = Field(default=10, ge=1, le=100)
+    keep_filters: bool = True
+    prompt: str | None = None  # replaces the Table 7 template text
+    max_tokens: int = Field(default=32, ge=1, le=256)
+    llm_timeout_s: float | None = Field(default=None, gt=0)  # None: the LLM's; capped at half the processor timeout
+
+    @field_validator("fuzziness")
+    @classmethod
+    def _fuzziness(cls, value: str | None) -> str | None:
+        if value is not None and not _FUZZINESS.fullmatch(value):
+            raise ValueError(f"fuzziness must be AUTO, AUTO:low,high, 0, 1 or 2, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    keywords: tuple[str, ...]
+    source: Literal["llm", "fallback"]
+    failure: str | None = None  # why the LLM's keywords were not used
+
+    @property
+    def query(self) -> str:
+        return " ".join(self.keywords)
+
+
+async def rewrite_question(llm: LLMClient, prompt: Prompt, question: str, config: CorrectiveSearchConfig, timeout_s: float) -> Rewrite:
+    # One line keeps a question's own line breaks from posing as extra prompt examples.
+    rendered = prompt.render(question=" ".join(question.split()))
+    try:
+        completion = await llm.complete(
+            [{"role": "user", "content": rendered}],
+            max_tokens=config.max_tokens,
+            stop=["\nquestion:"],
+            timeout_s=timeout_s,
+        )
+    except LLMError as exc:
+        return Rewrite(tuple(fallback_keywords(question)), "fallback", exc.reason)
+    keywords = parse_keywords(completion.text, question)
+    if not keywords:
+        return Rewrite(tuple(fallback_keywords(question)), "fallback", f"the LLM gave no keywords from the question: {completion.text!r}")
+    return Rewrite(tuple(keywords), "llm")
+
+
+def _restrictions(query: Any) -> dict[str, Any]:
+    """The original query's ``bool.filter`` / ``bool.must_not``: what narrows the caller's results."""
+    bool_query = query.get("bool") if isinstance(query, dict) else None
+    if not isinstance(bool_query, dict):
+        return {}
+    return {key: bool_query[key] for key in ("filter", "must_not") if key in bool_query}
+
+
+def corrective_body(config: CorrectiveSearchConfig, query: str, fields: Sequence[str] | None, original_query: Any) -> dict[str, Any]:
+    match: dict[str, Any] = {"query": query, "operator": config.operator}
+    if fields:
+        match["fields"] = list(fields)
+    if config.fuzziness is not None:
+        match["fuzziness"] = config.fuzziness
+    restrictions = _restrictions(original_query) if config.keep_filters else {}
+    return {"size": config.size, "query": {"bool": {"must": [{"multi_match": match}], **restrictions}}}

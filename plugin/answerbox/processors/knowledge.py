@@ -1,0 +1,81 @@
+"""CRAG's knowledge refinement: decompose passages into strips, filter them with the evaluator, recompose.
+
+A passage of one or two sentences is one strip; a longer one is cut into strips of
+``sentences_per_strip`` consecutive sentences (CRAG, §4.3). All strips of a refinement are
+scored in one evaluator call; those scoring at least ``threshold`` compete for ``top_k``
+places, and the winners come back in document order (hit order, then field, then offset),
+each with the offsets that give back its exact text: ``_source[field][start:end] == text``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from answerbox.processors.passages import Passage
+from answerbox.processors.sentences import sentence_spans
+
+if TYPE_CHECKING:
+    from answerbox.models import Evaluator
+
+__all__ = ["KnowledgeStrip", "Strip", "decompose", "refine", "select"]
+
+
+@dataclass(frozen=True, slots=True)
+class Strip:
+    passage: Passage
+    start: int
+    end: int
+
+    @property
+    def text(self) -> str:
+        return self.passage.text[self.start : self.end]
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeStrip:
+    strip: Strip
+    score: float
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.strip.passage
+        return {
+            "_index": p.index,
+            "_id": p.id,
+            "field": p.field,
+            "start": self.strip.start,
+            "end": self.strip.end,
+            "text": self.strip.text,
+            "score": round(self.score, 4),
+        }
+
+
+def decompose(passage: Passage, sentences_per_strip: int) -> list[Strip]:
+    spans = sentence_spans(passage.text)
+    step = len(spans) if len(spans) <= 2 else sentences_per_strip
+    return [
+        Strip(passage, group[0][0], group[-1][1])
+        for group in (spans[i : i + step] for i in range(0, len(spans), step or 1))
+    ]
+
+
+def select(strips: Sequence[Strip], scores: Sequence[float], *, top_k: int, threshold: float) -> list[KnowledgeStrip]:
+    """The ``top_k`` best strips scoring at least ``threshold``, back in their original order."""
+    eligible = [i for i, score in enumerate(scores) if score >= threshold]
+    best = sorted(eligible, key=lambda i: scores[i], reverse=True)[:top_k]
+    return [KnowledgeStrip(strips[i], scores[i]) for i in sorted(best)]
+
+
+async def refine(
+    evaluator: Evaluator,
+    question: str,
+    passages: Sequence[Passage],
+    *,
+    sentences_per_strip: int,
+    top_k: int,
+    threshold: float,
+) -> list[KnowledgeStrip]:
+    strips = [strip for passage in passages for strip in decompose(passage, sentences_per_strip)]
+    scores = await evaluator.score(question, [strip.text for strip in strips])
+    return select(strips, scores, top_k=top_k, threshold=threshold)

@@ -1,0 +1,52 @@
+"""Hits → the passages a model reads: one per text field of the hit's ``_source``.
+
+Fields are named by dotted paths (``"body"``, ``"meta.summary"``); without a list every
+top-level string field counts, in ``_source`` order. Arrays and non-string values are
+skipped: a passage must be one string so that offsets into it name the exact text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Passage", "hit_key", "passages_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """The text of ``_source[field]`` of the hit ``(index, id)``."""
+
+    index: str
+    id: str
+    field: str
+    text: str
+
+
+def hit_key(hit: Mapping[str, Any]) -> tuple[str, str]:
+    return str(hit.get("_index", "")), str(hit.get("_id", ""))
+
+
+def _lookup(source: Mapping[str, Any], path: str) -> Any:
+    if path in source:  # a literal dotted key wins, as in OpenSearch's flattened _source
+        return source[path]
+    value: Any = source
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def passages_of(hit: Mapping[str, Any], fields: Sequence[str] | None) -> list[Passage]:
+    source = hit.get("_source")
+    if not isinstance(source, Mapping):
+        return []
+    index, doc_id = hit_key(hit)
+    named = fields if fields is not None else [k for k, v in source.items() if isinstance(v, str)]
+    return [
+        Passage(index=index, id=doc_id, field=field, text=value)
+        for field in named
+        if isinstance(value := _lookup(source, field), str) and value.strip()
+    ]

@@ -1,0 +1,259 @@
+"""``llm_query_expansion``: query expansion by prompting an LLM (Jagerman et al., 2023; methods.md §1).
+
+The LLM writes a passage (q2d), keywords (q2e) or a rationale (cot) for the question,
+zero-shot, from few-shot examples, or from the top hits of a first BM25 search (PRF); the
+user's text clauses are then rewritten as ``q×weight + expansion`` (see ``expanded_query``).
+Anything that goes wrong on the way (LLM down or slow, PRF search failing) leaves the
+query as the user wrote it and adds a warning: expansion may improve the hits, never lose them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+
+from answerbox.errors import ConfigError, LLMError, UpstreamError, UpstreamUnavailable
+from answerbox.pipeline.base import (
+    JSON,
+    PipelineContext,
+    ProcessorConfig,
+    RequestProcessor,
+    SearchRequest,
+)
+from answerbox.processors.expanded_query import (
+    Combine,
+    clean_expansion,
+    expanded_clause,
+)
+from answerbox.processors.expansion_cache import TTLCache
+from answerbox.query_text import find_text_clauses, replace_text_clauses
+
+if TYPE_CHECKING:
+    from answerbox.services import Services
+
+__all__ = ["Example", "LLMQueryExpansion", "QueryExpansionConfig"]
+
+Method = Literal["q2d", "q2e", "cot"]
+Mode = Literal["zs", "fs", "prf"]
+
+# Search parameters that decide which documents a search sees; the PRF search keeps them.
+_SCOPE_PARAMS = ("routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices")
+# Few-shot and PRF prompts end in "Query: ...\n<Label>:"; a small model tends to go on
+# inventing the next example.
+_STOP = ["\nQuery:"]
+
+
+class Example(BaseModel):
+    """One few-shot demonstration: a query and the passage (q2d) or keywords (q2e) for it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: str = Field(min_length=1)
+    output: str = Field(min_length=1)
+
+
+_EXAMPLES = TypeAdapter(tuple[Example, ...])
+
+
+class QueryExpansionConfig(ProcessorConfig):
+    # q2e zero-shot: with SmolLM2-135M it is the one method measured on 300 SQuAD questions
+    # (bench/retrieval_eval.py) and it is not worse than BM25 there; it also costs no extra
+    # search and the shortest prompt. Bigger models should try q2d/prf or cot (the paper's best).
+    method: Method = "q2e"
+    mode: Mode = "zs"
+    # Jinja2 text replacing templates/query_expansion/<method>_<mode>.j2 for this pipeline.
+    prompt: str | None = None
+    examples: tuple[Example, ...] = ()
+    # A JSON list of {"query", "output"} objects, instead of inline examples.
+    examples_file: str | None = None
+    prf_docs: int = Field(default=3, ge=1, le=10)
+    # Source fields shown to the LLM from PRF hits; empty: the fields the user's query searches.
+    prf_fields: tuple[str, ...] = ()
+    prf_max_chars: int = Field(default=1000, ge=50, le=20_000)
+    # How many times the user's query counts against the expansion's once (the paper: 5).
+    query_weight: int = Field(default=5, ge=1, le=50)
+    # "bool" and "repeat" rank SQuAD identically on osmem-server; "bool" keeps the user's
+    # operator and minimum_should_match meaning what they meant.
+    combine: Combine = "bool"
+    max_expansion_terms: int = Field(default=128, ge=1, le=1000)
+    model: str | None = None
+    max_tokens: int = Field(default=128, ge=1, le=4096)
+    timeout_s: float = Field(default=10.0, gt=0, le=300)
+    cache_entries: int = Field(default=4096, ge=0)
+    cache_ttl_s: float = Field(default=3600.0, gt=0)
+
+    _file_examples: tuple[Example, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="after")
+    def _consistent(self) -> QueryExpansionConfig:
+        if self.method == "cot" and self.mode == "fs" and self.prompt is None:
+            raise ValueError("method 'cot' has no few-shot prompt (the paper has cot and cot/prf); use mode 'zs' or 'prf', or give a prompt")
+        given = bool(self.examples) + (self.examples_file is not None)
+        if self.mode == "fs" and given != 1:
+            raise ValueError("mode 'fs' needs exactly one of examples and examples_file")
+        if self.mode != "fs" and given:
+            raise ValueError(f"examples are used only by mode 'fs', not {self.mode!r}")
+        if self.examples_file is not None:
+            # Read once, when the pipeline is defined, so a bad file fails the definition
+            # rather than every search. A few-shot file is a few kilobytes.
+            try:
+                self._file_examples = _EXAMPLES.validate_json(Path(self.examples_file).read_bytes())
+            except (OSError, ValidationError) as exc:
+                raise ValueError(f"examples_file {self.examples_file!r} is not a readable JSON list of examples: {exc}") from exc
+            if not self._file_examples:
+                raise ValueError(f"examples_file {self.examples_file!r} holds no examples")
+        return self
+
+    @property
+    def few_shot(self) -> tuple[Example, ...]:
+        return self.examples or self._file_examples
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a ``_source`` value, in document order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _strings(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
+    type_name = "llm_query_expansion"
+    config_model = QueryExpansionConfig
+
+    def __init__(self, config: QueryExpansionConfig, services: Services) -> None:
+        super().__init__(config, services)
+        # Loaded and test-rendered now, so a missing template or an override using an
+        # unknown variable is rejected when the pipeline is defined.
+        try:
+            self._prompt = services.prompts.get(f"query_expansion/{config.method}_{config.mode}.j2", config.prompt)
+            self._prompt.render(query="q", examples=config.few_shot, prf=["d"])
+        except ConfigError as exc:
+            raise ConfigError(f"processor [{self.name}]: {exc.reason}") from exc
+        engine_limit = services.settings.limits.processor_timeout_s
+        if config.timeout_s >= engine_limit:
+            # Past the engine's limit the whole search fails instead of falling back.
+            raise ConfigError(
+                f"processor [{self.name}]: [timeout_s] must be below limits.processor_timeout_s ({engine_limit:g}), got {config.timeout_s:g}"
+            )
+        self._model: str = config.model or services.settings.llm.model
+        self._cache: TTLCache[str] = TTLCache(config.cache_entries, config.cache_ttl_s)
+        self._config_digest = _digest(config.model_dump(mode="json"))
+
+    async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
+        question = (ctx.question or "").strip()
+        clauses = find_text_clauses(request.body)
+        if not question or not clauses:
+            return request
+        expansion = await self._expansion(question, request, ctx)
+        if not expansion:
+            return request
+        expanded = request.copy()
+        replace_text_clauses(
+            expanded.body,
+            lambda clause: expanded_clause(clause, expansion, weight=self.config.query_weight, combine=self.config.combine),
+        )
+        return expanded
+
+    async def _expansion(self, question: str, request: SearchRequest, ctx: PipelineContext) -> str:
+        """The cleaned expansion, or "" when the original query must be used alone."""
+        report: JSON = {
+            "method": self.config.method,
+            "mode": self.config.mode,
+            "prompt": self._prompt.name,
+            "expansion": "",
+            "cached": False,
+            "fallback": False,
+            "llm_ms": None,
+        }
+        ctx.report.query_expansion = report
+        key = self._cache_key(question, request)
+        cached = self._cache.get(key)
+        if cached is not None:
+            report.update(expansion=cached, cached=True)
+            return cached
+        try:
+            # timeout_s bounds the PRF search and the LLM call together.
+            async with asyncio.timeout(self.config.timeout_s):
+                passages = await self._prf_passages(request) if self.config.mode == "prf" else []
+                prompt = self._prompt.render(query=question, examples=self.config.few_shot, prf=passages)
+                completion = await self.services.llm.complete(
+                    [{"role": "user", "content": prompt}],
+                    max_tokens=self.config.max_tokens,
+                    stop=_STOP,
+                    model=self._model,
+                    timeout_s=self.config.timeout_s,
+                )
+        except (LLMError, UpstreamError, UpstreamUnavailable) as exc:
+            return self._fall_back(report, ctx, exc.reason)
+        except TimeoutError:
+            return self._fall_back(report, ctx, f"expansion took longer than {self.config.timeout_s:g}s")
+        text = clean_expansion(completion.text, self.config.max_expansion_terms)
+        report.update(expansion=text, llm_ms=round(completion.millis, 1))
+        if not text:
+            return self._fall_back(report, ctx, "the LLM gave no usable expansion")
+        self._cache.put(key, text)
+        return text
+
+    def _fall_back(self, report: JSON, ctx: PipelineContext, reason: str) -> str:
+        report["fallback"] = True
+        ctx.report.warn(f"[{self.name}] searched with the original query: {reason}")
+        return ""
+
+    def _cache_key(self, question: str, request: SearchRequest) -> str:
+        """(model, template hash, query), plus all else that shapes the prompt.
+
+        A PRF prompt holds documents this caller was allowed to read, so its expansion is
+        keyed by the caller and by everything that chose those documents; a hit then also
+        skips the PRF search. ``x-opaque-id`` names a request, not a caller.
+        """
+        scope: list[Any] = []
+        if self.config.mode == "prf":
+            credentials = [h for h in request.caller.headers if h[0] != "x-opaque-id"]
+            scope = [request.index, credentials, request.body.get("query"), request.body.get("post_filter"), self._scope_params(request)]
+        return _digest([self._model, self._prompt.sha256, self._config_digest, question, scope])
+
+    @staticmethod
+    def _scope_params(request: SearchRequest) -> dict[str, str]:
+        return {name: request.params[name] for name in _SCOPE_PARAMS if name in request.params}
+
+    def _prf_fields(self, request: SearchRequest) -> list[str]:
+        if self.config.prf_fields:
+            return list(self.config.prf_fields)
+        fields: list[str] = []
+        for clause in find_text_clauses(request.body):
+            named = [clause.field] if clause.field else clause.holder.get("fields", [])
+            fields += [str(f).split("^")[0] for f in named if isinstance(f, str)]
+        return list(dict.fromkeys(fields))
+
+    async def _prf_passages(self, request: SearchRequest) -> list[str]:
+        """The top hits of the user's own query (filters included), as one line of text each."""
+        fields = self._prf_fields(request)
+        body: JSON = {"query": request.body["query"], "size": self.config.prf_docs, "_source": fields or True}
+        if "post_filter" in request.body:
+            body["post_filter"] = request.body["post_filter"]
+        # "_none": this first search must not run the index's default pipeline, answerbox's or OpenSearch's.
+        params = {**self._scope_params(request), "search_pipeline": "_none"}
+        response = await self.services.search.search(index=request.index, body=body, params=params, caller=request.caller)
+        hits = response.get("hits", {}).get("hits", [])
+        return [" ".join(" ".join(_strings(hit.get("_source"))).split())[: self.config.prf_max_chars] for hit in hits]

@@ -1,0 +1,295 @@
+"""Response processor ``retrieval_evaluator``: CRAG's corrective retrieval (``methods.md`` §2).
+
+The ONNX evaluator scores the top ``top_n`` hits against the user's question
+(``ctx.question``, never an expanded query); a hit with several text fields scores as its
+best field, and a hit with no text scores -1. The verdict follows CRAG: **correct** when
+some hit scores >= ``upper``, **incorrect** when every hit scores < ``lower`` (so also when
+there are no hits), **ambiguous** otherwise. The thresholds come from the model manifest
+(``crag_upper`` / ``crag_lower``) unless the pipeline sets ``upper`` / ``lower``.
+
+- correct → knowledge refinement of the hits (:mod:`answerbox.processors.knowledge`);
+- incorrect → the hits are discarded as knowledge; a corrective search
+  (:mod:`answerbox.processors.corrective`) runs and its hits are scored and refined;
+- ambiguous → both; corrective hits already among the scored hits are left out.
+
+Options on the hits themselves: ``drop_below_lower`` removes scored hits under ``lower``
+(``hits.total`` is left alone, as OpenSearch's ``truncate_hits`` does); ``rerank`` sorts
+the scored hits by evaluator score, sets ``_score`` to it and, with
+``keep_previous_score``, keeps the engine's score in the hit as ``_previous_score`` (in
+the hit, not in ``_source``, so the document is returned as stored). Hits past ``top_n``
+are not scored and stay after the scored ones, unchanged.
+
+Config (defaults in brackets): ``top_n`` [10]; ``text_fields`` [every top-level string
+field of ``_source``]; ``upper`` / ``lower`` [the manifest's]; ``sentences_per_strip`` [3],
+``strips_top_k`` [5], ``strip_threshold`` [-0.5] (CRAG's refinement); ``corrective``
+[same target, ``operator: or``, ``fuzziness: AUTO``; ``null``: none, and Incorrect only
+discards]; ``rerank`` [false], ``keep_previous_score`` [true], ``drop_below_lower`` [false].
+
+Failures degrade the knowledge, never the hits: an evaluator failure leaves the response
+as it came (with a warning); an LLM failure during the rewrite falls back to keywords
+taken from the question, and the rewrite gets at most half the processor timeout so a
+slow LLM cannot time the whole processor out; a failed corrective search leaves the
+refined hits alone.
+
+``ext.answerbox.retrieval`` (a stable shape: ``cited_answer`` reads ``knowledge`` as its
+evidence)::
+
+    {
+      "verdict": "correct" | "ambiguous" | "incorrect",
+      "upper": float, "lower": float,                 # the thresholds applied
+      "scores": [{"_index", "_id", "score"}],         # scored hits, in the order OpenSearch returned them
+      "action": "refine" | "corrective_search" | "refine+corrective_search" | "discard",
+      "knowledge": [{"_index", "_id", "field", "start", "end", "text", "score"}],
+                    # _source[field][start:end] == text; refined hits first, then corrective hits,
+                    # each group in document order
+      "corrective_query": str | null,                 # the keyword query sent by the corrective search
+      "corrective": null | {"index", "keywords", "keywords_source": "llm" | "fallback",
+                            "scores": [{"_index", "_id", "score"}]},
+      "reranked": bool,
+      "dropped": int                                  # hits removed by drop_below_lower
+    }
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field, model_validator
+
+from answerbox.errors import ConfigError, ModelError, UpstreamError, UpstreamUnavailable
+from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
+from answerbox.processors.corrective import KEYWORD_REWRITE_TEMPLATE, CorrectiveSearchConfig, corrective_body, rewrite_question
+from answerbox.processors.knowledge import KnowledgeStrip, refine
+from answerbox.processors.passages import Passage, hit_key, passages_of
+from answerbox.prompts import Prompt
+
+if TYPE_CHECKING:
+    from answerbox.models import Evaluator, ModelManifest
+    from answerbox.services import Services
+
+__all__ = ["RetrievalEvaluator", "RetrievalEvaluatorConfig", "Verdict", "judge"]
+
+# Parameters that narrow which documents the caller's search sees; a corrective search on
+# the same target keeps them.
+_SCOPE_PARAMS = frozenset({"routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices"})
+# A hit without text cannot support an answer: it scores as the worst possible passage.
+_NO_TEXT_SCORE = -1.0
+
+
+class Verdict(StrEnum):
+    CORRECT = "correct"
+    AMBIGUOUS = "ambiguous"
+    INCORRECT = "incorrect"
+
+
+class RetrievalEvaluatorConfig(ProcessorConfig):
+    top_n: int = Field(default=10, ge=1)
+    text_fields: list[str] | None = Field(default=None, min_length=1)  # None: every top-level string field
+    upper: float | None = Field(default=None, ge=-1, le=1)
+    lower: float | None = Field(default=None, ge=-1, le=1)
+    sentences_per_strip: int = Field(default=3, ge=1)
+    strips_top_k: int = Field(default=5, ge=1)
+    strip_threshold: float = Field(default=-0.5, ge=-1, le=1)
+    corrective: CorrectiveSearchConfig | None = CorrectiveSearchConfig()
+    rerank: bool = False
+    keep_previous_score: bool = True
+    drop_below_lower: bool = False
+
+    @model_validator(mode="after")
+    def _ordered_thresholds(self) -> RetrievalEvaluatorConfig:
+        if self.upper is not None and self.lower is not None and self.lower > self.upper:
+            raise ValueError(f"lower ({self.lower}) must not be above upper ({self.upper})")
+        return self
+
+
+def judge(scores: Sequence[float], upper: float, lower: float) -> Verdict:
+    if any(score >= upper for score in scores):
+        return Verdict.CORRECT
+    if all(score < lower for score in scores):
+        return Verdict.INCORRECT
+    return Verdict.AMBIGUOUS
+
+
+_ACTIONS = {
+    (Verdict.CORRECT, True): "refine",
+    (Verdict.CORRECT, False): "refine",
+    (Verdict.AMBIGUOUS, True): "refine+corrective_search",
+    (Verdict.AMBIGUOUS, False): "refine",
+    (Verdict.INCORRECT, True): "corrective_search",
+    (Verdict.INCORRECT, False): "discard",
+}
+
+
+def _hits(response: JSON) -> list[JSON]:
+    hits = response.get("hits")
+    found = hits.get("hits") if isinstance(hits, dict) else None
+    return [hit for hit in found if isinstance(hit, dict)] if isinstance(found, list) else []
+
+
+def _score_list(hits: Sequence[JSON], scores: Sequence[float]) -> list[JSON]:
+    return [
+        {"_index": index, "_id": doc_id, "score": round(score, 4)}
+        for (index, doc_id), score in zip((hit_key(h) for h in hits), scores, strict=True)
+    ]
+
+
+async def _score_hits(evaluator: Evaluator, question: str, passages: Sequence[Sequence[Passage]]) -> list[float]:
+    """One evaluator call for every passage of every hit; a hit scores as its best passage."""
+    flat = await evaluator.score(question, [p.text for group in passages for p in group])
+    scores, offset = [], 0
+    for group in passages:
+        scores.append(max(flat[offset : offset + len(group)], default=_NO_TEXT_SCORE))
+        offset += len(group)
+    return scores
+
+
+@dataclass(frozen=True, slots=True)
+class _Corrective:
+    """What the corrective search added: its query, its report section and its refined strips."""
+
+    query: str | None = None
+    details: JSON | None = None
+    strips: list[KnowledgeStrip] = field(default_factory=list)
+
+
+class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
+    type_name = "retrieval_evaluator"
+    config_model = RetrievalEvaluatorConfig
+
+    def __init__(self, config: RetrievalEvaluatorConfig, services: Services) -> None:
+        super().__init__(config, services)
+        # Compiled at build time so a broken prompt override fails when the pipeline is PUT.
+        self._prompt = services.prompts.get(KEYWORD_REWRITE_TEMPLATE, config.corrective.prompt) if config.corrective else None
+
+    def _thresholds(self, manifest: ModelManifest) -> tuple[float, float]:
+        upper = manifest.crag_upper if self.config.upper is None else self.config.upper
+        lower = manifest.crag_lower if self.config.lower is None else self.config.lower
+        if lower > upper:
+            raise ConfigError(f"processor [{self.name}]: lower ({lower}) is above upper ({upper}) once the model's thresholds fill in")
+        return upper, lower
+
+    def _rewrite_timeout(self, config: CorrectiveSearchConfig) -> float:
+        """The LLM's time for the rewrite: never more than half the processor's budget, so that a
+        slow LLM ends in the keyword fallback rather than in a processor timeout that loses the hits."""
+        settings = self.services.settings
+        return min(config.llm_timeout_s or settings.llm.timeout_s, settings.limits.processor_timeout_s / 2)
+
+    async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
+        question = (ctx.question or "").strip()
+        if not question:
+            ctx.report.warn(f"{self.name}: the search has no question text; retrieval was not evaluated")
+            return response
+        hits = _hits(response)
+        scored = hits[: min(self.config.top_n, self.services.settings.limits.max_hits_processed)]
+        passages = [passages_of(hit, self.config.text_fields) for hit in scored]
+        try:
+            models = await self.services.models()
+            scores = await _score_hits(models.evaluator, question, passages)
+        except ModelError as exc:
+            ctx.report.warn(f"{self.name}: the retrieval evaluator failed; hits are unchanged: {exc.reason}")
+            return response
+        upper, lower = self._thresholds(models.manifest)
+        verdict = judge(scores, upper, lower)
+        config, prompt = self.config.corrective, self._prompt
+        internal, corrective = await asyncio.gather(
+            self._refine(models.evaluator, question, passages, ctx) if verdict is not Verdict.INCORRECT else _no_strips(),
+            self._corrective(config, prompt, models.evaluator, question, request, {hit_key(h) for h in scored}, ctx)
+            if verdict is not Verdict.CORRECT and config is not None and prompt is not None
+            else _no_corrective(),
+        )
+        dropped = self._apply_to_hits(response, hits, scores, lower)
+        ctx.report.retrieval = {
+            "verdict": verdict.value,
+            "upper": upper,
+            "lower": lower,
+            "scores": _score_list(scored, scores),
+            "action": _ACTIONS[verdict, self.config.corrective is not None],
+            "knowledge": [strip.to_json() for strip in internal + corrective.strips],
+            "corrective_query": corrective.query,
+            "corrective": corrective.details,
+            "reranked": self.config.rerank,
+            "dropped": dropped,
+        }
+        return response
+
+    async def _refine(
+        self, evaluator: Evaluator, question: str, passages: Sequence[Sequence[Passage]], ctx: PipelineContext
+    ) -> list[KnowledgeStrip]:
+        try:
+            return await refine(
+                evaluator,
+                question,
+                [p for group in passages for p in group],
+                sentences_per_strip=self.config.sentences_per_strip,
+                top_k=self.config.strips_top_k,
+                threshold=self.config.strip_threshold,
+            )
+        except ModelError as exc:
+            ctx.report.warn(f"{self.name}: knowledge refinement failed: {exc.reason}")
+            return []
+
+    async def _corrective(
+        self,
+        config: CorrectiveSearchConfig,
+        prompt: Prompt,
+        evaluator: Evaluator,
+        question: str,
+        request: SearchRequest,
+        seen: set[tuple[str, str]],
+        ctx: PipelineContext,
+    ) -> _Corrective:
+        """Rewrite, search again with the caller's credentials, score and refine the hits not ``seen`` yet."""
+        rewrite = await rewrite_question(self.services.llm, prompt, question, config, self._rewrite_timeout(config))
+        if rewrite.failure:
+            ctx.report.warn(f"{self.name}: keyword rewrite used the question's own words: {rewrite.failure}")
+        index = config.index or request.index
+        details: JSON = {"index": index, "keywords": list(rewrite.keywords), "keywords_source": rewrite.source, "scores": []}
+        if not rewrite.keywords:
+            ctx.report.warn(f"{self.name}: the question has no keywords; no corrective search")
+            return _Corrective(details=details)
+        params = {k: v for k, v in request.params.items() if k in _SCOPE_PARAMS} if index == request.index else {}
+        body = corrective_body(config, rewrite.query, config.fields or self.config.text_fields, request.body.get("query"))
+        try:
+            found = await self.services.search.search(index=index, body=body, params=params, caller=request.caller)
+        except (UpstreamError, UpstreamUnavailable) as exc:
+            ctx.report.warn(f"{self.name}: the corrective search failed: {exc.reason}")
+            return _Corrective(query=rewrite.query, details=details)
+        hits = [hit for hit in _hits(found) if hit_key(hit) not in seen]
+        passages = [passages_of(hit, self.config.text_fields) for hit in hits]
+        try:
+            scores = await _score_hits(evaluator, question, passages)
+        except ModelError as exc:
+            ctx.report.warn(f"{self.name}: scoring the corrective hits failed: {exc.reason}")
+            return _Corrective(query=rewrite.query, details=details)
+        details["scores"] = _score_list(hits, scores)
+        strips = await self._refine(evaluator, question, passages, ctx)
+        return _Corrective(query=rewrite.query, details=details, strips=strips)
+
+    def _apply_to_hits(self, response: JSON, hits: list[JSON], scores: Sequence[float], lower: float) -> int:
+        """Drop and rerank the scored hits in place; return how many were dropped."""
+        if not scores or not (self.config.rerank or self.config.drop_below_lower):
+            return 0
+        scored = list(zip(hits[: len(scores)], scores, strict=True))
+        rest = hits[len(scores) :]
+        kept = [(hit, score) for hit, score in scored if score >= lower] if self.config.drop_below_lower else scored
+        if self.config.rerank:
+            kept.sort(key=lambda pair: pair[1], reverse=True)  # stable: ties keep the engine's order
+            for hit, score in kept:
+                if self.config.keep_previous_score:
+                    hit["_previous_score"] = hit.get("_score")
+                hit["_score"] = score
+            response["hits"]["max_score"] = kept[0][1] if kept else None
+        response["hits"]["hits"] = [hit for hit, _ in kept] + rest
+        return len(scored) - len(kept)
+
+
+async def _no_strips() -> list[KnowledgeStrip]:
+    return []
+
+
+async def _no_corrective() -> _Corrective:
+    return _Corrective()

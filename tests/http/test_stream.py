@@ -1,0 +1,117 @@
+"""``POST /{index}/_answerbox/stream``: hits first, then tokens, then the checked answer, as server-sent events."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from opensearchpy import OpenSearch
+
+from tests.conftest import AnswerboxFactory
+from tests.processors.test_cited_answer import (  # noqa: F401 - fixtures
+    QUESTION,
+    answer_search,
+    books,
+    generative,
+)
+from tests.support.scripted_llm import ScriptedLLM
+from tests.support.servers import serve
+
+Event = tuple[str, Any, float]
+
+
+def stream(client: httpx.Client, url: str, body: dict[str, Any], query: str = "") -> list[Event]:
+    """(event name, data, seconds since the request) for every event of the stream."""
+    started = time.perf_counter()
+    events: list[Event] = []
+    with client.stream("POST", f"{url}/books/_answerbox/stream{query}", json=body) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        name = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line.removeprefix("data: ")), time.perf_counter() - started))
+    return events
+
+
+def names(events: list[Event]) -> list[str]:
+    return [name for name, _, _ in events]
+
+
+class BreaksMidStream(ScriptedLLM):
+    """Streams two words, then reports an error in the stream, as a crashing server would."""
+
+    async def _chunks(self, text: str) -> AsyncIterator[str]:
+        sent = 0
+        async for chunk in super()._chunks(text):
+            if sent == 2:
+                yield 'data: {"error": {"message": "the model crashed", "type": "server_error"}}\n\n'
+                return
+            sent += 1
+            yield chunk
+
+
+def test_stream_sends_hits_then_tokens_then_checked_answer(
+    generative: tuple[ScriptedLLM, str], client: httpx.Client  # noqa: F811
+) -> None:
+    scripted, url = generative
+    scripted.replies = ["Dune was written by Frank Herbert [1, 2]. Herbert was born in Tacoma [3]."]
+    scripted.delay_s = 1.0
+    pipeline = answer_search()["search_pipeline"]
+    assert client.put(f"{url}/_search/pipeline/answers", json=pipeline).status_code == 200
+    body = {"query": {"match": {"text": QUESTION}}}
+    events = stream(client, url, body, "?search_pipeline=answers")
+    kinds = names(events)
+    assert kinds[0] == "hits" and kinds[-2:] == ["answer", "done"] and set(kinds[1:-2]) == {"token"}
+    hits, answer = events[0][1], events[-2][1]
+    plain = client.post(f"{url}/books/_search?search_pipeline=answers", json=body).json()
+    assert hits["hits"] == plain["hits"]
+    assert hits["ext"]["answerbox"]["answer"] is None
+    # The hits do not wait for the LLM (which stalls a second before its first token).
+    first_token = next(t for name, _, t in events if name == "token")
+    assert first_token - events[0][2] > 0.5
+    assert "".join(data["text"] for name, data, _ in events if name == "token").strip() == scripted.replies[0]
+    assert answer["answer"]["text"] == "Dune was written by Frank Herbert [1, 2]. Herbert was born in Tacoma."
+    assert {(c["marker"], c["_id"]) for c in answer["answer"]["citations"]} == {(1, "novel"), (2, "author")}
+    assert answer["citations"] == answer["answer"]["citations"]
+    assert answer == {**plain["ext"]["answerbox"], "timings_ms": answer["timings_ms"]}
+
+
+def test_llm_failure_mid_stream_sends_error_then_the_extractive_answer(
+    books: OpenSearch, make_answerbox: AnswerboxFactory, client: httpx.Client  # noqa: F811
+) -> None:
+    broken = BreaksMidStream(replies=["Frank Herbert wrote the novel Dune [2]."])
+    with serve(broken.app()) as llm_url:
+        url = make_answerbox(llm={"base_url": f"{llm_url}/v1"})
+        events = stream(client, url, answer_search())
+    assert names(events) == ["hits", "token", "token", "error", "answer", "done"]
+    error, answer = events[3][1], events[4][1]
+    assert error["status"] == 502 and error["error"]["type"] == "llm_exception"
+    assert "the model crashed" in error["error"]["reason"]
+    assert answer["answer"]["mode"] == "extractive" and "Herbert" in answer["answer"]["text"]
+    assert any("the LLM failed" in w for w in answer["warnings"])
+
+
+def test_without_an_llm_the_stream_has_no_tokens(
+    books: OpenSearch, make_answerbox: AnswerboxFactory, client: httpx.Client  # noqa: F811
+) -> None:
+    url = make_answerbox()
+    events = stream(client, url, answer_search())
+    assert names(events) == ["hits", "answer", "done"]
+    assert events[1][1]["answer"]["mode"] == "extractive"
+
+
+def test_stream_needs_a_pipeline_with_cited_answer(
+    books: OpenSearch, make_answerbox: AnswerboxFactory, client: httpx.Client  # noqa: F811
+) -> None:
+    url = make_answerbox()
+    response = client.post(f"{url}/books/_answerbox/stream", json={"query": {"match_all": {}}})
+    assert response.status_code == 400
+    assert "cited_answer" in response.json()["error"]["reason"]
+    broken = client.post(f"{url}/books/_answerbox/stream", content=b"{not json", headers={"content-type": "application/json"})
+    assert broken.status_code == 400 and broken.json()["error"]["type"] == "parsing_exception"

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from answerbox.models.batching import MicroBatcher
+
+
+class Recorder:
+    """A fake model: records each batch and the thread it ran on."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.threads: set[str] = set()
+
+    def __call__(self, items: list[str]) -> list[str]:
+        self.batches.append(list(items))
+        self.threads.add(threading.current_thread().name)
+        return [item.upper() for item in items]
+
+
+async def test_concurrent_callers_share_batches() -> None:
+    model = Recorder()
+    batcher: MicroBatcher[str, str] = MicroBatcher(model, max_batch=16, max_wait_s=0.05)
+    results = await asyncio.gather(*(batcher.submit([f"q{i}"]) for i in range(16)))
+    assert results == [[f"Q{i}"] for i in range(16)]
+    assert len(model.batches) == 1 and len(model.batches[0]) == 16
+    assert model.threads != {threading.current_thread().name}  # off the event loop
+    batcher.close()
+
+
+async def test_batches_respect_max_batch_and_are_sorted_by_length() -> None:
+    model = Recorder()
+    batcher: MicroBatcher[str, str] = MicroBatcher(model, max_batch=4, max_wait_s=0.05)
+    items = ["aaaa", "a", "aaa", "aa", "aaaaa", "aaaaaa"]
+    assert await batcher.submit(items) == [i.upper() for i in items]
+    assert [len(b) for b in model.batches] == [4, 2]
+    assert model.batches[0] == ["a", "aa", "aaa", "aaaa"]
+    batcher.close()
+
+
+async def test_a_lone_caller_waits_at_most_max_wait() -> None:
+    model = Recorder()
+    batcher: MicroBatcher[str, str] = MicroBatcher(model, max_batch=64, max_wait_s=0.01)
+    assert await asyncio.wait_for(batcher.submit(["x"]), timeout=1) == ["X"]
+    batcher.close()
+
+
+async def test_model_errors_reach_every_caller_in_the_batch() -> None:
+    def broken(items: list[str]) -> list[str]:
+        raise RuntimeError("boom")
+
+    batcher: MicroBatcher[str, str] = MicroBatcher(broken, max_batch=8, max_wait_s=0.01)
+    results = await asyncio.gather(batcher.submit(["a"]), batcher.submit(["b"]), return_exceptions=True)
+    assert all(isinstance(r, RuntimeError) for r in results)
+    # The worker survives a failed batch.
+    batcher._run_batch = Recorder()  # swap the model behind the same worker
+    assert await batcher.submit(["c"]) == ["C"]
+    batcher.close()
+
+
+async def test_a_cancelled_caller_does_not_break_the_others() -> None:
+    model = Recorder()
+    batcher: MicroBatcher[str, str] = MicroBatcher(model, max_batch=8, max_wait_s=0.05)
+    doomed = asyncio.ensure_future(batcher.submit(["gone"]))
+    kept = asyncio.ensure_future(batcher.submit(["kept"]))
+    await asyncio.sleep(0)
+    doomed.cancel()
+    assert await kept == ["KEPT"]
+    with pytest.raises(asyncio.CancelledError):
+        await doomed
+    batcher.close()

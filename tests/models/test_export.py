@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from answerbox.errors import ModelError
+from answerbox.models.export import export_model
+from answerbox.models.manifest import ModelManifest
+from answerbox.models.modeling import ReaderEvaluatorModel
+from answerbox.models.session import OnnxSession
+from answerbox.models.windows import WindowTokenizer, load_tokenizer, pad_windows
+from onnx_models.tiny import tiny_config
+
+QUESTION = "who wrote the letter?"
+PASSAGES = ["the letter was written by ada lovelace in 1843.", "a short one", "numbers 1 2 3 " * 12]
+
+
+def test_export_writes_variants_tokenizer_and_manifest(tiny_export: Path) -> None:
+    manifest = ModelManifest.load(tiny_export)
+    assert manifest.task == "reader-evaluator"
+    assert manifest.variants == {"fp32": "model.fp32.onnx", "fp16": "model.fp16.onnx", "int8": "model.int8.onnx"}
+    assert manifest.output_names == ("start_logits", "end_logits", "relevance_logits")
+    assert (manifest.max_length, manifest.stride) == (48, 12)
+    assert (tiny_export / "tokenizer.json").is_file()
+    for name in manifest.variants.values():
+        assert (tiny_export / name).stat().st_size > 0
+    json.loads((tiny_export / "manifest.json").read_text())
+
+
+def test_export_rejects_unknown_variant(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="int4"):
+        export_model(tiny_checkpoint, tmp_path, variants=("int4",))
+
+
+@pytest.mark.parametrize(("variant", "tolerance"), [("fp32", 1e-4), ("fp16", 2e-2), ("int8", 0.25)])
+def test_onnx_agrees_with_pytorch(tiny_checkpoint: Path, tiny_export: Path, variant: str, tolerance: float) -> None:
+    manifest = ModelManifest.load(tiny_export)
+    tokenizer = WindowTokenizer(
+        load_tokenizer(tiny_export / "tokenizer.json"), max_length=manifest.max_length, stride=manifest.stride
+    )
+    # Several windows of different lengths: padding must not change the real positions.
+    windows = tokenizer.windows(QUESTION, PASSAGES)
+    ids, mask, types = pad_windows(windows)
+    with torch.no_grad():
+        expected = ReaderEvaluatorModel.load(tiny_checkpoint)(*(torch.from_numpy(a) for a in (ids, mask, types)))
+    session = OnnxSession(manifest.model_path(tiny_export, variant), providers=["CPUExecutionProvider"])
+    got = session.run({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
+    real = mask.astype(bool)
+    for name, want in zip(manifest.output_names, expected, strict=True):
+        want_np = want.numpy()
+        if want_np.ndim == 2:
+            np.testing.assert_allclose(got[name][real], want_np[real], atol=tolerance, rtol=0)
+        else:
+            np.testing.assert_allclose(got[name], want_np, atol=tolerance, rtol=0)
+
+
+def test_standard_qa_checkpoint_exports_through_optimum(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    from transformers import BertForQuestionAnswering
+
+    checkpoint = tmp_path / "qa"
+    BertForQuestionAnswering(tiny_config()).save_pretrained(checkpoint)
+    (checkpoint / "tokenizer.json").write_bytes((tiny_checkpoint / "tokenizer.json").read_bytes())
+    # No task given: a checkpoint that does not declare ours is taken as question-answering.
+    export_model(checkpoint, tmp_path / "onnx", variants=("int8",), max_length=48, stride=12)
+    manifest = ModelManifest.load(tmp_path / "onnx")
+    assert manifest.task == "question-answering"
+    assert manifest.output_names == ("start_logits", "end_logits")
+    assert manifest.variants == {"int8": "model.int8.onnx"}
+    assert not (tmp_path / "onnx" / "model.fp32.onnx").exists()
+
+
+def test_models_export_cli(tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from answerbox.models.cli import add_models_subcommand
+
+    parser = argparse.ArgumentParser()
+    add_models_subcommand(parser.add_subparsers(dest="command", required=True))
+    argv = ["models", "export", str(tiny_checkpoint), str(tmp_path), "--variants", "fp32", "--max-length", "48"]
+    args = parser.parse_args(argv)
+    assert args.run(args) == 0
+    assert ModelManifest.load(tmp_path).variants == {"fp32": "model.fp32.onnx"}
+    assert str(tmp_path / "manifest.json") in capsys.readouterr().out

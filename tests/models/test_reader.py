@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from answerbox.models import Models, ReaderSpan
+from answerbox.models.manifest import ModelManifest
+from answerbox.models.windows import WindowTokenizer, load_tokenizer
+
+QUESTION = "Which team won Super Bowl 50?"
+GOLD = (
+    "Super Bowl 50 was an American football game to determine the champion of the National Football League "
+    "(NFL) for the 2015 season. The American Football Conference (AFC) champion Denver Broncos defeated the "
+    "National Football Conference (NFC) champion Carolina Panthers 24–10 to earn their third Super Bowl title."
+)
+# Accents, odd spacing, non-ASCII punctuation and a passage long enough to need several windows.
+PASSAGES = [
+    GOLD,
+    "  Café   Müller — “quoted”  text,\twith\ttabs\nand newlines.  ",
+    " ".join(f"Sentence number {i} mentions the Broncos of Denver in passing." for i in range(40)),
+    "",
+]
+
+
+async def test_spans_map_back_to_the_original_passage(reader_models: Models) -> None:
+    spans = await reader_models.reader.read(QUESTION, PASSAGES)
+    assert len(spans) == len(PASSAGES)
+    for passage, span in zip(PASSAGES, spans, strict=True):
+        assert isinstance(span, ReaderSpan)
+        assert passage[span.start : span.end] == span.text
+        assert math.isfinite(span.confidence)
+    assert spans[-1].text == ""
+
+
+async def test_reader_and_evaluator_share_one_forward_pass(reader_models: Models) -> None:
+    question = "Who scored the winning goal?"
+    await reader_models.reader.read(question, PASSAGES[:2])
+    after_read = reader_models.encoder.batcher.stats.items
+    scores = await reader_models.evaluator.score(question, PASSAGES[:2])
+    assert reader_models.encoder.batcher.stats.items == after_read  # scoring reused the reader's pass
+    assert all(-1.0 <= s <= 1.0 for s in scores)
+
+
+async def test_concurrent_reads_keep_each_callers_order(reader_models: Models) -> None:
+    questions = [f"question number {i}?" for i in range(8)]
+    results = await asyncio.gather(*(reader_models.reader.read(q, PASSAGES[:3]) for q in questions))
+    assert [len(r) for r in results] == [3] * 8
+    alone = await reader_models.reader.read(questions[5], PASSAGES[:3])
+    assert results[5] == alone
+
+
+def test_long_passages_are_windowed_with_overlap(reader_models: Models) -> None:
+    manifest: ModelManifest = reader_models.manifest
+    tokenizer = WindowTokenizer(
+        load_tokenizer(reader_models.directory / manifest.tokenizer),
+        max_length=manifest.max_length,
+        stride=manifest.stride,
+    )
+    windows = tokenizer.windows(QUESTION, [PASSAGES[2]])
+    assert len(windows) > 1
+    assert all(len(w) <= manifest.max_length for w in windows)
+    first_end = windows[0].offsets[windows[0].context_end][1]
+    second_start = windows[1].offsets[windows[1].context_start][0]
+    assert second_start < first_end  # consecutive windows overlap by `stride` tokens
+
+
+async def test_default_model_answers_an_easy_question(reader_models: Models) -> None:
+    if not reader_models.manifest.calibration:
+        pytest.skip("onnx_models/default is not exported yet; the tiny random model cannot answer")
+    [span] = await reader_models.reader.read("Which team did the Denver Broncos defeat?", [GOLD])
+    assert span.text == "Carolina Panthers"
+    assert span.confidence > reader_models.manifest.theta
+    [gold_score, noise_score] = await reader_models.evaluator.score(QUESTION, [GOLD, PASSAGES[1]])
+    assert gold_score > noise_score

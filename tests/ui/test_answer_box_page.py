@@ -1,0 +1,221 @@
+"""The answer box page in a real browser (headless Chromium) against the embedded default:
+answerbox under uvicorn, its sample corpus in osmem-server, the pipelines of deploy/ADMIN.md,
+and a scripted LLM."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from opensearchpy import OpenSearch
+from osmem_server import OsmemServer
+
+from tests.conftest import AnswerboxFactory
+from tests.deploy.admin_guide import admin_requests
+from tests.ui.embedded import MODEL_READY, QUESTION, SAMPLE_INDEX, Stack, embedded_stack
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Locator, Page
+
+expect = pytest.importorskip("playwright.sync_api", reason="the playwright package (test extra) drives the browser").expect
+
+ANSWER_TIMEOUT_MS = 45_000
+needs_model = pytest.mark.skipif(not MODEL_READY, reason="onnx_models/default is not exported yet")
+
+# Records, at each token event, how much of the answer the page shows, and the final report.
+RECORDER = """
+window.seen = {tokens: [], hitsAtFirstToken: null, answer: null};
+document.addEventListener("answerbox:token", (event) => {
+  const root = event.target.shadowRoot;
+  if (window.seen.hitsAtFirstToken === null) window.seen.hitsAtFirstToken = root.querySelectorAll(".hit").length;
+  window.seen.tokens.push(root.querySelector(".answer-text.streaming")?.textContent ?? null);
+});
+document.addEventListener("answerbox:answer", (event) => { window.seen.answer = event.detail; });
+"""
+
+
+def _register_pipelines(client: httpx.Client, url: str) -> None:
+    """The admin's path: the guide's pipelines, and `answers` as the sample index's default."""
+    for request in admin_requests():
+        if request.method == "PUT":
+            assert client.put(f"{url}{request.path}", json=request.body).status_code == 200
+
+
+def _ask(page: Page, url: str, question: str, index: str = SAMPLE_INDEX, pipeline: str = "") -> Locator:
+    """Open the page, choose the index (and pipeline: default, the index's), type the question, press Enter."""
+    page.goto(f"{url}/_answerbox/ui")
+    page.evaluate(RECORDER)
+    page.fill("#index", index)
+    page.fill("#pipeline", pipeline)
+    page.locator("#q").press_sequentially(question)
+    page.keyboard.press("Enter")
+    return page.locator("answer-box")
+
+
+def _seen(page: Page) -> dict[str, Any]:
+    seen: dict[str, Any] = page.evaluate("window.seen")
+    return seen
+
+
+@pytest.fixture(scope="module")
+def shared_stack(sample_corpus_server: OsmemServer) -> Iterator[Stack]:
+    """One answerbox for the module, so its ONNX models load once, with the guide's pipelines."""
+    clone = sample_corpus_server.clone()
+    try:
+        with embedded_stack(clone.url) as stack, httpx.Client(timeout=60) as client:
+            _register_pipelines(client, stack.url)
+            yield stack
+    finally:
+        clone.close()
+
+
+@pytest.fixture
+def stack(shared_stack: Stack) -> Iterator[Stack]:
+    """The module's stack; a test may script its LLM otherwise, and it is set back after."""
+    yield shared_stack
+    shared_stack.oracle.cite = True
+    shared_stack.llm.fail = False
+
+
+def test_typed_question_streams_in_and_its_citation_lands_on_the_highlighted_hit(page: Page, stack: Stack) -> None:
+    box = _ask(page, stack.url, QUESTION)
+    expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
+    seen = _seen(page)
+    # Hits first, then the answer word by word, each token on screen as it came.
+    assert seen["hitsAtFirstToken"] > 0
+    tokens = seen["tokens"]
+    assert len(tokens) >= 5 and all(later.startswith(earlier) and later != earlier for earlier, later in itertools.pairwise(tokens))
+    written = stack.oracle.answers[-1]
+    assert tokens[-1].strip() == written
+    [citation] = seen["answer"]["answer"]["citations"]
+    # The [1] became a chip: its text is the marker's number.
+    expect(box.locator(".answer-text")).to_have_text(written.replace("[1]", "1"))
+    assert "index=squad" in page.url and "q=Where" in page.url
+    card = box.locator(f'.hit[data-id="{citation["_id"]}"]')
+    # Scroll to the end of the page away from the cited hit, so the click has to bring it in.
+    card.evaluate(
+        "(hit) => window.scrollTo(0, hit.getBoundingClientRect().top + scrollY > document.body.scrollHeight / 2 ? 0 : document.body.scrollHeight)"
+    )
+    expect(card).not_to_be_in_viewport()
+    box.locator(".chip").click()
+    expect(card).to_be_in_viewport()
+    expect(card).to_have_attribute("aria-current", "true")
+    expect(card.locator("mark.quote")).to_have_text(citation["quote"])
+    assert written.startswith(citation["quote"].rstrip(".!?"))
+
+
+@needs_model
+def test_how_this_was_checked_shows_the_verdict_and_the_checked_citations(page: Page, stack: Stack) -> None:
+    box = _ask(page, stack.url, QUESTION)
+    expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
+    report = _seen(page)["answer"]
+    box.locator("details.check > summary").click()
+    verdict = box.locator(".check-retrieval .verdict")
+    expect(verdict).to_be_visible()
+    expect(verdict).to_have_attribute("data-verdict", report["retrieval"]["verdict"])
+    [citation] = report["citations"]
+    row = box.locator(".check-citations tbody tr")
+    expect(row).to_contain_text(citation["quote"])
+    expect(row.locator("td").last).to_have_text(f"{citation['support']:.2f}")
+    expect(box.locator(".check-query_expansion .expansion")).to_contain_text(stack.oracle.keywords)
+
+
+def test_uncited_answer_shows_the_abstain_state_over_the_hits(page: Page, stack: Stack) -> None:
+    stack.oracle.cite = False
+    box = _ask(page, stack.url, QUESTION)
+    expect(box).to_have_attribute("state", "abstained", timeout=ANSWER_TIMEOUT_MS)
+    abstention = _seen(page)["answer"]["answer"]
+    assert abstention["abstained"] and abstention["text"]
+    expect(box.locator(".abstain")).to_have_text(abstention["text"])
+    expect(box.locator(".chip")).to_have_count(0)
+    assert box.locator(".hit").count() > 0
+    expect(box).not_to_have_attribute("degraded", "")
+
+
+@needs_model
+def test_llm_down_shows_the_degraded_state_with_the_extractive_answer(page: Page, stack: Stack) -> None:
+    stack.llm.fail = True
+    box = _ask(page, stack.url, QUESTION)
+    expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
+    expect(box).to_have_attribute("degraded", "")
+    expect(box.locator(".degraded")).to_contain_text("The LLM failed")
+    expect(box.locator(".degraded")).to_contain_text("This is the extractive fallback answer.")
+    expect(box.locator(".answer-text")).to_have_attribute("data-mode", "extractive")
+    citation = _seen(page)["answer"]["answer"]["citations"][0]
+    box.locator(".chip").first.click()
+    expect(box.locator(f'.hit[data-id="{citation["_id"]}"] mark.quote')).to_have_text(citation["quote"])
+
+
+def test_search_error_shows_the_error_state(page: Page, stack: Stack) -> None:
+    box = _ask(page, stack.url, QUESTION, index="no-such-index", pipeline="answers")
+    expect(box).to_have_attribute("state", "error", timeout=ANSWER_TIMEOUT_MS)
+    expect(box.locator(".status")).to_contain_text("no such index")
+    expect(box.locator(".hit")).to_have_count(0)
+
+
+@pytest.fixture
+def hostile_document(stack: Stack) -> Iterator[dict[str, str]]:
+    """A document whose text is markup, in the module's index for one test."""
+    document = {
+        "title": '<img src=x onerror="window.pwned=1">Super Bowl 50',
+        "text": "<script>window.pwned=2</script> Super Bowl 50 was played.",
+    }
+    cluster = OpenSearch(hosts=[stack.opensearch_url])
+    cluster.index(index=SAMPLE_INDEX, id="hostile", body=document, refresh=True)
+    yield document
+    cluster.delete(index=SAMPLE_INDEX, id="hostile", refresh=True)
+
+
+def test_document_text_is_shown_as_text_never_run(page: Page, stack: Stack, hostile_document: dict[str, str]) -> None:
+    box = _ask(page, stack.url, QUESTION)
+    expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
+    card = box.locator('.hit[data-id="hostile"]')
+    expect(card.locator(".hit-title")).to_have_text(hostile_document["title"])
+    expect(card.locator(".hit-text")).to_have_text(hostile_document["text"])
+    assert card.locator("img, script").count() == 0
+    assert page.evaluate("window.pwned") is None
+
+
+def test_embedded_element_answers_a_sites_own_search_bar(page: Page, stack: Stack) -> None:
+    site = f"{stack.url}/site/search"
+    html = (
+        "<!doctype html><title>Site search</title>"
+        '<form action="/site/search"><input type="search" name="q" id="site-q"><button>Go</button></form>'
+        '<script type="module" src="/_answerbox/ui/answerbox.js"></script>'
+        f'<answer-box index="{SAMPLE_INDEX}" pipeline="answers" query-param="q"></answer-box>'
+    )
+    # The site's own page, served at answerbox's origin as a reverse proxy would.
+    page.route(re.compile(r".*/site/search(\?.*)?$"), lambda route: route.fulfill(content_type="text/html", body=html))
+    page.goto(site)
+    box = page.locator("answer-box")
+    expect(box).to_have_attribute("state", "idle")
+    page.fill("#site-q", QUESTION)
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/site/search\?q=.+"))
+    expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
+    expect(box.locator(".chip")).to_have_count(1)
+
+
+@pytest.mark.real_llm
+def test_real_llm_answer_streams_into_the_page(make_answerbox: AnswerboxFactory, client: httpx.Client, page: Page) -> None:
+    llm_url = os.environ.get("ANSWERBOX_TEST_LLM_URL") or pytest.skip("ANSWERBOX_TEST_LLM_URL is unset")
+    # SmolLM2-135M on two cores: a minute for the answer; past it the fallback shows.
+    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 60}, limits={"processor_timeout_s": 90})
+    _register_pipelines(client, url)
+    box = _ask(page, url, QUESTION)
+    expect(box).to_have_attribute("state", re.compile(r"^(answered|abstained)$"), timeout=150_000)
+    seen = _seen(page)
+    answer = seen["answer"]["answer"]
+    assert box.locator(".hit").count() > 0
+    # A generative answer is only ever made of streamed tokens, each shown as it came; a
+    # small model that streams nothing (or fails) gets the fallback, and the page says so.
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(seen["tokens"]))
+    if answer["mode"] == "generative" and not answer["abstained"]:
+        assert seen["tokens"]
+    if box.get_attribute("degraded") is not None:
+        expect(box.locator(".degraded")).to_contain_text("The LLM failed")
