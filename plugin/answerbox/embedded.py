@@ -61,6 +61,8 @@ def local_llm(port: int, threads: int = 2) -> Iterator[str]:
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(smollm2_gguf()), "--model_alias", "smollm2",
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", str(threads),
+        # Otherwise llama.cpp cuts a running stream short whenever another request waits.
+        "--interrupt_requests", "False",
     ]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

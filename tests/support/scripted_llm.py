@@ -61,6 +61,8 @@ class ScriptedLLM:
                 "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}],
             }
             yield f"data: {json.dumps(chunk)}\n\n"
+        last = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        yield f"data: {json.dumps(last)}\n\n"
         yield "data: [DONE]\n\n"
 
     def app(self) -> Starlette:

@@ -108,11 +108,18 @@ class LLMClient:
     ) -> AsyncIterator[str]:
         """Yield text deltas as they arrive."""
         client, args = self._request(messages, max_tokens, stop, model, timeout_s)
+        finished = False
         with self._translated(timeout_s):
             chunks = await client.chat.completions.create(**args, stream=True)
             async for chunk in chunks:
-                if chunk.choices and chunk.choices[0].delta.content:
+                if not chunk.choices:
+                    continue
+                finished = finished or chunk.choices[0].finish_reason is not None
+                if chunk.choices[0].delta.content:
                     yield chunk.choices[0].delta.content
+        # Some servers (llama.cpp when interrupted) end a stream early without saying why.
+        if not finished:
+            raise LLMError("the LLM stream ended without a finish reason")
 
     async def aclose(self) -> None:
         if self._client is not None:
