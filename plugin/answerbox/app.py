@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -49,6 +50,7 @@ class _State:
     services: Services
     stats: PipelineStats
     search: SearchHandler
+    stream: AnswerStream
     pipelines: PipelineAPI
 
 
@@ -67,12 +69,14 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
         cache_s=settings.opensearch.default_pipeline_cache_s,
     )
     max_body = settings.limits.max_request_bytes
+    handler_args: dict[str, Any] = {"resolver": resolver, "backend": clients.search, "passthrough": passthrough, "max_body": max_body}
     return _State(
         passthrough=passthrough,
         clients=clients,
         services=services,
         stats=stats,
-        search=SearchHandler(resolver=resolver, backend=clients.search, passthrough=passthrough, max_body=max_body),
+        search=SearchHandler(**handler_args),
+        stream=AnswerStream(**handler_args),
         pipelines=PipelineAPI(store=store, resolver=resolver, max_body=max_body),
     )
 
@@ -129,7 +133,7 @@ def create_app(settings: Settings, registry: ProcessorRegistry | None = None) ->
         route("/{index}/_search", lambda s: s.search.search, ["GET", "POST"]),
         route("/_msearch", lambda s: s.search.msearch, ["GET", "POST"]),
         route("/{index}/_msearch", lambda s: s.search.msearch, ["GET", "POST"]),
-        route("/{index}/_answerbox/stream", lambda s: AnswerStream.beside(s.search).stream, ["POST"]),
+        route("/{index}/_answerbox/stream", lambda s: s.stream.stream, ["POST"]),
         Route("/_answerbox/stats/search_pipeline", stats, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         *ui_routes(),

@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,12 +17,12 @@ from answerbox.contract import GenerativeQAParameters
 from answerbox.errors import AnswerboxError, InvalidRequest, RequestTooLarge
 from answerbox.http.passthrough import Passthrough
 from answerbox.opensearch import Caller, SearchBackend
-from answerbox.pipeline.base import JSON, PipelineContext, SearchRequest
+from answerbox.pipeline.base import JSON, PipelineContext, ResponseProcessor, SearchRequest
 from answerbox.pipeline.engine import Pipeline
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.query_text import question_of
 
-__all__ = ["SearchHandler", "read_body"]
+__all__ = ["SearchHandler", "finish", "json_or_none", "read_body"]
 
 # Parameters answerbox consumes; OpenSearch must not see them once a pipeline ran here.
 _OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
@@ -43,7 +44,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _json_or_none(raw: bytes) -> Any:
+def json_or_none(raw: bytes) -> Any:
     try:
         return json.loads(raw) if raw.strip() else {}
     except ValueError:
@@ -86,7 +87,7 @@ def _upstream_form(pipeline: Pipeline, request: SearchRequest) -> SearchRequest:
     return upstream
 
 
-def _finish(pipeline: Pipeline, response: JSON, ctx: PipelineContext, verbose: bool) -> JSON:
+def finish(pipeline: Pipeline, response: JSON, ctx: PipelineContext, verbose: bool) -> JSON:
     if pipeline.request_processors or pipeline.response_processors:
         ctx.report.timings_ms["total"] = round(ctx.elapsed_ms(), 2)
         ext = response.setdefault("ext", {})
@@ -105,7 +106,7 @@ class SearchHandler:
         self._passthrough = passthrough
         self._max_body = max_body
 
-    def _context(self, pipeline: Pipeline, request: SearchRequest) -> PipelineContext:
+    def context(self, pipeline: Pipeline, request: SearchRequest) -> PipelineContext:
         return PipelineContext(
             request_id=uuid.uuid4().hex,
             pipeline_id=pipeline.id,
@@ -116,7 +117,7 @@ class SearchHandler:
 
     async def search(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._max_body)
-        body = _json_or_none(raw)
+        body = json_or_none(raw)
         index = http_request.path_params.get("index")
         params = dict(http_request.query_params)
         # Unparseable bodies go on as they came, so OpenSearch's own error comes back.
@@ -124,14 +125,22 @@ class SearchHandler:
         if pipeline is None:
             return await self._passthrough.forward(http_request, raw)
         request = SearchRequest(index=index, body=body, params=params, caller=Caller.from_headers(http_request.headers))
-        ctx = self._context(pipeline, request)
+        ctx = self.context(pipeline, request)
+        response = await self.execute(pipeline, request, ctx)
+        return JSONResponse(finish(pipeline, response, ctx, params.get("verbose_pipeline") == "true"))
+
+    async def execute(
+        self, pipeline: Pipeline, request: SearchRequest, ctx: PipelineContext, *, skip: ResponseProcessor[Any] | None = None
+    ) -> JSON:
+        """Request processors, the search with the caller's credentials, response processors but ``skip``."""
         request = await pipeline.process_request(request, ctx)
         upstream = _upstream_form(pipeline, request)
         started = time.perf_counter()
         response = await self._backend.search(index=upstream.index, body=upstream.body, params=upstream.params, caller=request.caller)
         ctx.report.timings_ms["search"] = round((time.perf_counter() - started) * 1000, 2)
-        response = await pipeline.process_response(request, response, ctx)
-        return JSONResponse(_finish(pipeline, response, ctx, params.get("verbose_pipeline") == "true"))
+        if skip is not None:
+            pipeline = replace(pipeline, response_processors=[p for p in pipeline.response_processors if p is not skip])
+        return await pipeline.process_response(request, response, ctx)
 
     async def msearch(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._max_body)
@@ -150,7 +159,7 @@ class SearchHandler:
         caller = Caller.from_headers(http_request.headers)
         verbose = params.get("verbose_pipeline") == "true"
         items = [
-            _MsearchItem(header, body, pipeline, caller, params, self._context)
+            _MsearchItem(header, body, pipeline, caller, params, self.context)
             for (header, body), pipeline in zip(pairs, pipelines, strict=True)
         ]
         await asyncio.gather(*(item.process_request() for item in items))
@@ -174,7 +183,7 @@ def _ndjson_pairs(raw: bytes) -> list[tuple[JSON, JSON]] | None:
     lines = [line for line in raw.split(b"\n") if line.strip()]
     if len(lines) % 2:
         return None
-    parsed = [_json_or_none(line) for line in lines]
+    parsed = [json_or_none(line) for line in lines]
     if not all(isinstance(p, dict) for p in parsed):
         return None
     return list(zip(parsed[::2], parsed[1::2], strict=True))
@@ -216,6 +225,6 @@ class _MsearchItem:
         self.ctx.report.timings_ms["search"] = took_ms
         try:
             response = await self.pipeline.process_response(self.request, self.result, self.ctx)
-            self.result = _finish(self.pipeline, response, self.ctx, verbose)
+            self.result = finish(self.pipeline, response, self.ctx, verbose)
         except AnswerboxError as exc:
             self.result = exc.to_body()

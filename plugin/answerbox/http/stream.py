@@ -18,20 +18,13 @@ import copy
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from answerbox.errors import AnswerboxError, InvalidRequest, ParseError
-from answerbox.http.search import (
-    SearchHandler,
-    _finish,
-    _json_or_none,
-    _upstream_form,
-    read_body,
-)
+from answerbox.http.search import SearchHandler, finish, json_or_none, read_body
 from answerbox.opensearch import Caller
 from answerbox.pipeline.base import JSON, PipelineContext, SearchRequest
 from answerbox.pipeline.engine import Pipeline
@@ -53,29 +46,19 @@ def _answerer(pipeline: Pipeline | None) -> tuple[Pipeline, CitedAnswer]:
 
 
 class AnswerStream(SearchHandler):
-    """Shares the search handler's resolver, backend and limits."""
-
-    @classmethod
-    def beside(cls, search: SearchHandler) -> AnswerStream:
-        return cls(resolver=search._resolver, backend=search._backend, passthrough=search._passthrough, max_body=search._max_body)
+    """A search handler whose answer arrives as events."""
 
     async def stream(self, http_request: Request) -> Response:
-        body = _json_or_none(await read_body(http_request, self._max_body))
+        body = json_or_none(await read_body(http_request, self._max_body))
         if not isinstance(body, dict):
             raise ParseError("_answerbox/stream needs a JSON object as its search body")
         index = http_request.path_params["index"]
         params = dict(http_request.query_params)
         pipeline, answerer = _answerer(await self._resolver.resolve(index, body, params))
         request = SearchRequest(index=index, body=body, params=params, caller=Caller.from_headers(http_request.headers))
-        ctx = self._context(pipeline, request)
-        request = await pipeline.process_request(request, ctx)
-        upstream = _upstream_form(pipeline, request)
-        started = time.perf_counter()
-        response = await self._backend.search(index=upstream.index, body=upstream.body, params=upstream.params, caller=request.caller)
-        ctx.report.timings_ms["search"] = round((time.perf_counter() - started) * 1000, 2)
+        ctx = self.context(pipeline, request)
         # Every response processor but the answer runs now, in the pipeline's own order.
-        others = replace(pipeline, response_processors=[p for p in pipeline.response_processors if p is not answerer])
-        response = await others.process_response(request, response, ctx)
+        response = await self.execute(pipeline, request, ctx, skip=answerer)
         return StreamingResponse(
             self._events(pipeline, answerer, response, ctx),
             media_type="text/event-stream",
@@ -83,7 +66,7 @@ class AnswerStream(SearchHandler):
         )
 
     async def _events(self, pipeline: Pipeline, answerer: CitedAnswer, response: JSON, ctx: PipelineContext) -> AsyncIterator[str]:
-        yield _event("hits", _finish(pipeline, copy.deepcopy(response), ctx, verbose=False))
+        yield _event("hits", finish(pipeline, copy.deepcopy(response), ctx, verbose=False))
         started = time.perf_counter()
         try:
             async for event in answerer.stream(response, ctx):
