@@ -77,17 +77,31 @@ class SearchBackend:
     def __init__(self, client: AsyncOpenSearch) -> None:
         self._client = client
 
-    async def search(self, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller) -> JSON:
+    async def search(
+        self, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, pipeline: JSON | None = None
+    ) -> JSON:
+        """``pipeline`` is the OpenSearch-side part of the running pipeline (``ctx.native``), so a
+        processor's own searches get the same ``filter_query`` and the like as the user's search."""
         result: JSON = await translate(
-            self._client.search(index=index, body=body, params=dict(params), headers=caller.as_dict())
+            self._client.search(index=index, body=_with_pipeline(body, pipeline), params=dict(params), headers=caller.as_dict())
         )
         return result
 
-    async def msearch(self, *, searches: Sequence[tuple[JSON, JSON]], params: Mapping[str, str], caller: Caller) -> JSON:
+    async def msearch(
+        self, *, searches: Sequence[tuple[JSON, JSON]], params: Mapping[str, str], caller: Caller, pipeline: JSON | None = None
+    ) -> JSON:
         """One `_msearch` for several (header, body) pairs; the answer keeps their order."""
-        lines: list[JSON] = [line for pair in searches for line in pair]
+        lines: list[JSON] = [line for header, body in searches for line in (header, _with_pipeline(body, pipeline))]
         result: JSON = await translate(self._client.msearch(body=lines, params=dict(params), headers=caller.as_dict()))
         return result
+
+
+def _with_pipeline(body: JSON, pipeline: JSON | None) -> JSON:
+    """Every search answerbox sends names its OpenSearch-side pipeline inline (empty when there is
+    none): an index default naming an answerbox pipeline would otherwise be rejected by OpenSearch."""
+    if "search_pipeline" in body:
+        return body
+    return {**body, "search_pipeline": pipeline or {}}
 
 
 class OpenSearchClients:

@@ -228,7 +228,7 @@ def test_prf_searches_as_the_caller_and_caches_per_caller(hop: Hop, client: http
     prf, main = hop.recorder.matching("/books/_search")
     _search(client, hop.url, body, headers=alice, mode="prf")
     _search(client, hop.url, body, headers=bob, mode="prf")
-    assert json.loads(prf.body) == {"query": body["query"], "size": 3, "_source": ["body"]}
+    assert json.loads(prf.body) == {"query": body["query"], "size": 3, "_source": ["body"], "search_pipeline": {}}
     assert "search_pipeline=_none" in prf.query
     assert prf.headers["authorization"] == main.headers["authorization"] == alice["Authorization"]
     # The filter holds for the PRF search too: only the two scifi books reach the prompt.

@@ -106,6 +106,10 @@ class SearchHandler:
         self._passthrough = passthrough
         self._max_body = max_body
 
+    def request(self, pipeline: Pipeline, index: str | None, body: JSON, params: dict[str, str], http_request: Request) -> SearchRequest:
+        native = pipeline.native.to_json() if pipeline.native is not None else None
+        return SearchRequest(index=index, body=body, params=params, caller=Caller.from_headers(http_request.headers), native=native)
+
     def context(self, pipeline: Pipeline, request: SearchRequest) -> PipelineContext:
         return PipelineContext(
             request_id=uuid.uuid4().hex,
@@ -124,7 +128,7 @@ class SearchHandler:
         pipeline = await self._resolver.resolve(index, body, params) if isinstance(body, dict) else None
         if pipeline is None:
             return await self._passthrough.forward(http_request, raw)
-        request = SearchRequest(index=index, body=body, params=params, caller=Caller.from_headers(http_request.headers))
+        request = self.request(pipeline, index, body, params, http_request)
         ctx = self.context(pipeline, request)
         response = await self.execute(pipeline, request, ctx)
         return JSONResponse(finish(pipeline, response, ctx, params.get("verbose_pipeline") == "true"))
@@ -195,7 +199,8 @@ class _MsearchItem:
     def __init__(self, header: JSON, body: JSON, pipeline: Pipeline | None, caller: Caller, params: dict[str, str], context: Any) -> None:
         self.header = {k: v for k, v in header.items() if k != "search_pipeline"}
         self.pipeline = pipeline
-        self.request = SearchRequest(index=header.get("index"), body=body, params=dict(params), caller=caller)
+        native = pipeline.native.to_json() if pipeline is not None and pipeline.native is not None else None
+        self.request = SearchRequest(index=header.get("index"), body=body, params=dict(params), caller=caller, native=native)
         self.ctx: PipelineContext | None = None
         self._context = context
         self.result: JSON | None = None

@@ -25,8 +25,7 @@ from starlette.responses import Response, StreamingResponse
 
 from answerbox.errors import AnswerboxError, InvalidRequest, ParseError
 from answerbox.http.search import SearchHandler, finish, json_or_none, read_body
-from answerbox.opensearch import Caller
-from answerbox.pipeline.base import JSON, PipelineContext, SearchRequest
+from answerbox.pipeline.base import JSON, PipelineContext
 from answerbox.pipeline.engine import Pipeline
 from answerbox.processors.cited_answer import CitedAnswer, Token
 
@@ -55,7 +54,7 @@ class AnswerStream(SearchHandler):
         index = http_request.path_params["index"]
         params = dict(http_request.query_params)
         pipeline, answerer = _answerer(await self._resolver.resolve(index, body, params))
-        request = SearchRequest(index=index, body=body, params=params, caller=Caller.from_headers(http_request.headers))
+        request = self.request(pipeline, index, body, params, http_request)
         ctx = self.context(pipeline, request)
         # Every response processor but the answer runs now, in the pipeline's own order.
         response = await self.execute(pipeline, request, ctx, skip=answerer)

@@ -54,9 +54,14 @@ class SearchRequest:
     body: JSON
     params: dict[str, str]
     caller: Caller
+    # The pipeline's OpenSearch-side processors, inline: every search a processor sends passes it
+    # on (``pipeline=request.native``), so filter_query and the like restrict those searches too.
+    native: JSON | None = None
 
     def copy(self) -> SearchRequest:
-        return SearchRequest(index=self.index, body=copy.deepcopy(self.body), params=dict(self.params), caller=self.caller)
+        return SearchRequest(
+            index=self.index, body=copy.deepcopy(self.body), params=dict(self.params), caller=self.caller, native=self.native
+        )
 
 
 @dataclass(kw_only=True)

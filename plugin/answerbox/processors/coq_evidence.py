@@ -72,7 +72,7 @@ async def gather_evidence(
     header: JSON = {"index": index} if index else {}
     restrictions = _restrictions(request.body)
     answer = await services.search.msearch(
-        searches=[(header, _search(q, field, restrictions)) for q in queries], params={}, caller=request.caller
+        searches=[(header, _search(q, field, restrictions)) for q in queries], params={}, caller=request.caller, pipeline=request.native
     )
     found = [_top_passage(r, field) for r in answer.get("responses", [])]
     models = await services.models()

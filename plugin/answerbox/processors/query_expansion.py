@@ -254,6 +254,6 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
             body["post_filter"] = request.body["post_filter"]
         # "_none": this first search must not run the index's default pipeline, answerbox's or OpenSearch's.
         params = {**self._scope_params(request), "search_pipeline": "_none"}
-        response = await self.services.search.search(index=request.index, body=body, params=params, caller=request.caller)
+        response = await self.services.search.search(index=request.index, body=body, params=params, caller=request.caller, pipeline=request.native)
         hits = response.get("hits", {}).get("hits", [])
         return [" ".join(" ".join(_strings(hit.get("_source"))).split())[: self.config.prf_max_chars] for hit in hits]

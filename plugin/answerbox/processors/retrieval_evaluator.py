@@ -56,7 +56,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
@@ -254,7 +254,9 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         params = {k: v for k, v in request.params.items() if k in _SCOPE_PARAMS} if index == request.index else {}
         body = corrective_body(config, rewrite.query, config.fields or self.config.text_fields, request.body.get("query"))
         try:
-            found = await self.services.search.search(index=index, body=body, params=params, caller=request.caller)
+            found = await self.services.search.search(
+                index=index, body=body, params=params, caller=request.caller, pipeline=request.native
+            )
         except (UpstreamError, UpstreamUnavailable) as exc:
             ctx.report.warn(f"{self.name}: the corrective search failed: {exc.reason}")
             return _Corrective(query=rewrite.query, details=details)
