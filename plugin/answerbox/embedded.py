@@ -25,7 +25,7 @@ SAMPLE_INDEX = "squad"
 SAMPLE_PIPELINE_ID = "answerbox-default"
 SAMPLE_PIPELINE: dict[str, Any] = {
     "description": "The embedded default: expansion, corrective retrieval, cited answer",
-    "request_processors": [{"llm_query_expansion": {"method": "q2e", "mode": "prf", "prf_docs": 3}}],
+    "request_processors": [{"llm_query_expansion": {"tag": "expand", "method": "q2e", "mode": "zs"}}],
     "response_processors": [{"retrieval_evaluator": {"top_n": 10}}, {"cited_answer": {"size": 5}}],
 }
 _MAPPINGS = {
