@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
-__all__ = ["TextClause", "find_text_clauses", "question_of", "replace_text_clauses"]
+__all__ = [
+    "restrictions",
+    "scope_params","TextClause", "find_text_clauses", "question_of", "replace_text_clauses"]
 
 _NON_SCORING = frozenset({"filter", "must_not"})
 
@@ -83,3 +85,21 @@ def question_of(body: Mapping[str, Any], params: Mapping[str, str]) -> str | Non
     if clauses:
         return clauses[0].text
     return params.get("q")
+
+
+# Search parameters that decide which documents a search sees: a processor's own search
+# on the same index keeps them.
+_SCOPE_PARAMS = ("routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices")
+
+
+def scope_params(params: Mapping[str, str]) -> dict[str, str]:
+    return {name: params[name] for name in _SCOPE_PARAMS if name in params}
+
+
+def restrictions(query: Any) -> dict[str, Any]:
+    """The ``filter`` / ``must_not`` clauses of a top-level ``bool`` query: what narrows the
+    caller's results, kept on every search a processor sends for it."""
+    bool_query = query.get("bool") if isinstance(query, dict) else None
+    if not isinstance(bool_query, dict):
+        return {}
+    return {key: bool_query[key] for key in _NON_SCORING if key in bool_query}

@@ -15,6 +15,7 @@ from typing import Any
 from answerbox.models import ReaderSpan
 from answerbox.pipeline.base import JSON, SearchRequest
 from answerbox.processors.passages import Passage, passages_of
+from answerbox.query_text import restrictions as query_restrictions
 from answerbox.services import Services
 
 __all__ = ["Evidence", "gather_evidence", "reference_excerpt"]
@@ -41,15 +42,6 @@ class Evidence:
         return {"_index": p.index, "_id": p.id, "field": p.field, "start": self.span.start, "end": self.span.end}
 
 
-def _restrictions(body: JSON) -> JSON:
-    """The caller's ``filter`` / ``must_not`` clauses of a top-level ``bool`` query."""
-    query = body.get("query")
-    bool_query = query.get("bool") if isinstance(query, dict) else None
-    if not isinstance(bool_query, dict):
-        return {}
-    return {key: bool_query[key] for key in ("filter", "must_not") if key in bool_query}
-
-
 def _search(query: str, field: str, restrictions: JSON) -> JSON:
     return {"size": 1, "_source": [field], "query": {"bool": {"must": [{"match": {field: query}}], **restrictions}}}
 
@@ -70,7 +62,7 @@ async def gather_evidence(
     if not queries:
         return []
     header: JSON = {"index": index} if index else {}
-    restrictions = _restrictions(request.body)
+    restrictions = query_restrictions(request.body.get("query"))
     answer = await services.search.msearch(
         searches=[(header, _search(q, field, restrictions)) for q in queries], params={}, caller=request.caller, pipeline=request.native
     )

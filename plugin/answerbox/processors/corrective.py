@@ -22,6 +22,7 @@ from answerbox.errors import LLMError
 from answerbox.llm import LLMClient
 from answerbox.processors.keywords import fallback_keywords, parse_keywords
 from answerbox.prompts import Prompt
+from answerbox.query_text import restrictions as query_restrictions
 
 __all__ = ["KEYWORD_REWRITE_TEMPLATE", "CorrectiveSearchConfig", "Rewrite", "corrective_body", "rewrite_question"]
 
@@ -81,19 +82,11 @@ async def rewrite_question(llm: LLMClient, prompt: Prompt, question: str, config
     return Rewrite(tuple(keywords), "llm")
 
 
-def _restrictions(query: Any) -> dict[str, Any]:
-    """The original query's ``bool.filter`` / ``bool.must_not``: what narrows the caller's results."""
-    bool_query = query.get("bool") if isinstance(query, dict) else None
-    if not isinstance(bool_query, dict):
-        return {}
-    return {key: bool_query[key] for key in ("filter", "must_not") if key in bool_query}
-
-
 def corrective_body(config: CorrectiveSearchConfig, query: str, fields: Sequence[str] | None, original_query: Any) -> dict[str, Any]:
     match: dict[str, Any] = {"query": query, "operator": config.operator}
     if fields:
         match["fields"] = list(fields)
     if config.fuzziness is not None:
         match["fuzziness"] = config.fuzziness
-    restrictions = _restrictions(original_query) if config.keep_filters else {}
+    restrictions = query_restrictions(original_query) if config.keep_filters else {}
     return {"size": config.size, "query": {"bool": {"must": [{"multi_match": match}], **restrictions}}}

@@ -39,7 +39,7 @@ from answerbox.processors.expanded_query import (
     expanded_clause,
 )
 from answerbox.processors.expansion_cache import TTLCache
-from answerbox.query_text import find_text_clauses, replace_text_clauses
+from answerbox.query_text import find_text_clauses, replace_text_clauses, scope_params
 
 if TYPE_CHECKING:
     from answerbox.services import Services
@@ -49,8 +49,6 @@ __all__ = ["Example", "LLMQueryExpansion", "QueryExpansionConfig"]
 Method = Literal["q2d", "q2e", "cot"]
 Mode = Literal["zs", "fs", "prf"]
 
-# Search parameters that decide which documents a search sees; the PRF search keeps them.
-_SCOPE_PARAMS = ("routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices")
 # Few-shot and PRF prompts end in "Query: ...\n<Label>:"; a small model tends to go on
 # inventing the next example.
 _STOP = ["\nQuery:"]
@@ -235,7 +233,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
 
     @staticmethod
     def _scope_params(request: SearchRequest) -> dict[str, str]:
-        return {name: request.params[name] for name in _SCOPE_PARAMS if name in request.params}
+        return scope_params(request.params)
 
     def _prf_fields(self, request: SearchRequest) -> list[str]:
         if self.config.prf_fields:

@@ -66,6 +66,7 @@ from answerbox.processors.corrective import KEYWORD_REWRITE_TEMPLATE, Corrective
 from answerbox.processors.knowledge import KnowledgeStrip, refine
 from answerbox.processors.passages import Passage, hit_key, passages_of
 from answerbox.prompts import Prompt
+from answerbox.query_text import scope_params
 
 if TYPE_CHECKING:
     from answerbox.models import Evaluator, ModelManifest
@@ -73,9 +74,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RetrievalEvaluator", "RetrievalEvaluatorConfig", "Verdict", "judge"]
 
-# Parameters that narrow which documents the caller's search sees; a corrective search on
-# the same target keeps them.
-_SCOPE_PARAMS = frozenset({"routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices"})
 # A hit without text cannot support an answer: it scores as the worst possible passage.
 _NO_TEXT_SCORE = -1.0
 
@@ -251,7 +249,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         if not rewrite.keywords:
             ctx.report.warn(f"{self.name}: the question has no keywords; no corrective search")
             return _Corrective(details=details)
-        params = {k: v for k, v in request.params.items() if k in _SCOPE_PARAMS} if index == request.index else {}
+        params = scope_params(request.params) if index == request.index else {}
         body = corrective_body(config, rewrite.query, config.fields or self.config.text_fields, request.body.get("query"))
         try:
             found = await self.services.search.search(
