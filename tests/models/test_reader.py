@@ -7,6 +7,7 @@ import pytest
 
 from answerbox.models import Models, ReaderSpan
 from answerbox.models.manifest import ModelManifest
+from answerbox.config import REPO_ROOT
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
 QUESTION = "Which team won Super Bowl 50?"
@@ -74,3 +75,9 @@ async def test_default_model_answers_an_easy_question(reader_models: Models) -> 
     assert span.confidence > reader_models.manifest.theta
     [gold_score, noise_score] = await reader_models.evaluator.score(QUESTION, [GOLD, PASSAGES[1]])
     assert gold_score > noise_score
+
+
+def test_a_question_longer_than_the_window_is_clipped_not_a_crash() -> None:
+    tokenizer = load_tokenizer(REPO_ROOT / "onnx_models" / "default" / "tokenizer.json")
+    windows = WindowTokenizer(tokenizer, max_length=48, stride=16).windows("what is the answer " * 100, ["a passage about many things " * 40])
+    assert len(windows) > 1 and all(len(w.ids) <= 48 for w in windows)

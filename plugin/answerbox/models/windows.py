@@ -60,14 +60,16 @@ class WindowTokenizer:
             raise ValueError(f"stride must be in [0, max_length/2), got stride={stride} max_length={max_length}")
         self.max_length = max_length
         self.stride = stride
-        self.max_question_tokens = max_question_tokens
+        # The passage part of a window must stay longer than the stride, or the tokenizer
+        # panics (a BaseException no handler catches): [CLS] q [SEP] p [SEP].
+        self.max_question_tokens = min(max_question_tokens, max_length - stride - 4)
         # A private copy: truncation settings are tokenizer state, and callers may share theirs.
         self._tokenizer = type(tokenizer).from_str(tokenizer.to_str())
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=max_length, stride=stride, strategy="only_second")
         self._question_tokenizer = type(tokenizer).from_str(tokenizer.to_str())
         self._question_tokenizer.no_padding()
-        self._question_tokenizer.enable_truncation(max_length=max_question_tokens)
+        self._question_tokenizer.enable_truncation(max_length=self.max_question_tokens)
 
     def windows(self, question: str, passages: Sequence[str]) -> list[Window]:
         """All windows of all passages, in passage order."""
