@@ -79,11 +79,8 @@ def _upstream_form(pipeline: Pipeline, request: SearchRequest) -> SearchRequest:
                 ext.pop(key, None)
         if not ext:
             upstream.body.pop("ext")
-    if pipeline.native is not None:
-        upstream.body["search_pipeline"] = pipeline.native.to_json()
-    else:
-        # The index's default pipeline names an answerbox pipeline OpenSearch does not know.
-        upstream.params["search_pipeline"] = "_none"
+    # Inline even when empty: the index's default may name an answerbox pipeline OpenSearch does not know.
+    upstream.body["search_pipeline"] = pipeline.inline_native
     return upstream
 
 
@@ -107,8 +104,8 @@ class SearchHandler:
         self._max_body = max_body
 
     def request(self, pipeline: Pipeline, index: str | None, body: JSON, params: dict[str, str], http_request: Request) -> SearchRequest:
-        native = pipeline.native.to_json() if pipeline.native is not None else None
-        return SearchRequest(index=index, body=body, params=params, caller=Caller.from_headers(http_request.headers), native=native)
+        caller = Caller.from_headers(http_request.headers)
+        return SearchRequest(index=index, body=body, params=params, caller=caller, native=pipeline.inline_native)
 
     def context(self, pipeline: Pipeline, request: SearchRequest) -> PipelineContext:
         return PipelineContext(
@@ -199,7 +196,7 @@ class _MsearchItem:
     def __init__(self, header: JSON, body: JSON, pipeline: Pipeline | None, caller: Caller, params: dict[str, str], context: Any) -> None:
         self.header = {k: v for k, v in header.items() if k != "search_pipeline"}
         self.pipeline = pipeline
-        native = pipeline.native.to_json() if pipeline is not None and pipeline.native is not None else None
+        native = pipeline.inline_native if pipeline is not None else None
         self.request = SearchRequest(index=header.get("index"), body=body, params=dict(params), caller=caller, native=native)
         self.ctx: PipelineContext | None = None
         self._context = context
@@ -217,12 +214,7 @@ class _MsearchItem:
     def upstream_pair(self) -> tuple[JSON, JSON]:
         if self.pipeline is None:
             return self.header, self.request.body
-        upstream = _upstream_form(self.pipeline, self.request)
-        body = upstream.body
-        if "search_pipeline" not in body:
-            # msearch takes no per-line parameters: an inline empty pipeline disables the index default.
-            body["search_pipeline"] = {}
-        return self.header, body
+        return self.header, _upstream_form(self.pipeline, self.request).body
 
     async def process_response(self, took_ms: float, verbose: bool) -> None:
         if self.pipeline is None or self.ctx is None or self.result is None or "error" in self.result:

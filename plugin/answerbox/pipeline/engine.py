@@ -39,6 +39,11 @@ class Pipeline:
     stats: PipelineStats
     timeout_s: float
 
+    @property
+    def inline_native(self) -> JSON:
+        """The OpenSearch-side processors as an inline pipeline; empty when there are none."""
+        return self.native.to_json() if self.native is not None else {}
+
     async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
         return await self._phase(
             "request",
