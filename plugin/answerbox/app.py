@@ -33,6 +33,7 @@ from answerbox.pipeline.store import PipelineStore
 from answerbox.processors import default_registry
 from answerbox.prompts import PromptLibrary
 from answerbox.services import Services
+from answerbox.shared_cache import SharedCache
 from answerbox.ui import ui_routes
 
 __all__ = ["create_app"]
@@ -57,7 +58,13 @@ class _State:
 def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
     clients = OpenSearchClients(settings.opensearch)
     passthrough = Passthrough(settings.opensearch)
-    services = Services(settings, clients.search, LLMClient(settings.llm), PromptLibrary(settings.templates_dir))
+    services = Services(
+        settings,
+        clients.search,
+        LLMClient(settings.llm),
+        PromptLibrary(settings.templates_dir),
+        SharedCache(clients.service, settings.opensearch.cache_index),
+    )
     stats = PipelineStats()
     store = PipelineStore(clients.service, settings.opensearch.pipeline_index, settings.opensearch.default_pipeline_cache_s)
     resolver = PipelineResolver(

@@ -28,11 +28,13 @@ class OpenSearchSettings(_Section):
     url: str = "http://127.0.0.1:9200"
     verify_certs: bool = True
     ca_certs: Path | None = None
-    # Used only to read pipeline definitions and index settings; searches always run
-    # with the caller's own Authorization header.
+    # Used only for answerbox's own indices (pipelines, the shared cache) and to read index
+    # settings; searches always run with the caller's own Authorization header.
     service_username: str | None = None
     service_password: SecretStr | None = None
     pipeline_index: str = ".answerbox-pipelines"
+    # Where processors with ``shared_cache`` keep results for every replica (LLM expansions).
+    cache_index: str = ".answerbox-cache"
     connect_timeout_s: float = Field(default=5.0, gt=0)
     request_timeout_s: float = Field(default=60.0, gt=0)
     max_connections: int = Field(default=100, ge=1)

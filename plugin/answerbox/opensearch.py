@@ -2,7 +2,8 @@
 
 Two clients: one carries no credentials of its own and sends each search with the
 caller's headers, so answerbox never widens what a caller can read; the other holds the
-service credentials and only reads pipeline definitions and index settings.
+service credentials and only touches answerbox's own indices (pipelines, the shared
+expansion cache) and reads index settings.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from opensearchpy.exceptions import ConnectionTimeout, TransportError
 from answerbox.config import OpenSearchSettings
 from answerbox.errors import UpstreamError, UpstreamUnavailable
 
-__all__ = ["Caller", "OpenSearchClients", "SearchBackend"]
+__all__ = ["Caller", "OpenSearchClients", "SearchBackend", "ensure_index", "translate"]
 
 # Headers that identify the caller to OpenSearch's security plugin.
 _CREDENTIAL_HEADERS = ("authorization", "cookie", "securitytenant", "x-opaque-id")
@@ -69,6 +70,17 @@ async def translate(call: Any) -> Any:
     except TransportError as exc:
         status = exc.status_code if isinstance(exc.status_code, int) else 502
         raise UpstreamError(status, exc.info) from exc
+
+
+async def ensure_index(client: AsyncOpenSearch, index: str, body: JSON) -> None:
+    """Create one of answerbox's own indices unless it exists (another replica may win the race)."""
+    if await translate(client.indices.exists(index=index)):
+        return
+    try:
+        await translate(client.indices.create(index=index, body=body))
+    except UpstreamError as exc:
+        if "resource_already_exists" not in str(exc.body):
+            raise
 
 
 class SearchBackend:

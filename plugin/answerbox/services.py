@@ -1,4 +1,5 @@
-"""What processors share: settings, OpenSearch on the caller's behalf, the LLM, prompts, models.
+"""What processors share: settings, OpenSearch on the caller's behalf, the LLM, prompts, models,
+and a cache shared by replicas.
 
 Built once per app in the lifespan; processors receive it at construction and do no I/O
 until they run. ONNX models load lazily on first use, off the event loop.
@@ -13,6 +14,7 @@ from answerbox.config import Settings
 from answerbox.llm import LLMClient
 from answerbox.opensearch import SearchBackend
 from answerbox.prompts import PromptLibrary
+from answerbox.shared_cache import SharedCache
 
 if TYPE_CHECKING:
     from answerbox.models import Models
@@ -21,9 +23,12 @@ __all__ = ["Services"]
 
 
 class Services:
-    def __init__(self, settings: Settings, search: SearchBackend, llm: LLMClient, prompts: PromptLibrary) -> None:
+    def __init__(
+        self, settings: Settings, search: SearchBackend, llm: LLMClient, prompts: PromptLibrary, shared_cache: SharedCache
+    ) -> None:
         self.settings = settings
         self.search = search
+        self.shared_cache = shared_cache
         self.llm = llm
         self.prompts = prompts
         self._models: Models | None = None

@@ -221,6 +221,27 @@ def test_cached_expansions_expire(url: str, client: httpx.Client, llm: ScriptedL
     assert len(llm.calls) == 2 and again["ext"]["answerbox"]["query_expansion"]["cached"] is False
 
 
+def test_the_shared_cache_serves_one_replicas_expansion_to_another(
+    books: None, make_answerbox: AnswerboxFactory, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client, osmem_url: str
+) -> None:
+    llm, llm_url = scripted_llm
+    llm.replies = ["arrakis, dune, melange"]
+    first, second, unshared = (make_answerbox(llm={"base_url": llm_url, "model": "scripted"}) for _ in range(3))
+    body = {"query": {"match": {"body": QUERY}}}
+    made = _search(client, first, body, shared_cache=True)
+    reused = _search(client, second, body, shared_cache=True)
+    assert len(llm.calls) == 1
+    assert made["ext"]["answerbox"]["query_expansion"]["cache"] is None
+    report = reused["ext"]["answerbox"]["query_expansion"]
+    assert report["cached"] is True and report["cache"] == "index" and report["expansion"] == "arrakis, dune, melange"
+    assert reused["hits"] == made["hits"]
+    stored = client.post(f"{osmem_url}/.answerbox-cache/_search", json={"query": {"match_all": {}}}).json()
+    assert [hit["_source"]["value"] for hit in stored["hits"]["hits"]] == ["arrakis, dune, melange"]
+    # A replica whose pipeline does not share pays for its own expansion.
+    _search(client, unshared, body)
+    assert len(llm.calls) == 2
+
+
 def test_prf_searches_as_the_caller_and_caches_per_caller(hop: Hop, client: httpx.Client) -> None:
     body = {"query": {"bool": {"must": [{"match": {"body": QUERY}}], "filter": [{"term": {"genre": "scifi"}}]}}}
     alice, bob = {"Authorization": "Basic YWxpY2U6eA=="}, {"Authorization": "Basic Ym9iOnk="}

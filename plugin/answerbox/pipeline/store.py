@@ -10,7 +10,7 @@ from typing import Any
 from opensearchpy import AsyncOpenSearch, NotFoundError
 
 from answerbox.errors import UpstreamError
-from answerbox.opensearch import translate
+from answerbox.opensearch import ensure_index, translate
 from answerbox.pipeline.definition import PipelineDefinition
 
 __all__ = ["PipelineStore"]
@@ -26,7 +26,7 @@ class PipelineStore:
         self._cache: dict[str, tuple[float, PipelineDefinition | None]] = {}
 
     async def put(self, pipeline_id: str, definition: PipelineDefinition) -> None:
-        await self._ensure_index()
+        await ensure_index(self._client, self._index, _MAPPING)
         await translate(
             self._client.index(index=self._index, id=pipeline_id, body={"definition": definition.to_json()}, params={"refresh": "true"})
         )
@@ -69,12 +69,3 @@ class PipelineStore:
         except NotFoundError:
             return False
         return True
-
-    async def _ensure_index(self) -> None:
-        if not await translate(self._client.indices.exists(index=self._index)):
-            try:
-                await translate(self._client.indices.create(index=self._index, body=_MAPPING))
-            except UpstreamError as exc:
-                # Another replica created it first.
-                if "resource_already_exists" not in str(exc.body):
-                    raise

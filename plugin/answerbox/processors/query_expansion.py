@@ -92,6 +92,8 @@ class QueryExpansionConfig(ProcessorConfig):
     timeout_s: float = Field(default=10.0, gt=0, le=300)
     cache_entries: int = Field(default=4096, ge=0)
     cache_ttl_s: float = Field(default=3600.0, gt=0)
+    # Also keep expansions in OpenSearch (``opensearch.cache_index``), shared by every replica.
+    shared_cache: bool = False
 
     _file_examples: tuple[Example, ...] = PrivateAttr(default=())
 
@@ -181,14 +183,19 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
             "prompt": self._prompt.name,
             "expansion": "",
             "cached": False,
+            "cache": None,
             "fallback": False,
             "llm_ms": None,
         }
         ctx.report.query_expansion = report
         key = self._cache_key(question, request)
-        cached = self._cache.get(key)
+        cached, tier = self._cache.get(key), "memory"
+        if cached is None and self.config.shared_cache:
+            cached, tier = await self.services.shared_cache.get(key), "index"
+            if cached is not None:
+                self._cache.put(key, cached)
         if cached is not None:
-            report.update(expansion=cached, cached=True)
+            report.update(expansion=cached, cached=True, cache=tier)
             return cached
         try:
             # timeout_s bounds the PRF search and the LLM call together.
@@ -211,6 +218,8 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         if not text:
             return self._fall_back(report, ctx, "the LLM gave no usable expansion")
         self._cache.put(key, text)
+        if self.config.shared_cache:
+            await self.services.shared_cache.put(key, text, self.config.cache_ttl_s)
         return text
 
     def _fall_back(self, report: JSON, ctx: PipelineContext, reason: str) -> str:
