@@ -285,6 +285,24 @@ def test_malformed_llm_output_searches_the_question_and_never_presents_uncited_t
     chains.assert_same_hits(result)
 
 
+def test_final_content_without_markers_is_traced_to_the_verified_nodes_it_states(chains: Chains) -> None:
+    llm = chains.llm
+    # Small LLMs drop the [k] markers: the content is traced by the verified answers it states.
+    unmarked = RIGHT_CHAIN.replace(" [1]", "").replace(" [2]", "").replace(" [3]", "")
+    llm.replies = [unmarked]
+    result = chains.search(chain_search(theta=CONFIDENT))
+    chain = result["ext"]["answerbox"]["chain"]
+    assert chain["stopped"] == "finished" and chain["abstained"] is False
+    stated = [c for c in chain["citations"] if c["by"] == "answer"]
+    assert stated and stated == chain["citations"]
+    for citation in stated:
+        node = next(n for n in chain["nodes"] if n["query"] == citation["query"])
+        assert node["verified"] is True and node["answer"].lower() in unmarked.lower()
+    assert chain["final_content"].startswith(unmarked.split("[Final Content]: ")[1].rstrip())
+    assert citation_markers(chain["final_content"]) == [c["marker"] for c in stated]
+    assert chain["final_answer"] == "Toronto Coach Terminal"
+
+
 def test_llm_failure_degrades_the_chain_not_the_hits(chains: Chains) -> None:
     llm = chains.llm
     llm.fail = True

@@ -19,6 +19,7 @@ from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, Resp
 from answerbox.processors.coq_parser import citation_markers, final_answer
 from answerbox.processors.coq_run import ChainRun, RunResult, RunSettings
 from answerbox.processors.coq_verify import NodeRecord
+from answerbox.processors.normalize import contains_answer
 from answerbox.services import Services
 
 __all__ = ["ChainOfQuery", "ChainOfQueryConfig"]
@@ -111,11 +112,12 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         return Answer(text=report["final_content"], citations=citations, mode="chain")
 
 
-def _citation(marker: int, record: NodeRecord) -> JSON | None:
+def _citation(marker: int, record: NodeRecord, by: str) -> JSON | None:
     if record.evidence is None:
         return None
     return {
         "marker": marker,
+        "by": by,
         "query": record.query,
         **record.evidence.reference(),
         "quote": record.evidence.span.text,
@@ -144,15 +146,26 @@ def _references(records: list[NodeRecord], max_chars: int) -> list[JSON]:
     return list(found.values())
 
 
+def _cited(content: str, path: list[NodeRecord]) -> tuple[str, str, list[tuple[int, NodeRecord]]]:
+    """The path nodes a final content cites: its own ``[k]`` markers; when it has none (small
+    LLMs drop them), the verified nodes whose answer it states in so many words, with their
+    markers appended. Returns the content, how it was traced and the (marker, node) pairs."""
+    markers = citation_markers(content)
+    if markers:
+        return content, "marker", [(k, path[k - 1]) for k in markers if 1 <= k <= len(path)]
+    stated = [(k, r) for k, r in enumerate(path, start=1) if r.verified and r.answer and contains_answer(r.answer, content)]
+    if stated:
+        content = content.rstrip() + " " + "".join(f"[{k}]" for k, _ in stated)
+    return content, "answer", stated
+
+
 def _report(question: str, result: RunResult, theta: float, max_reference_chars: int) -> JSON:
-    """``ext.answerbox.chain``. The final content is presented only when one of its ``[k]``
-    markers cites a verified node (else the chain abstains: text that cites nothing verified
-    cannot be traced); ``verified`` is true only when every node of the path is verified."""
-    content = result.final_content
-    markers = citation_markers(content) if content is not None else []
-    cited = [(k, result.path[k - 1]) for k in markers if 1 <= k <= len(result.path)]
+    """``ext.answerbox.chain``. The final content is presented only when it cites a verified
+    node (else the chain abstains: text that cites nothing verified cannot be traced);
+    ``verified`` is true only when every node of the path is verified."""
+    content, by, cited = _cited(result.final_content, result.path) if result.final_content else (None, "marker", [])
     abstained = content is None or not any(record.verified for _, record in cited)
-    citations = [] if abstained else [c for k, record in cited if (c := _citation(k, record)) is not None]
+    citations = [] if abstained else [c for k, record in cited if (c := _citation(k, record, by)) is not None]
     position = {id(r): i for i, r in enumerate(result.records)}
     return {
         "question": question,
@@ -163,7 +176,7 @@ def _report(question: str, result: RunResult, theta: float, max_reference_chars:
         "path": [position[id(r)] for r in result.path],
         "final_content": None if abstained else content,
         "final_answer": None if abstained or content is None else final_answer(content),
-        "unverified_content": content if abstained else None,
+        "unverified_content": result.final_content if abstained else None,
         "citations": citations,
         "references": _references(result.records, max_reference_chars),
         "verified": not abstained and all(r.verified for r in result.path),
