@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -219,6 +220,22 @@ def test_cached_expansions_expire(url: str, client: httpx.Client, llm: ScriptedL
     time.sleep(0.6)
     again = _search(client, url, body, cache_ttl_s=0.5)
     assert len(llm.calls) == 2 and again["ext"]["answerbox"]["query_expansion"]["cached"] is False
+
+
+def test_identical_searches_in_flight_share_one_llm_call(url: str, llm: ScriptedLLM) -> None:
+    llm.delay_s = 1.0
+    body = {"query": {"match": {"body": QUERY}}, "search_pipeline": _pipeline()}
+
+    async def at_once() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=60) as http:
+            return await asyncio.gather(*(http.post(f"{url}/books/_search", json=body) for _ in range(3)))
+
+    responses = asyncio.run(at_once())
+    assert len(llm.calls) == 1
+    reports = [r.json()["ext"]["answerbox"]["query_expansion"] for r in responses]
+    assert sorted(str(r["cache"]) for r in reports) == ["None", "in_flight", "in_flight"]
+    assert {r["expansion"] for r in reports} == {"ok"}
+    assert len({json.dumps(r.json()["hits"]) for r in responses}) == 1
 
 
 def test_the_shared_cache_serves_one_replicas_expansion_to_another(

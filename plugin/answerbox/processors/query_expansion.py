@@ -158,6 +158,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
             )
         self._model: str = config.model or services.settings.llm.model
         self._cache: TTLCache[str] = TTLCache(config.cache_entries, config.cache_ttl_s)
+        self._in_flight: dict[str, asyncio.Future[str]] = {}
         self._config_digest = _digest(config.model_dump(mode="json"))
 
     async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
@@ -197,6 +198,29 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         if cached is not None:
             report.update(expansion=cached, cached=True, cache=tier)
             return cached
+        pending = self._in_flight.get(key)
+        if pending is not None:
+            # An identical search is asking the LLM right now: one call serves both.
+            text = await asyncio.shield(pending)
+            if not text:
+                return self._fall_back(report, ctx, "the identical search it waited for got no expansion")
+            report.update(expansion=text, cached=True, cache="in_flight")
+            return text
+        pending = self._in_flight[key] = asyncio.get_running_loop().create_future()
+        text = ""
+        try:
+            text = await self._ask(question, request, report, ctx)
+        finally:
+            del self._in_flight[key]
+            pending.set_result(text)
+        if text:
+            self._cache.put(key, text)
+            if self.config.shared_cache:
+                await self.services.shared_cache.put(key, text, self.config.cache_ttl_s)
+        return text
+
+    async def _ask(self, question: str, request: SearchRequest, report: JSON, ctx: PipelineContext) -> str:
+        """One LLM call (after the PRF search); the cleaned expansion, or "" after a fallback."""
         try:
             # timeout_s bounds the PRF search and the LLM call together.
             async with asyncio.timeout(self.config.timeout_s):
@@ -217,9 +241,6 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         report.update(expansion=text, llm_ms=round(completion.millis, 1))
         if not text:
             return self._fall_back(report, ctx, "the LLM gave no usable expansion")
-        self._cache.put(key, text)
-        if self.config.shared_cache:
-            await self.services.shared_cache.put(key, text, self.config.cache_ttl_s)
         return text
 
     def _fall_back(self, report: JSON, ctx: PipelineContext, reason: str) -> str:
