@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     model_dir = ModelSettings().dir
     manifest = ModelManifest.load(model_dir)
     written = time.strftime("%H:%M UTC", time.gmtime((model_dir / MANIFEST_FILE).stat().st_mtime))
-    print(f"model {model_dir} (manifest {written}): crag_lower {manifest.crag_lower}, theta {manifest.theta}", flush=True)
+    print(f"model {model_dir} (manifest {written}): support_lower {manifest.support_lower}, theta {manifest.theta}", flush=True)
     # Other questions than the sample's: the encoder caches what it read, so a repeat would time the cache.
     cold = [pq for pq in sample_questions(paragraphs, args.sample + args.search_sample, args.seed + 1) if pq not in sample]
     (CACHE_DIR / "answer_eval").mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@ twice: ``squad_full``, and ``squad_holdout`` without the gold paragraphs of the 
 questions. Each question is searched as a BM25 ``match`` on ``text`` (size 10) through an
 inline pipeline running ``retrieval_evaluator`` with ``rerank: true``. Prints the verdict
 distribution for both indices (Incorrect should be rare with the gold paragraph present
-and common without it), and for ``squad_full`` R@1 of the reranked hits next to BM25's
+and common without it), per verdict the share of questions whose refined knowledge still
+holds a gold answer, and for ``squad_full`` R@1 of the reranked hits next to BM25's
 own R@1 and R@10 (BM25's order is read back from ``_previous_score``).
 
 The verdicts and the rerank do not depend on the corrective search, so by default it is
@@ -41,7 +42,7 @@ from osmem_server import OsmemServer
 
 from answerbox.app import create_app
 from answerbox.config import ModelSettings, Settings
-from onnx_models.squad import DEV_FILE, Paragraph, Question, load_squad, sample_questions
+from onnx_models.squad import DEV_FILE, Paragraph, Question, load_squad, normalize_answer, sample_questions
 from tests.support.servers import serve
 
 CACHE = Path("/root/.cache/answerbox/bench/squaddev_paragraphs.pickle")
@@ -55,6 +56,7 @@ class Outcome:
     reranked: list[str]  # hit ids after the processor
     bm25: list[str]  # hit ids in the engine's order
     keywords_source: str | None
+    knowledge: str  # the refined strips, joined
     warnings: int
     millis: float
 
@@ -109,6 +111,7 @@ async def ask(http: httpx.AsyncClient, url: str, index: str, question: Question,
         reranked=[h["_id"] for h in hits],
         bm25=[h["_id"] for h in by_engine],
         keywords_source=corrective.get("keywords_source"),
+        knowledge=" ".join(strip["text"] for strip in retrieval.get("knowledge", [])),
         warnings=len(answerbox["warnings"]),
         millis=millis,
     )
@@ -145,6 +148,10 @@ def _quantile(values: Sequence[float], q: float) -> float:
 def report(name: str, questions: Sequence[tuple[Paragraph, Question]], outcomes: Sequence[Outcome], recall: bool) -> dict[str, Any]:
     verdicts = collections.Counter(o.verdict for o in outcomes)
     n = len(outcomes)
+    holds = [
+        any(normalize_answer(a) and normalize_answer(a) in normalize_answer(o.knowledge) for a in q.answers)
+        for (_, q), o in zip(questions, outcomes, strict=True)
+    ]
     summary: dict[str, Any] = {
         "index": name,
         "questions": n,
@@ -153,6 +160,12 @@ def report(name: str, questions: Sequence[tuple[Paragraph, Question]], outcomes:
         "not_evaluated": n - sum(verdicts.get(v, 0) for v in VERDICTS),
         "keywords_source": dict(collections.Counter(o.keywords_source for o in outcomes if o.keywords_source)),
         "responses_with_warnings": sum(1 for o in outcomes if o.warnings),
+        # Does what the processor hands on (refined strips, corrective hits) still hold a gold answer?
+        "knowledge_holds_answer": {
+            v: round(statistics.fmean(holds[i] for i, o in enumerate(outcomes) if o.verdict == v), 4)
+            for v in VERDICTS
+            if verdicts.get(v)
+        },
         "best_score_quantiles": {f"p{q}": round(_quantile([o.best for o in outcomes], q / 100), 4) for q in (5, 10, 25, 50, 75, 90)},
         "latency_ms": {
             "mean": round(statistics.fmean(o.millis for o in outcomes), 1),

@@ -33,7 +33,8 @@ class ModelManifest:
     max_answer_tokens: int = 30
     theta: float = 0.0  # SearChain gate on the reader's relevance logit
     crag_upper: float = 0.5
-    crag_lower: float = -0.9
+    crag_lower: float = -0.9  # on the best score of a retrieval: CRAG's Incorrect
+    support_lower: float = -0.9  # on one (claim, passage) pair: the citation check's floor
     score_scale: float = 0.5
     score_offset: float = 0.0
     calibration: dict[str, Any] = field(default_factory=dict)  # how the thresholds were chosen

@@ -51,7 +51,7 @@ class CitedAnswerConfig(ProcessorConfig):
     check_citations: bool = True
     attribute_uncited: bool = Field(default=True, description="cite an uncited sentence's best block when it passes the check")
     # The evaluator score a cited block (or the featured snippet's passage) needs; None: the
-    # model's calibrated CRAG lower threshold, below which a passage counts as irrelevant.
+    # model's calibrated support_lower: 95% of passages holding the answer score above it.
     min_support: float | None = Field(default=None, ge=-1, le=1)
     min_coverage: float = Field(default=0.5, ge=0, le=1, description="share of a claim's new words the block must hold")
     abstain_text: str = Field(default="The search results do not support an answer.", min_length=1)
@@ -218,7 +218,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     def _min_support(self, models: Models | None) -> float:
         if self.config.min_support is not None:
             return self.config.min_support
-        return models.manifest.crag_lower if models else -1.0
+        return models.manifest.support_lower if models else -1.0
 
     def _abstain(self, mode: str) -> Answer:
         return Answer(text=self.config.abstain_text, mode=mode, abstained=True)
