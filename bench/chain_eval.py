@@ -119,6 +119,23 @@ async def run_all(
     return results
 
 
+def corrections(results: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Corrected nodes by whether the LLM's answer and the reader's span hold a gold answer.
+
+    Alias matching (calling an LLM answer and a differently worded span equal) could only
+    help where a correction replaced a right LLM answer with a wrong span: ``llm_right_reader_wrong``
+    bounds what it can save. Gold answers are the question's, so this is read on one-hop sets.
+    """
+    counts: collections.Counter[str] = collections.Counter()
+    for r in results:
+        for node in r["chain"].get("nodes", []):
+            if node["action"] == "correct":
+                llm = "llm_right" if cover_em(node["llm_answer"] or "", r["answers"]) else "llm_wrong"
+                reader = "reader_right" if cover_em(node["reader_answer"] or "", r["answers"]) else "reader_wrong"
+                counts[f"{llm}_{reader}"] += 1
+    return dict(sorted(counts.items()))
+
+
 def summarise(name: str, results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     n = len(results)
     chains = [r["chain"] for r in results]
@@ -163,6 +180,7 @@ def summarise(name: str, results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         ),
         "nodes_checked": sum(sources.values()),
         "node_share": {s: round(sources.get(s, 0) / nodes, 4) for s in ("llm", "corrected", "completed")},
+        "corrections": corrections(results),
         "nodes_verified_share": round(sum(node["verified"] for c in chains for node in c.get("nodes", [])) / nodes, 4),
     }
 
