@@ -23,11 +23,11 @@ processor's module; here they are plain JSON so this module depends on none of t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Answer", "AnswerboxReport", "Citation", "GenerativeQAParameters"]
+__all__ = ["Answer", "AnswerboxReport", "Citation", "FlaggedClaim", "GenerativeQAParameters"]
 
 
 class Citation(BaseModel):
@@ -41,11 +41,21 @@ class Citation(BaseModel):
     support: float | None = None
 
 
+class FlaggedClaim(BaseModel):
+    """A sentence of the LLM's answer whose citation was removed by the check."""
+
+    sentence: str
+    marker: int
+    reason: Literal["no_evidence", "unsupported"]  # the marker is out of range / the block does not support it
+    support: float | None = None
+
+
 class Answer(BaseModel):
     text: str
     citations: list[Citation] = []
     mode: str  # "generative" | "extractive" | "chain"
     abstained: bool = False
+    flagged: list[FlaggedClaim] = []
 
 
 class GenerativeQAParameters(BaseModel):

@@ -126,6 +126,9 @@ def test_out_of_range_and_unsupported_markers_are_removed_and_flagged(
     warnings = "\n".join(report["warnings"])
     assert "citation [7] matches no evidence" in warnings and "citation [0] matches no evidence" in warnings
     assert "citation [3] does not support the sentence" in warnings and "Tacoma" in warnings
+    flagged = {(f["marker"], f["reason"]) for f in answer["flagged"]}
+    assert flagged == {(7, "no_evidence"), (0, "no_evidence"), (3, "unsupported")}
+    assert all(f["sentence"].startswith("Herbert was born") for f in answer["flagged"] if f["marker"] in (0, 3))
 
 
 def test_an_uncited_sentence_is_cited_by_the_block_that_answers_it(
@@ -147,7 +150,10 @@ def test_answer_without_a_supported_claim_abstains(
     scripted.replies = ["Dune was written by Isaac Asimov in Boston [2]."]
     result = search(client, url, answer_search())
     answer = result["ext"]["answerbox"]["answer"]
+    flagged = answer.pop("flagged")
     assert answer == {"text": ABSTAIN, "citations": [], "mode": "generative", "abstained": True}
+    assert [(f["marker"], f["reason"]) for f in flagged] == [(2, "unsupported")]
+    assert "Isaac Asimov" in flagged[0]["sentence"] and flagged[0]["support"] is not None
     assert result["ext"]["retrieval_augmented_generation"]["answer"] == ABSTAIN
     assert len(result["hits"]["hits"]) == 3
 

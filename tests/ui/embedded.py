@@ -26,10 +26,12 @@ _FIRST_SENTENCE = re.compile(r"^snippet: (.+?)[.!?](?=\s|$)", re.MULTILINE)
 class Oracle:
     """A scripted LLM's replies. A FreshPrompt prompt (it ends in ``answer:``) gets the
     first sentence of evidence block [1], cited, when ``cite`` (a claim the evidence
-    supports whatever the retrieval kept), else an answer with no citation; any other
-    prompt (expansion, keyword rewrite) gets ``keywords``."""
+    supports whatever the retrieval kept), else an answer with no citation, followed by
+    ``stray`` (a sentence for the check to flag); any other prompt (expansion, keyword
+    rewrite) gets ``keywords``."""
 
     cite: bool = True
+    stray: str = ""
     keywords: str = "Super Bowl 50, stadium, venue"
     prompts: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
@@ -42,6 +44,7 @@ class Oracle:
         # This question's evidence comes after the last "query:" (the demonstrations come first).
         first = _FIRST_SENTENCE.search(prompt.rsplit("\nquery: ", 1)[-1])
         answer = f"{first.group(1)} [1]." if self.cite and first else "The evidence does not say."
+        answer = f"{answer} {self.stray}".strip()
         self.answers.append(answer)
         return answer
 

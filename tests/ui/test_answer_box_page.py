@@ -79,6 +79,7 @@ def stack(shared_stack: Stack) -> Iterator[Stack]:
     """The module's stack; a test may script its LLM otherwise, and it is set back after."""
     yield shared_stack
     shared_stack.oracle.cite = True
+    shared_stack.oracle.stray = ""
     shared_stack.llm.fail = False
 
 
@@ -123,6 +124,19 @@ def test_how_this_was_checked_shows_the_verdict_and_the_checked_citations(page: 
     expect(row).to_contain_text(citation["quote"])
     expect(row.locator("td").last).to_have_text(f"{citation['support']:.2f}")
     expect(box.locator(".check-query_expansion .expansion")).to_contain_text(stack.oracle.keywords)
+
+
+@needs_model
+def test_how_this_was_checked_lists_the_sentence_whose_citation_was_removed(page: Page, stack: Stack) -> None:
+    stack.oracle.stray = "The game was also played on the Moon [9]."
+    box = _ask(page, stack.url, QUESTION)
+    expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
+    [flagged] = _seen(page)["answer"]["answer"]["flagged"]
+    assert (flagged["marker"], flagged["reason"]) == (9, "no_evidence")
+    box.locator("details.check > summary").click()
+    row = box.locator('.check-flagged li[data-marker="9"]')
+    expect(row).to_contain_text("played on the Moon")
+    expect(row).to_contain_text("cites no evidence block")
 
 
 def test_uncited_answer_shows_the_abstain_state_over_the_hits(page: Page, stack: Stack) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from pydantic import Field
 
-from answerbox.contract import Answer
+from answerbox.contract import Answer, FlaggedClaim
 from answerbox.errors import AnswerboxError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
@@ -199,12 +199,12 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         except ModelError as exc:
             ctx.report.warn(f"cited_answer: citations are unchecked, the evaluator failed: {exc.reason}")
             verdicts = await Check(scorer=None, **options).cited(cited, by_marker)
-        _flag(verdicts, ctx)
+        flagged = _flag(verdicts, ctx)
         kept = [v for v in verdicts if v.supported]
         if not kept:
-            return self._abstain("generative")
+            return self._abstain("generative").model_copy(update={"flagged": flagged})
         citations = list({(c.marker, c.start, c.end): c for c in map(citation_of, kept)}.values())
-        return Answer(text=rewrite(text, verdicts), citations=citations, mode="generative")
+        return Answer(text=rewrite(text, verdicts), citations=citations, mode="generative", flagged=flagged)
 
     async def _extractive(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer:
         try:
@@ -244,12 +244,22 @@ def _block(evidence: Evidence) -> dict[str, Any]:
     }
 
 
-def _flag(verdicts: Sequence[Verdict], ctx: PipelineContext) -> None:
-    for verdict in verdicts:
+def _flag(verdicts: Sequence[Verdict], ctx: PipelineContext) -> list[FlaggedClaim]:
+    """The claims whose citation the check removed, for ``answer.flagged`` and as warnings."""
+    flagged = []
+    for verdict in (v for v in verdicts if not v.supported):
+        claim = FlaggedClaim(
+            sentence=verdict.claim.plain,
+            marker=verdict.marker,
+            reason="no_evidence" if verdict.evidence is None else "unsupported",
+            support=round(verdict.support, 4) if verdict.support is not None else None,
+        )
         if verdict.evidence is None:
-            ctx.report.warn(f"cited_answer: citation [{verdict.marker}] matches no evidence; removed from: {verdict.claim.plain!r}")
-        elif not verdict.supported:
+            ctx.report.warn(f"cited_answer: citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}")
+        else:
             ctx.report.warn(
-                f"cited_answer: citation [{verdict.marker}] does not support the sentence"
-                f" (support {verdict.support:.2f}); removed from: {verdict.claim.plain!r}"
+                f"cited_answer: citation [{claim.marker}] does not support the sentence"
+                f" (support {verdict.support:.2f}); removed from: {claim.sentence!r}"
             )
+        flagged.append(claim)
+    return flagged

@@ -96,6 +96,15 @@ function citations(list) {
   return section("citations", "Citations", list, el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows)));
 }
 
+// Sentences whose citation the check removed: shown so a reader knows what was not trusted.
+function flagged(list) {
+  const why = { no_evidence: "cites no evidence block", unsupported: "the cited block does not support it" };
+  const rows = list.map((f) =>
+    el("li", { "data-marker": f.marker }, `“${f.sentence}” [${f.marker}]: ${why[f.reason] ?? f.reason} (support ${score(f.support)})`),
+  );
+  return section("flagged", "Removed citations", list, el("ul", { class: "flagged" }, ...rows));
+}
+
 /** The sections of the view for one `ext.answerbox` report. */
 export function renderCheck(report) {
   return [
@@ -103,6 +112,7 @@ export function renderCheck(report) {
     report.retrieval ? retrieval(report.retrieval) : null,
     report.chain ? chain(report.chain) : null,
     report.citations?.length ? citations(report.citations) : null,
+    report.answer?.flagged?.length ? flagged(report.answer.flagged) : null,
     report.timings_ms ? section("timings", "Timings (ms)", null, describe(report.timings_ms)) : null,
   ].filter(Boolean);
 }
