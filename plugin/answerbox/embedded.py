@@ -25,7 +25,7 @@ SAMPLE_INDEX = "squad"
 SAMPLE_PIPELINE_ID = "answerbox-default"
 SAMPLE_PIPELINE: dict[str, Any] = {
     "description": "The embedded default: expansion, corrective retrieval, cited answer",
-    "request_processors": [{"llm_query_expansion": {"tag": "expand", "method": "q2e", "mode": "zs"}}],
+    "request_processors": [{"llm_query_expansion": {"tag": "expand", "method": "q2d", "mode": "zs", "max_tokens": 64}}],
     "response_processors": [{"retrieval_evaluator": {"top_n": 10}}, {"cited_answer": {"size": 5}}],
 }
 _MAPPINGS = {
