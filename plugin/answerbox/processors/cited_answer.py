@@ -202,7 +202,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         flagged = _flag(verdicts, ctx)
         kept = [v for v in verdicts if v.supported]
         if not kept:
-            return self._abstain("generative").model_copy(update={"flagged": flagged})
+            return self._abstain("generative", flagged)
         citations = list({(c.marker, c.start, c.end): c for c in map(citation_of, kept)}.values())
         return Answer(text=rewrite(text, verdicts), citations=citations, mode="generative", flagged=flagged)
 
@@ -220,8 +220,8 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             return self.config.min_support
         return models.manifest.support_lower if models else -1.0
 
-    def _abstain(self, mode: str) -> Answer:
-        return Answer(text=self.config.abstain_text, mode=mode, abstained=True)
+    def _abstain(self, mode: str, flagged: Sequence[FlaggedClaim] = ()) -> Answer:
+        return Answer(text=self.config.abstain_text, mode=mode, abstained=True, flagged=list(flagged))
 
 
 async def _whole(completion: Awaitable[Completion]) -> AsyncGenerator[str, None]:
