@@ -24,6 +24,7 @@ __all__ = [
     "TRAIN_FILES",
     "Paragraph",
     "Question",
+    "data_dir",
     "default_tarball",
     "exact_match",
     "f1_score",
@@ -37,9 +38,13 @@ TRAIN_FILES = ("new_wiki_v1.0.json", "nyt_v1.0.json")
 DEV_FILE = "squaddev_v1.1.json"
 
 
+def data_dir() -> Path:
+    """Downloads, training runs and their checkpoints: outside the repository."""
+    return Path(os.environ.get("ANSWERBOX_DATA_DIR", Path.home() / ".cache" / "answerbox" / "data"))
+
+
 def default_tarball() -> Path:
-    data_dir = Path(os.environ.get("ANSWERBOX_DATA_DIR", "/root/.cache/answerbox/data"))
-    return data_dir / "bigbench-1.0.0.tar.gz"
+    return data_dir() / "bigbench-1.0.0.tar.gz"
 
 
 @dataclass(frozen=True, slots=True)

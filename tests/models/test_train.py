@@ -1,0 +1,78 @@
+"""Training runs are resumable: a run stopped and resumed ends with the same weights as one
+that ran through, and a resume with another recipe is refused."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from onnx_models.squad import TRAIN_FILES
+from onnx_models.train import parse_args, train
+
+_MEMBER_DIR = "bigbench-1.0.0/bigbench/benchmark_tasks/squad_shifts/"
+TOPICS = ["apples grow on trees", "rivers flow to the sea", "bees make honey", "owls hunt at night"]
+
+
+def _squad_file(name: str) -> bytes:
+    articles = []
+    for a, topic in enumerate(TOPICS):
+        paragraphs = []
+        for p in range(3):
+            context = f"in {1900 + 10 * a + p} people said {topic}. other words fill part {p} here."
+            answer = str(1900 + 10 * a + p)
+            qas = [{"id": f"{name}-{a}-{p}", "question": f"when did people say {topic}?",
+                    "answers": [{"text": answer, "answer_start": context.index(answer)}]}]  # fmt: skip
+            paragraphs.append({"context": context, "qas": qas})
+        articles.append({"title": topic, "paragraphs": paragraphs})
+    return json.dumps({"data": articles}).encode()
+
+
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "bigbench.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for name in TRAIN_FILES:
+            data = _squad_file(name)
+            info = tarfile.TarInfo(_MEMBER_DIR + name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _args(tarball: Path, checkpoint: Path, out: Path, *extra: str) -> list[str]:
+    return ["--data", str(tarball), "--encoder", str(checkpoint), "--init", str(checkpoint), "--out", str(out),
+            "--max-length", "48", "--stride", "12", "--batch-size", "4", "--epochs", "2", "--log-every", "1",
+            "--threads", "1", "--random-negatives", "0", *extra]  # fmt: skip
+
+
+def _weights(out: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(out / "model.safetensors"))
+
+
+def test_a_stopped_run_resumes_exactly(tiny_checkpoint: Path, tarball: Path, tmp_path: Path) -> None:
+    through = train(parse_args(_args(tarball, tiny_checkpoint, tmp_path / "through")))
+    assert through.step == 24  # 24 questions: 24 positives + 24 hard negatives, 4 a batch, 2 epochs
+    # The smallest time budget stops after the first step, on a checkpoint.
+    stopped = train(parse_args(_args(tarball, tiny_checkpoint, tmp_path / "split", "--max-minutes", "1e-9")))
+    assert stopped.step == 1 and (tmp_path / "split" / "checkpoint.pt").is_file()
+    summary = json.loads((tmp_path / "split" / "train_summary.json").read_text())
+    assert summary["finished"] is False
+    resumed = train(parse_args(_args(tarball, tiny_checkpoint, tmp_path / "split", "--resume")))
+    assert resumed.step == 24 and resumed.history == pytest.approx(through.history, abs=0)
+    want, got = _weights(tmp_path / "through"), _weights(tmp_path / "split")
+    assert want.keys() == got.keys()
+    assert all(torch.equal(want[k], got[k]) for k in want)
+    log = (tmp_path / "split" / "train.log").read_text()
+    assert "resumed at step 1/24" in log and "steps/s ETA" in log
+
+
+def test_a_resume_with_another_recipe_is_refused(tiny_checkpoint: Path, tarball: Path, tmp_path: Path) -> None:
+    train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--max-minutes", "1e-9")))
+    with pytest.raises(SystemExit, match="other settings: lr"):
+        train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--resume", "--lr", "0.5")))
