@@ -36,7 +36,9 @@ def test_export_rejects_unknown_variant(tiny_checkpoint: Path, tmp_path: Path) -
         export_model(tiny_checkpoint, tmp_path, variants=("int4",))
 
 
-@pytest.mark.parametrize(("variant", "tolerance"), [("fp32", 1e-4), ("fp16", 2e-2), ("int8", 0.25)])
+# int8: 7-bit weights keep the error at 0.025 on AVX-512 and AVX2 alike (measured, the AVX2
+# path under `qemu-x86_64 -cpu Haswell`); 8-bit ones saturated on AVX2 and reached 0.29.
+@pytest.mark.parametrize(("variant", "tolerance"), [("fp32", 1e-4), ("fp16", 2e-2), ("int8", 0.1)])
 def test_onnx_agrees_with_pytorch(tiny_checkpoint: Path, tiny_export: Path, variant: str, tolerance: float) -> None:
     manifest = ModelManifest.load(tiny_export)
     tokenizer = WindowTokenizer(
