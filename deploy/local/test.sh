@@ -6,12 +6,24 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV=$(bash "$ROOT/deploy/local/setup.sh" | tail -n 1)
 cd "$ROOT"
 LLM_PORT=${ANSWERBOX_TEST_LLM_PORT:-18081}
-"$VENV/bin/answerbox" local-llm --port "$LLM_PORT" >/tmp/answerbox-test-llm.log 2>&1 &
-LLM_PID=$!
-trap 'kill $LLM_PID 2>/dev/null || true' EXIT
-for _ in $(seq 1 240); do
-  curl -sf "http://127.0.0.1:$LLM_PORT/v1/models" >/dev/null && break
-  kill -0 $LLM_PID 2>/dev/null || { cat /tmp/answerbox-test-llm.log; exit 1; }
+LLM_LOG=$(mktemp -t answerbox-test-llm.XXXXXX)
+# A session of its own: the server and everything it starts form one process group, which
+# the trap stops whole (TERM, then KILL after a grace period).
+setsid "$VENV/bin/answerbox" local-llm --port "$LLM_PORT" >"$LLM_LOG" 2>&1 &
+LLM_PGID=$!
+stop_llm() {
+  kill -TERM -- "-$LLM_PGID" 2>/dev/null || return 0
+  for _ in $(seq 1 40); do
+    kill -0 -- "-$LLM_PGID" 2>/dev/null || return 0
+    sleep 0.25
+  done
+  kill -KILL -- "-$LLM_PGID" 2>/dev/null || true
+}
+trap stop_llm EXIT
+# Wait for the line our own server prints once it answers: a stale server on the port makes
+# local-llm fail instead (it checks the port is free), never a passing health check.
+until grep -q "at http://127.0.0.1:$LLM_PORT/v1" "$LLM_LOG"; do
+  kill -0 "$LLM_PGID" 2>/dev/null || { cat "$LLM_LOG"; exit 1; }
   sleep 0.5
 done
 export ANSWERBOX_TEST_LLM_URL="http://127.0.0.1:$LLM_PORT/v1"

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
+import sys
 import time
 from pathlib import Path
+
+from answerbox.children import PortInUseError, interrupt_on_sigterm
 
 __all__ = ["main"]
 
@@ -31,12 +35,10 @@ def _local_llm(args: argparse.Namespace) -> int:
     from answerbox.embedded import local_llm
 
     with local_llm(args.port, args.threads) as url:
+        # test.sh waits for this line: it names the server this process started.
         print(f"local LLM (SmolLM2-135M-Instruct via llama.cpp) at {url}", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            return 0
+        while True:
+            time.sleep(3600)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,11 +67,18 @@ def main(argv: list[str] | None = None) -> int:
     add_models_subcommand(commands)
 
     args = parser.parse_args(argv)
+    interrupt_on_sigterm()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Both clients log every request at INFO: far too costly on the search path.
     for noisy in ("httpx", "opensearch"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:  # SIGINT or SIGTERM: the children were stopped on the way out
+        return 128 + signal.SIGINT
+    except PortInUseError as error:
+        print(f"answerbox {args.command}: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from answerbox.children import require_free_port, spawn, stop
 from answerbox.config import REPO_ROOT
 
 __all__ = ["SAMPLE_INDEX", "SAMPLE_PIPELINE", "load_sample_corpus", "local_llm", "run_demo"]
@@ -64,13 +65,13 @@ def local_llm(port: int, threads: int = 2) -> Iterator[str]:
         # Otherwise llama.cpp cuts a running stream short whenever another request waits.
         "--interrupt_requests", "False",
     ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    require_free_port("127.0.0.1", port)
+    process = spawn(command)
     try:
         _wait_until_up(f"http://127.0.0.1:{port}/v1/models", process, 120)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
-        process.terminate()
-        process.wait(10)
+        stop(process)
 
 
 def load_sample_corpus(opensearch_url: str, index: str = SAMPLE_INDEX) -> int:
@@ -108,6 +109,7 @@ def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_p
     from answerbox.app import create_app
     from answerbox.config import Settings
 
+    require_free_port(Settings().host, port)
     with contextlib.ExitStack() as stack:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         print(f"osmem-server (OpenSearch API) at {osmem.url}: {load_sample_corpus(osmem.url)} documents in [{SAMPLE_INDEX}]")
@@ -129,7 +131,6 @@ def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_p
             answer.raise_for_status()
             _show(answer.json())
         if keep_running:
-            print(f"\nanswerbox is serving at {base} (answer box page: {base}/_answerbox/ui). Ctrl-C stops.")
-            with contextlib.suppress(KeyboardInterrupt):
-                thread.join()
+            print(f"\nanswerbox is serving at {base} (answer box page: {base}/_answerbox/ui). Ctrl-C stops.", flush=True)
+            thread.join()
     return 0
