@@ -3,6 +3,8 @@ under real uvicorn in front of it, and a scripted OpenAI-compatible LLM."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -14,6 +16,7 @@ from opensearchpy import OpenSearch
 from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.pipeline.registry import ProcessorRegistry
+from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import serve
 
@@ -48,6 +51,22 @@ def answerbox(make_answerbox: AnswerboxFactory) -> str:
 def client() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=60) as http:
         yield http
+
+
+@pytest.fixture
+def real_llm() -> Iterator[tuple[RecordingProxy, str]]:
+    """The real local LLM (deploy/local/test.sh starts it) behind a recorder, so a test sees its
+    calls reach the server. Tests assert the protocol and the contract, never the wording:
+    a greedy 135M model's words differ between CPUs."""
+    url = os.environ.get("ANSWERBOX_TEST_LLM_URL") or pytest.skip("ANSWERBOX_TEST_LLM_URL is unset (test.sh sets it)")
+    recorder = RecordingProxy(url.removesuffix("/v1"), timeout_s=300)
+    with serve(recorder.app()) as proxy:
+        yield recorder, f"{proxy}/v1"
+
+
+def completions(recorder: RecordingProxy) -> list[dict[str, Any]]:
+    """The chat-completion requests that reached the LLM, as sent."""
+    return [json.loads(r.body) for r in recorder.matching("/chat/completions") if r.method == "POST"]
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ logit) or never confident (θ far above), so the tests do not hang on the calibr
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +21,7 @@ from answerbox.models import ReaderSpan
 from answerbox.processors.coq_evidence import Evidence, reference_excerpt
 from answerbox.processors.coq_parser import citation_markers, final_answer, parse_chain
 from answerbox.processors.passages import Passage
-from tests.conftest import AnswerboxFactory, bulk_index
+from tests.conftest import AnswerboxFactory, bulk_index, completions
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import serve
@@ -375,11 +374,13 @@ def test_final_answer_and_markers() -> None:
 
 @pytest.mark.real_llm
 def test_real_llm_chain_keeps_hits_and_only_verified_citations(
-    wiki: dict[str, str], make_answerbox: AnswerboxFactory, client: httpx.Client, osmem_url: str
+    wiki: dict[str, str],
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
+    osmem_url: str,
+    real_llm: tuple[RecordingProxy, str],
 ) -> None:
-    llm_url = os.environ.get("ANSWERBOX_TEST_LLM_URL")
-    if not llm_url:
-        pytest.skip("ANSWERBOX_TEST_LLM_URL is not set")
+    recorder, llm_url = real_llm
     # The small local model takes seconds per call, minutes on a busy machine: one round, then
     # at most the tracing call, with timeouts to match.
     url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 270})
@@ -390,6 +391,8 @@ def test_real_llm_chain_keeps_hits_and_only_verified_citations(
     assert chain["llm"]["calls"] >= 1 and chain["llm"]["prompt_tokens"] > 0 and chain["rounds"] == 1, result["ext"][
         "answerbox"
     ]
+    assert len(completions(recorder)) == chain["llm"]["calls"]
+    assert question in completions(recorder)[0]["messages"][-1]["content"]
     assert chain["stopped"] in ("finished", "rounds")
     assert_references_exact(chain, wiki)
     for node in [n for n in chain["nodes"] if n["verified"]]:

@@ -6,7 +6,6 @@ the answer comes from a scripted LLM (or the real one, in the ``real_llm`` test)
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,8 @@ from opensearchpy import OpenSearch
 
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors import default_registry
-from tests.conftest import AnswerboxFactory, bulk_index
+from tests.conftest import AnswerboxFactory, bulk_index, completions
+from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
 
 BOOKS = [
@@ -319,15 +319,19 @@ def test_chain_references_are_the_evidence_when_the_chain_ran(
 
 
 @pytest.mark.real_llm
-def test_real_llm_answer_is_cited_or_abstains(books: OpenSearch, make_answerbox: AnswerboxFactory) -> None:
-    llm_url = os.environ.get("ANSWERBOX_TEST_LLM_URL")
-    if not llm_url:
-        pytest.skip("ANSWERBOX_TEST_LLM_URL is unset")
+def test_real_llm_answer_is_cited_or_abstains(
+    books: OpenSearch, make_answerbox: AnswerboxFactory, real_llm: tuple[RecordingProxy, str]
+) -> None:
+    recorder, llm_url = real_llm
     url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 240}, limits={"processor_timeout_s": 400})
     with httpx.Client(timeout=400) as slow:  # a small CPU model on a busy machine
         result = search(slow, url, answer_search(max_tokens=64))
+    (sent,) = completions(recorder)
+    assert sent["max_tokens"] == 64 and "snippet: " in sent["messages"][-1]["content"]
     report = result["ext"]["answerbox"]
     answer = report["answer"]
+    # The reply was parsed into a generative answer (whatever its words), and every
+    # citation left after the check quotes a hit exactly.
     assert answer["mode"] == "generative", report["warnings"]
     assert answer["abstained"] is (not answer["citations"])
     assert_quotes_are_exact(answer, by_id(books, "books"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ import httpx
 import pytest
 from opensearchpy import OpenSearch
 
-from tests.conftest import AnswerboxFactory, bulk_index
+from tests.conftest import AnswerboxFactory, bulk_index, completions
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import serve
@@ -314,15 +313,24 @@ def test_invalid_configs_are_rejected_when_defined(url: str, client: httpx.Clien
 
 
 @pytest.mark.real_llm
-def test_the_local_llm_expands_a_question(make_answerbox: AnswerboxFactory, books: None, client: httpx.Client) -> None:
-    llm_url = os.environ.get("ANSWERBOX_TEST_LLM_URL")
-    if not llm_url:
-        pytest.skip("ANSWERBOX_TEST_LLM_URL is not set")
+def test_the_local_llm_expands_a_question(
+    make_answerbox: AnswerboxFactory, books: None, client: httpx.Client, real_llm: tuple[RecordingProxy, str]
+) -> None:
+    recorder, llm_url = real_llm
     # Generous limits: on two busy cores the 135M model may take a minute.
     url = make_answerbox(llm={"base_url": llm_url, "model": "smollm2", "timeout_s": 120}, limits={"processor_timeout_s": 200})
-    body = {"query": {"match": {"body": "Which planet is spice mined on?"}}}
+    question = "Which planet is spice mined on?"
+    body = {"query": {"match": {"body": question}}}
+    original = _ids(client.post(f"{url}/books/_search", json=body).json())  # no pipeline: passed through
     result = _search(client, url, body, method="q2e", mode="prf", max_tokens=24, timeout_s=120)
-    report = result["ext"]["answerbox"]["query_expansion"]
-    assert report["fallback"] is False and report["cached"] is False and report["expansion"], result["ext"]
-    assert result["ext"]["answerbox"]["warnings"] == []
-    assert _ids(result)[0] == "spice"
+    (sent,) = completions(recorder)
+    assert sent["max_tokens"] == 24 and question in sent["messages"][-1]["content"]
+    assert "Spice is mined on the desert planet Arrakis." in sent["messages"][-1]["content"]  # the PRF context
+    report, warnings = result["ext"]["answerbox"]["query_expansion"], result["ext"]["answerbox"]["warnings"]
+    assert report["cached"] is False
+    if report["fallback"]:  # the model's words held nothing usable: the fallback is named
+        assert report["expansion"] == "" and any("searched with the original query" in w for w in warnings), warnings
+    else:
+        assert report["expansion"] and report["llm_ms"] > 0 and warnings == []
+    # An expansion only adds clauses: whatever the model wrote, the original query's hits stay.
+    assert set(original) <= set(_ids(result))

@@ -24,12 +24,13 @@ class Recorded:
 @dataclass
 class RecordingProxy:
     upstream: str
+    timeout_s: float = 5.0
     requests: list[Recorded] = field(default_factory=list)
 
     async def _forward(self, request: Request) -> Response:
         body = await request.body()
         self.requests.append(Recorded(request.method, request.url.path, request.url.query, dict(request.headers), body))
-        async with httpx.AsyncClient(base_url=self.upstream) as client:
+        async with httpx.AsyncClient(base_url=self.upstream, timeout=self.timeout_s) as client:
             answer = await client.request(
                 request.method,
                 httpx.URL(path=request.url.path, query=request.url.query.encode()),

@@ -5,7 +5,6 @@ and a scripted LLM."""
 from __future__ import annotations
 
 import itertools
-import os
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -15,8 +14,9 @@ import pytest
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
-from tests.conftest import AnswerboxFactory
+from tests.conftest import AnswerboxFactory, completions
 from tests.deploy.admin_guide import admin_requests
+from tests.support.recording_proxy import RecordingProxy
 from tests.ui.embedded import MODEL_READY, QUESTION, SAMPLE_INDEX, Stack, embedded_stack
 
 if TYPE_CHECKING:
@@ -216,8 +216,10 @@ def test_embedded_element_answers_a_sites_own_search_bar(page: Page, stack: Stac
 
 
 @pytest.mark.real_llm
-def test_real_llm_answer_streams_into_the_page(make_answerbox: AnswerboxFactory, client: httpx.Client, page: Page) -> None:
-    llm_url = os.environ.get("ANSWERBOX_TEST_LLM_URL") or pytest.skip("ANSWERBOX_TEST_LLM_URL is unset")
+def test_real_llm_answer_streams_into_the_page(
+    make_answerbox: AnswerboxFactory, client: httpx.Client, page: Page, real_llm: tuple[RecordingProxy, str]
+) -> None:
+    recorder, llm_url = real_llm
     # SmolLM2-135M on two cores: a minute for the answer; past it the fallback shows.
     url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 60}, limits={"processor_timeout_s": 90})
     _register_pipelines(client, url)
@@ -226,6 +228,7 @@ def test_real_llm_answer_streams_into_the_page(make_answerbox: AnswerboxFactory,
     seen = _seen(page)
     answer = seen["answer"]["answer"]
     assert box.locator(".hit").count() > 0
+    assert completions(recorder), "the page's question never reached the LLM"
     # A generative answer is only ever made of streamed tokens, each shown as it came; a
     # small model that streams nothing (or fails) gets the fallback, and the page says so.
     assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(seen["tokens"]))
