@@ -100,10 +100,21 @@ class SearchBackend:
         return result
 
     async def msearch(
-        self, *, searches: Sequence[tuple[JSON, JSON]], params: Mapping[str, str], caller: Caller, pipeline: JSON | None = None
+        self,
+        *,
+        searches: Sequence[tuple[JSON, JSON]],
+        params: Mapping[str, str],
+        caller: Caller,
+        pipeline: JSON | None = None,
+        inline: bool = True,
     ) -> JSON:
-        """One `_msearch` for several (header, body) pairs; the answer keeps their order."""
-        lines: list[JSON] = [line for header, body in searches for line in (header, _with_pipeline(body, pipeline))]
+        """One `_msearch` for several (header, body) pairs; the answer keeps their order.
+
+        ``inline=False`` sends the bodies as they are: a caller's own lines, each already
+        carrying the pipeline OpenSearch must run (or none, to leave it to OpenSearch)."""
+        lines: list[JSON] = [
+            line for header, body in searches for line in (header, _with_pipeline(body, pipeline) if inline else body)
+        ]
         result: JSON = await translate(self._client.msearch(body=lines, params=dict(params), headers=caller.as_dict()))
         return result
 

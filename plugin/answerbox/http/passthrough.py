@@ -57,6 +57,9 @@ class Passthrough:
             connector=aiohttp.TCPConnector(limit=settings.max_connections, ssl=_ssl(settings)),
             timeout=aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout_s, sock_read=settings.request_timeout_s),
             auto_decompress=False,
+            # One session serves every caller: a cookie one caller's answer set must never
+            # ride along on another caller's request.
+            cookie_jar=aiohttp.DummyCookieJar(),
             # Send the caller's headers only: no User-Agent, Accept-Encoding or Content-Type of our own.
             skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept", "Content-Type"),
         )

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from answerbox.errors import ParseError, ResourceNotFound
-from answerbox.http.search import read_body
+from answerbox.errors import ResourceNotFound
+from answerbox.http.search import parse_json, read_body
 from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.store import PipelineStore
@@ -24,11 +22,7 @@ class PipelineAPI:
 
     async def put(self, request: Request) -> Response:
         pipeline_id = request.path_params["id"]
-        raw = await read_body(request, self._max_body)
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise ParseError(f"request body is not valid JSON: {exc}") from exc
+        data = parse_json(await read_body(request, self._max_body))
         definition = PipelineDefinition.parse(data)
         # Building validates every processor config before anything is stored.
         self._resolver.build(pipeline_id, definition)

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from answerbox.contract import GenerativeQAParameters
-from answerbox.errors import AnswerboxError, InvalidRequest, RequestTooLarge
+from answerbox.errors import AnswerboxError, InvalidRequest, ParseError, RequestTooLarge
 from answerbox.http.passthrough import Passthrough
 from answerbox.opensearch import Caller, SearchBackend
 from answerbox.pipeline.base import JSON, PipelineContext, ResponseProcessor, SearchRequest
@@ -22,7 +22,7 @@ from answerbox.pipeline.engine import Pipeline
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.query_text import question_of
 
-__all__ = ["SearchHandler", "finish", "json_or_none", "read_body"]
+__all__ = ["SearchHandler", "finish", "json_or_none", "parse_json", "read_body"]
 
 # Parameters answerbox consumes; OpenSearch must not see them once a pipeline ran here.
 _OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
@@ -44,10 +44,19 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def parse_json(raw: bytes) -> Any:
+    """The body as JSON; nesting too deep for the parser is a parse error, as malformed JSON is."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ParseError(f"request body is not valid JSON: {reason}") from None
+
+
 def json_or_none(raw: bytes) -> Any:
     try:
-        return json.loads(raw) if raw.strip() else {}
-    except ValueError:
+        return parse_json(raw) if raw.strip() else {}
+    except ParseError:
         return None
 
 
@@ -150,7 +159,7 @@ class SearchHandler:
         params = dict(http_request.query_params)
         pipelines = (
             await asyncio.gather(
-                *(self._resolver.resolve(header.get("index", index), body, {**params, **_header_pipeline(header)}) for header, body in pairs)
+                *(self._resolver.resolve(_line_index(header, index), body, {**params, **_header_pipeline(header)}) for header, body in pairs)
             )
             if pairs is not None
             else []
@@ -160,14 +169,16 @@ class SearchHandler:
         caller = Caller.from_headers(http_request.headers)
         verbose = params.get("verbose_pipeline") == "true"
         items = [
-            _MsearchItem(header, body, pipeline, caller, params, self.context)
+            _MsearchItem(header, _line_index(header, index), body, pipeline, caller, params, self.context)
             for (header, body), pipeline in zip(pairs, pipelines, strict=True)
         ]
         await asyncio.gather(*(item.process_request() for item in items))
         live = [item for item in items if item.result is None]
         started = time.perf_counter()
         upstream_params = {k: v for k, v in params.items() if k not in _OWN_PARAMS}
-        answer = await self._backend.msearch(searches=[item.upstream_pair() for item in live], params=upstream_params, caller=caller)
+        answer = await self._backend.msearch(
+            searches=[item.upstream_pair() for item in live], params=upstream_params, caller=caller, inline=False
+        )
         took = round((time.perf_counter() - started) * 1000, 2)
         for item, response in zip(live, answer["responses"], strict=True):
             item.result = response
@@ -178,6 +189,15 @@ class SearchHandler:
 def _header_pipeline(header: JSON) -> dict[str, str]:
     value = header.get("search_pipeline")
     return {"search_pipeline": value} if isinstance(value, str) else {}
+
+
+def _line_index(header: JSON, path_index: str | None) -> str | None:
+    """An msearch line's target: its header's ``index`` (a name, a comma list or a JSON list),
+    else the path's, as OpenSearch reads it; never "all indices" by omission."""
+    value = header.get("index")
+    if isinstance(value, list):
+        return ",".join(str(name) for name in value)
+    return value if isinstance(value, str) and value else path_index
 
 
 def _ndjson_pairs(raw: bytes) -> list[tuple[JSON, JSON]] | None:
@@ -193,11 +213,16 @@ def _ndjson_pairs(raw: bytes) -> list[tuple[JSON, JSON]] | None:
 class _MsearchItem:
     """One line pair of an `_msearch`: its own pipeline run, or an error in msearch's shape."""
 
-    def __init__(self, header: JSON, body: JSON, pipeline: Pipeline | None, caller: Caller, params: dict[str, str], context: Any) -> None:
-        self.header = {k: v for k, v in header.items() if k != "search_pipeline"}
+    def __init__(
+        self, header: JSON, index: str | None, body: JSON, pipeline: Pipeline | None, caller: Caller, params: dict[str, str], context: Any
+    ) -> None:
+        # Upstream the whole msearch goes to /_msearch: each header names its target, and a
+        # line answerbox does not run keeps its own search_pipeline for OpenSearch.
+        own = pipeline is not None
+        self.header = {k: v for k, v in header.items() if not (own and k == "search_pipeline")} | ({"index": index} if index else {})
         self.pipeline = pipeline
         native = pipeline.inline_native if pipeline is not None else None
-        self.request = SearchRequest(index=header.get("index"), body=body, params=dict(params), caller=caller, native=native)
+        self.request = SearchRequest(index=index, body=body, params=dict(params), caller=caller, native=native)
         self.ctx: PipelineContext | None = None
         self._context = context
         self.result: JSON | None = None
