@@ -7,7 +7,7 @@ from starlette.responses import JSONResponse, Response
 
 from answerbox.errors import ResourceNotFound
 from answerbox.http.search import parse_json, read_body
-from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.store import PipelineStore
 
@@ -21,7 +21,7 @@ class PipelineAPI:
         self._max_body = max_body
 
     async def put(self, request: Request) -> Response:
-        pipeline_id = request.path_params["id"]
+        pipeline_id = validate_pipeline_id(request.path_params["id"])
         data = parse_json(await read_body(request, self._max_body))
         definition = PipelineDefinition.parse(data)
         # Building validates every processor config before anything is stored.

@@ -4,15 +4,35 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from answerbox.errors import ConfigError
+from answerbox.errors import ConfigError, InvalidRequest
 
-__all__ = ["PipelineDefinition", "ProcessorEntry"]
+__all__ = ["PipelineDefinition", "ProcessorEntry", "validate_pipeline_id"]
 
 ProcessorEntry = dict[str, dict[str, Any]]
+
+# What OpenSearch refuses in names it stores (index names' invalid file-name characters,
+# plus '#'), whitespace and control characters; `_none` means "no pipeline" in a search.
+_INVALID_ID = re.compile(r'[\\/*?"<>|,#\s\x00-\x1f\x7f]')
+_MAX_ID_BYTES = 255
+
+
+def validate_pipeline_id(pipeline_id: str) -> str:
+    problem = None
+    if pipeline_id in ("", ".", "..", "_none"):
+        problem = "it is reserved"
+    elif len(pipeline_id.encode()) > _MAX_ID_BYTES:
+        problem = f"it is longer than {_MAX_ID_BYTES} bytes"
+    elif found := _INVALID_ID.search(pipeline_id):
+        problem = f"it must not contain {found.group()!r}"
+    if problem:
+        shown = pipeline_id.encode("unicode_escape").decode()[:300]
+        raise InvalidRequest(f"invalid search pipeline id [{shown}]: {problem}")
+    return pipeline_id
 
 
 class PipelineDefinition(BaseModel):

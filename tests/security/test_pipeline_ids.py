@@ -1,0 +1,29 @@
+"""Pipeline ids are validated as names OpenSearch stores are: `_none` (which means "no
+pipeline" in a search), dot paths, control characters and separators are refused."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.conftest import AnswerboxFactory
+
+PIPELINE = {"response_processors": [{"retrieval_evaluator": {}}]}
+
+
+@pytest.mark.parametrize("raw_id", ["_none", "%2E%2E", "a%00b", "a%20b", "a,b", "a%23b", "x" * 256])
+def test_invalid_ids_are_refused(make_answerbox: AnswerboxFactory, client: httpx.Client, raw_id: str) -> None:
+    url = make_answerbox()
+    response = client.put(httpx.URL(f"{url}/_search/pipeline/{raw_id}"), json=PIPELINE)
+    assert response.status_code == 400, response.text
+    error = response.json()
+    assert error["status"] == 400 and error["error"]["type"] == "illegal_argument_exception"
+    assert error["error"]["reason"].startswith("invalid search pipeline id [")
+    assert client.get(f"{url}/_search/pipeline").json() == {}
+
+
+def test_ordinary_ids_are_kept(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+    url = make_answerbox()
+    for pipeline_id in ("answers", "answers-v2.1", "my_pipeline", "ümlaut"):
+        assert client.put(f"{url}/_search/pipeline/{pipeline_id}", json=PIPELINE).status_code == 200
+    assert sorted(client.get(f"{url}/_search/pipeline").json()) == ["answers", "answers-v2.1", "my_pipeline", "ümlaut"]
