@@ -75,6 +75,13 @@ class ParseError(InvalidRequest):
     error_type = "parsing_exception"
 
 
+class UnsupportedContentType(InvalidRequest):
+    """A body answerbox reads itself came without a JSON content type, as OpenSearch refuses it
+    (it also stops a cross-site form from posting one: forms cannot send JSON)."""
+
+    status = 406
+
+
 class ResourceNotFound(AnswerboxError):
     """A named pipeline (or other answerbox resource) does not exist."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import httpx
-from answerbox.ui import STATIC_DIR
+from answerbox.ui import SECURITY_HEADERS, STATIC_DIR
 
 from tests.conftest import AnswerboxFactory
 from tests.support.recording_proxy import RecordingProxy
@@ -25,6 +25,9 @@ def test_page_and_modules_are_served_by_answerbox(make_answerbox: AnswerboxFacto
     # Relative, so it also works behind a proxy that mounts answerbox under a prefix.
     assert redirect.status_code == 308 and redirect.headers["location"] == "ui/?index=squad&q=x"
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    for response in (page, *modules.values()):
+        assert {k: response.headers.get(k) for k in SECURITY_HEADERS} == SECURITY_HEADERS
+    assert "frame-ancestors 'self'" in page.headers["content-security-policy"]
     assert '<answer-box id="box">' in page.text
     for name, response in modules.items():
         # Browsers refuse module scripts served with any other type.

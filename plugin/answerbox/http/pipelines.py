@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from answerbox.errors import ResourceNotFound
-from answerbox.http.search import parse_json, read_body
+from answerbox.http.search import parse_json, read_body, require_json
 from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.store import PipelineStore
@@ -22,6 +22,7 @@ class PipelineAPI:
 
     async def put(self, request: Request) -> Response:
         pipeline_id = validate_pipeline_id(request.path_params["id"])
+        require_json(request)
         data = parse_json(await read_body(request, self._max_body))
         definition = PipelineDefinition.parse(data)
         # Building validates every processor config before anything is stored.

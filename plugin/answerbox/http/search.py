@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from answerbox.contract import GenerativeQAParameters
-from answerbox.errors import AnswerboxError, InvalidRequest, ParseError, RequestTooLarge
+from answerbox.errors import AnswerboxError, InvalidRequest, ParseError, RequestTooLarge, UnsupportedContentType
 from answerbox.http.passthrough import Passthrough
 from answerbox.opensearch import Caller, SearchBackend
 from answerbox.pipeline.base import JSON, PipelineContext, ResponseProcessor, SearchRequest
@@ -22,7 +22,7 @@ from answerbox.pipeline.engine import Pipeline
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.query_text import question_of
 
-__all__ = ["SearchHandler", "finish", "json_or_none", "parse_json", "read_body"]
+__all__ = ["SearchHandler", "finish", "json_or_none", "parse_json", "read_body", "require_json"]
 
 # Parameters answerbox consumes; OpenSearch must not see them once a pipeline ran here.
 _OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
@@ -42,6 +42,12 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise RequestTooLarge(f"request body is larger than the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def require_json(request: Request) -> None:
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise UnsupportedContentType(f"Content-Type header [{media_type}] is not supported: send application/json")
 
 
 def parse_json(raw: bytes) -> Any:

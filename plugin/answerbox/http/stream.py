@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from answerbox.errors import AnswerboxError, InvalidRequest, ParseError
-from answerbox.http.search import SearchHandler, finish, json_or_none, read_body
+from answerbox.http.search import SearchHandler, finish, json_or_none, read_body, require_json
 from answerbox.pipeline.base import JSON, PipelineContext
 from answerbox.pipeline.engine import Pipeline
 from answerbox.processors.cited_answer import CitedAnswer, Token
@@ -48,6 +48,7 @@ class AnswerStream(SearchHandler):
     """A search handler whose answer arrives as events."""
 
     async def stream(self, http_request: Request) -> Response:
+        require_json(http_request)
         body = json_or_none(await read_body(http_request, self._max_body))
         if not isinstance(body, dict):
             raise ParseError("_answerbox/stream needs a JSON object as its search body")

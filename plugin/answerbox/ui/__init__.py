@@ -8,15 +8,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["STATIC_DIR", "UI_PATH", "ui_routes"]
+__all__ = ["SECURITY_HEADERS", "STATIC_DIR", "UI_PATH", "ui_routes"]
 
 UI_PATH = "/_answerbox/ui"
 STATIC_DIR = Path(__file__).parent / "static"
+# The page runs only its own modules and talks only to answerbox; no other site may frame
+# it (clickjacking a signed-in admin) and no response is sniffed into another type.
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "base-uri 'none'; form-action 'self'; frame-ancestors 'self'"
+    ),
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "SAMEORIGIN",
+    "referrer-policy": "same-origin",
+}
+
+
+class _WithSecurityHeaders:
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(SECURITY_HEADERS)
+            await send(message)
+
+        await self._app(scope, receive, send_with_headers)
 
 
 async def _to_directory(request: Request) -> Response:
@@ -30,5 +56,5 @@ def ui_routes() -> list[BaseRoute]:
     """Routes to place before the passthrough catch-all, which would send these paths to OpenSearch."""
     return [
         Route(UI_PATH, _to_directory, methods=["GET", "HEAD"]),
-        Mount(UI_PATH, app=StaticFiles(directory=STATIC_DIR, html=True), name="ui"),
+        Mount(UI_PATH, app=_WithSecurityHeaders(StaticFiles(directory=STATIC_DIR, html=True)), name="ui"),
     ]
