@@ -27,7 +27,7 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
 from bench.reader_eval import evaluate
-from onnx_models.squad import DEV_FILE, Paragraph, Question, default_tarball, load_squad, sample_questions
+from onnx_models.squad import DEV_FILE, Paragraph, Question, data_dir, default_tarball, load_squad, sample_questions
 
 Batch = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -94,7 +94,7 @@ async def batcher_run(models: Models, requests: Sequence[tuple[Paragraph, Questi
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
-    parser.add_argument("--checkpoint", type=Path, default=Path("/root/.cache/answerbox/train_out"))
+    parser.add_argument("--checkpoint", type=Path, default=data_dir() / "train_out", help="the PyTorch checkpoint exported")
     parser.add_argument("--data", type=Path, default=default_tarball())
     parser.add_argument("--pairs", type=int, default=96, help="windows timed per configuration")
     parser.add_argument("--f1-sample", type=int, default=300, help="dev questions for the int8 vs fp32 F1 delta")
