@@ -79,6 +79,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=9400, ge=0, le=65535)
     templates_dir: Path = REPO_ROOT / "templates"
+    # The only folder a stored pipeline may name files in (few-shot examples_file); unset: none.
+    files_dir: Path | None = None
     opensearch: OpenSearchSettings = OpenSearchSettings()
     llm: LLMSettings = LLMSettings()
     models: ModelSettings = ModelSettings()

@@ -283,12 +283,18 @@ def test_final_answer_lines_are_stripped_and_length_is_capped(url: str, client: 
     assert capped["ext"]["answerbox"]["query_expansion"]["expansion"] == "w0 w1 w2 w3 w4 w5 w6"
 
 
-def test_prompt_override_and_examples_file(url: str, client: httpx.Client, llm: ScriptedLLM, tmp_path: Any) -> None:
-    examples = tmp_path / "examples.json"
-    examples.write_text(json.dumps(EXAMPLES[:1]))
+def test_prompt_override_and_examples_file(
+    books: None, make_answerbox: AnswerboxFactory, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client, tmp_path: Any
+) -> None:
+    llm, llm_url = scripted_llm
+    (tmp_path / "examples.json").write_text(json.dumps(EXAMPLES[:1]))
+    url = make_answerbox(llm={"base_url": llm_url, "model": "scripted"}, files_dir=str(tmp_path))
     body = {"query": {"match": {"body": QUERY}}}
     _search(client, url, body, prompt="Keywords for {{ query }}, please:")
-    _search(client, url, body, method="q2e", mode="fs", examples_file=str(examples))
+    # A stored pipeline names the file relative to the configured files_dir.
+    stored = _pipeline(method="q2e", mode="fs", examples_file="examples.json")
+    assert client.put(f"{url}/_search/pipeline/fewshot", json=stored).status_code == 200
+    assert client.post(f"{url}/books/_search?search_pipeline=fewshot", json=body).status_code == 200
     assert llm.calls[0]["messages"][0]["content"] == f"Keywords for {QUERY}, please:"
     assert llm.calls[1]["messages"][0]["content"].startswith("Write a list of keywords for the given query:\n\nQuery: who wrote emma\n")
 

@@ -12,6 +12,7 @@ import copy
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JSON",
+    "ConfigContext",
     "PipelineContext",
     "Processor",
     "ProcessorConfig",
@@ -34,6 +36,16 @@ __all__ = [
 ]
 
 JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigContext:
+    """What a config may need beyond its own fields, given to its validators."""
+
+    # Where a stored pipeline's files (few-shot examples) may be read from; None: nowhere.
+    files_dir: Path | None = None
+    # A search's own pipeline object: it names no files on the server at all.
+    inline: bool = False
 
 
 class ProcessorConfig(BaseModel):
@@ -95,11 +107,11 @@ class Processor(ABC, Generic[C]):
         self.services = services
 
     @classmethod
-    def from_dict(cls, raw: Any, services: Services) -> Processor[Any]:
+    def from_dict(cls, raw: Any, services: Services, context: ConfigContext) -> Processor[Any]:
         if not isinstance(raw, dict):
             raise ConfigError(f"processor [{cls.type_name}] config must be an object, got {type(raw).__name__}")
         try:
-            config = cls.config_model.model_validate(raw)
+            config = cls.config_model.model_validate(raw, context=context)
         except ValidationError as exc:
             tag = raw.get("tag")
             problems = "; ".join(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from answerbox.errors import ConfigError
-from answerbox.pipeline.base import Processor, RequestProcessor, ResponseProcessor
+from answerbox.pipeline.base import ConfigContext, Processor, RequestProcessor, ResponseProcessor
 from answerbox.pipeline.definition import PipelineDefinition, ProcessorEntry
 from answerbox.pipeline.engine import Pipeline
 from answerbox.pipeline.stats import PipelineStats
@@ -39,8 +39,9 @@ class ProcessorRegistry:
         self._types[cls.type_name] = cls
 
     def build(
-        self, pipeline_id: str, definition: PipelineDefinition, services: Services, stats: PipelineStats
+        self, pipeline_id: str, definition: PipelineDefinition, services: Services, stats: PipelineStats, *, inline: bool
     ) -> Pipeline:
+        context = ConfigContext(files_dir=services.settings.files_dir, inline=inline)
         native: dict[str, list[ProcessorEntry]] = {}
         request: list[RequestProcessor[Any]] = []
         response: list[ResponseProcessor[Any]] = []
@@ -59,7 +60,7 @@ class ProcessorRegistry:
                     continue
                 if target is None or base is None or not issubclass(cls, base):
                     raise ConfigError(f"processor [{type_name}] cannot be used in {section} of pipeline [{pipeline_id}]")
-                target.append(cls.from_dict(config, services))  # type: ignore[arg-type]
+                target.append(cls.from_dict(config, services, context))  # type: ignore[arg-type]
         return Pipeline(
             id=pipeline_id,
             definition=definition,

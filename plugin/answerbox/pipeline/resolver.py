@@ -69,7 +69,9 @@ class PipelineResolver:
         key = (pipeline_id, definition.fingerprint())
         pipeline = self._built.get(key)
         if pipeline is None:
-            pipeline = self._registry.build(pipeline_id, definition, self._services, self._stats)
+            pipeline = self._registry.build(
+                pipeline_id, definition, self._services, self._stats, inline=pipeline_id == AD_HOC_PIPELINE_ID
+            )
             self._built = {k: v for k, v in self._built.items() if k[0] != pipeline_id}
             self._built[key] = pipeline
         return pipeline

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -22,12 +21,14 @@ from pydantic import (
     PrivateAttr,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
 
 from answerbox.errors import ConfigError, LLMError, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import (
     JSON,
+    ConfigContext,
     PipelineContext,
     ProcessorConfig,
     RequestProcessor,
@@ -64,6 +65,33 @@ class Example(BaseModel):
 
 
 _EXAMPLES = TypeAdapter(tuple[Example, ...])
+_MAX_EXAMPLES_BYTES = 64 * 1024  # a few-shot file is a few kilobytes
+
+
+def _read_examples(name: str, context: ConfigContext | None) -> tuple[Example, ...]:
+    """A stored pipeline's examples file, only from inside the configured ``files_dir``.
+
+    Errors name the file, never its content: a definition must not read the server's files
+    back to whoever writes it."""
+    if context is None or context.inline:
+        raise ValueError("examples_file is for stored pipelines; a search's own pipeline gives its examples inline")
+    if context.files_dir is None:
+        raise ValueError("examples_file needs files_dir in answerbox's configuration")
+    root = context.files_dir.resolve()
+    path = (root / name).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        raise ValueError(f"examples_file [{name}] is not a file in the configured files_dir")
+    with path.open("rb") as handle:
+        data = handle.read(_MAX_EXAMPLES_BYTES + 1)
+    if len(data) > _MAX_EXAMPLES_BYTES:
+        raise ValueError(f"examples_file [{name}] is larger than {_MAX_EXAMPLES_BYTES} bytes")
+    try:
+        examples = _EXAMPLES.validate_json(data)
+    except ValidationError as exc:
+        raise ValueError(f"examples_file [{name}] is not a JSON list of query/output objects ({exc.error_count()} errors)") from None
+    if not examples:
+        raise ValueError(f"examples_file [{name}] holds no examples")
+    return examples
 
 
 class QueryExpansionConfig(ProcessorConfig):
@@ -98,7 +126,7 @@ class QueryExpansionConfig(ProcessorConfig):
     _file_examples: tuple[Example, ...] = PrivateAttr(default=())
 
     @model_validator(mode="after")
-    def _consistent(self) -> QueryExpansionConfig:
+    def _consistent(self, info: ValidationInfo) -> QueryExpansionConfig:
         if self.method == "cot" and self.mode == "fs" and self.prompt is None:
             raise ValueError("method 'cot' has no few-shot prompt (the paper has cot and cot/prf); use mode 'zs' or 'prf', or give a prompt")
         given = bool(self.examples) + (self.examples_file is not None)
@@ -108,13 +136,8 @@ class QueryExpansionConfig(ProcessorConfig):
             raise ValueError(f"examples are used only by mode 'fs', not {self.mode!r}")
         if self.examples_file is not None:
             # Read once, when the pipeline is defined, so a bad file fails the definition
-            # rather than every search. A few-shot file is a few kilobytes.
-            try:
-                self._file_examples = _EXAMPLES.validate_json(Path(self.examples_file).read_bytes())
-            except (OSError, ValidationError) as exc:
-                raise ValueError(f"examples_file {self.examples_file!r} is not a readable JSON list of examples: {exc}") from exc
-            if not self._file_examples:
-                raise ValueError(f"examples_file {self.examples_file!r} holds no examples")
+            # rather than every search.
+            self._file_examples = _read_examples(self.examples_file, info.context)
         return self
 
     @property
