@@ -64,6 +64,8 @@ class ModelSettings(_Section):
     providers: list[str] = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     max_batch: int = Field(default=16, ge=1)
     max_wait_ms: float = Field(default=4.0, ge=0)
+    # 16 windows of 192 tokens cover ~10,000 characters, far more than a search hit's text.
+    max_windows_per_passage: int = Field(default=16, ge=1)
     intra_op_threads: int = Field(default=0, ge=0)
 
 

@@ -38,7 +38,10 @@ def load_models(settings: ModelSettings) -> Models:
         intra_op_threads=settings.intra_op_threads,
     )
     windows = WindowTokenizer(
-        load_tokenizer(settings.dir / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride
+        load_tokenizer(settings.dir / manifest.tokenizer),
+        max_length=manifest.max_length,
+        stride=manifest.stride,
+        max_windows=settings.max_windows_per_passage,
     )
     encoder = PassageEncoder(session, windows, max_batch=settings.max_batch, max_wait_s=settings.max_wait_ms / 1000)
     return Models(

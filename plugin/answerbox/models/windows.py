@@ -55,11 +55,22 @@ class WindowTokenizer:
     answer cut by one window boundary is whole in the next.
     """
 
-    def __init__(self, tokenizer: Tokenizer, *, max_length: int, stride: int, max_question_tokens: int = 64) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        *,
+        max_length: int,
+        stride: int,
+        max_question_tokens: int = 64,
+        max_windows: int | None = None,
+    ) -> None:
         if not 0 <= stride < max_length // 2:
             raise ValueError(f"stride must be in [0, max_length/2), got stride={stride} max_length={max_length}")
         self.max_length = max_length
         self.stride = stride
+        # Per passage: a pathological document (60,000 dots) must not occupy the one model
+        # thread for seconds; its first windows are all that is read of it.
+        self.max_windows = max_windows
         # The passage part of a window must stay longer than the stride, or the tokenizer
         # panics (a BaseException no handler catches): [CLS] q [SEP] p [SEP].
         self.max_question_tokens = min(max_question_tokens, max_length - stride - 4)
@@ -72,7 +83,7 @@ class WindowTokenizer:
         self._question_tokenizer.enable_truncation(max_length=self.max_question_tokens)
 
     def windows(self, question: str, passages: Sequence[str]) -> list[Window]:
-        """All windows of all passages, in passage order."""
+        """The windows of all passages (at most ``max_windows`` each), in passage order."""
         if not passages:
             return []
         # Overlong questions would leave no room for the passage; keep their start.
@@ -80,7 +91,7 @@ class WindowTokenizer:
         encodings = self._tokenizer.encode_batch([(question, passage) for passage in passages])
         out: list[Window] = []
         for index, encoding in enumerate(encodings):
-            for part in [encoding, *encoding.overflowing]:
+            for part in [encoding, *encoding.overflowing][: self.max_windows]:
                 out.append(_to_window(index, part))
         return out
 

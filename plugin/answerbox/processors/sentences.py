@@ -16,7 +16,9 @@ __all__ = ["sentence_spans"]
 
 _LOOKBACK = 24
 _CLOSERS = "\"'”’)]"
-_END = re.compile(r"([.!?…]+[\"'”’)\]]*)\s+(?=[\"'“‘(\[]?[A-Z0-9])|\n[ \t]*\n")
+# A run of stops is matched from its first character only, and never given back: a text of
+# 60,000 dots is one attempt, not one per dot, each scanning to the end (quadratic).
+_END = re.compile(r"(?<![.!?…])([.!?…]++[\"'”’)\]]*+)\s+(?=[\"'“‘(\[]?[A-Z0-9])|\n[ \t]*\n")
 _ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 _ABBREVIATIONS = frozenset(
     """

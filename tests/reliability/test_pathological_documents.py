@@ -1,0 +1,54 @@
+"""One hostile document in the index must not break pipeline searches: text handling is
+linear (a run of 60,000 dots used to take the sentence and claim regexes minutes) and the
+model reads at most ``max_windows_per_passage`` windows of any passage."""
+
+from __future__ import annotations
+
+import httpx
+from opensearchpy import OpenSearch
+
+from answerbox.config import ModelSettings
+from answerbox.models.manifest import ModelManifest
+from answerbox.models.windows import WindowTokenizer, load_tokenizer
+from answerbox.processors.citations import parse_claims
+from answerbox.processors.sentences import sentence_spans
+from tests.conftest import AnswerboxFactory, bulk_index
+
+DOTS = "Spice is mined on Arrakis" + "." * 60_000
+PIPELINE = {
+    "response_processors": [
+        {"retrieval_evaluator": {"text_fields": ["body"], "corrective": None}},
+        {"cited_answer": {"size": 3}},
+    ]
+}
+
+
+def test_text_handling_is_linear_on_runs_of_stops() -> None:
+    assert sentence_spans("x" + "." * 60_000 + "y") == [(0, 60_002)]
+    assert sentence_spans(DOTS + " Next one.") == [(0, len(DOTS)), (len(DOTS) + 1, len(DOTS) + 10)]
+    assert [c.text for c in parse_claims("x" + "." * 60_000 + "y")] == ["x" + "." * 60_000 + "y"]
+
+
+def test_a_passage_is_read_in_at_most_the_configured_windows() -> None:
+    directory = ModelSettings().dir
+    manifest = ModelManifest.load(directory)
+    tokenizer = load_tokenizer(directory / manifest.tokenizer)
+    capped = WindowTokenizer(tokenizer, max_length=manifest.max_length, stride=manifest.stride, max_windows=3)
+    whole = WindowTokenizer(tokenizer, max_length=manifest.max_length, stride=manifest.stride)
+    assert [w.passage_index for w in capped.windows("where is spice mined?", [DOTS, "short"])] == [0, 0, 0, 1]
+    assert len(whole.windows("where is spice mined?", [DOTS])) > 100
+
+
+def test_a_dots_document_does_not_break_pipeline_searches(
+    make_answerbox: AnswerboxFactory, opensearch: OpenSearch, client: httpx.Client
+) -> None:
+    bulk_index(opensearch, "docs", [{"_id": "dots", "body": DOTS}, {"_id": "dune", "body": "Spice is mined on the desert planet Arrakis."}])
+    url = make_answerbox(limits={"processor_timeout_s": 20})
+    for question in ("Where is spice mined?", "What is mined on Arrakis?"):
+        body = {"query": {"match": {"body": question}}, "search_pipeline": PIPELINE, "ext": {"generative_qa_parameters": {"llm_question": question}}}
+        response = client.post(f"{url}/docs/_search", json=body)
+        assert response.status_code == 200, response.text
+        report = response.json()["ext"]["answerbox"]
+        assert {h["_id"] for h in response.json()["hits"]["hits"]} == {"dots", "dune"}
+        assert not [w for w in report["warnings"] if "timed out" in w or "took longer" in w], report["warnings"]
+        assert report["retrieval"]["verdict"] in ("correct", "ambiguous", "incorrect")
