@@ -76,7 +76,7 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
         cache_s=settings.opensearch.default_pipeline_cache_s,
     )
     max_body = settings.limits.max_request_bytes
-    handler_args: dict[str, Any] = {"resolver": resolver, "backend": clients.search, "passthrough": passthrough, "max_body": max_body}
+    handler_args: dict[str, Any] = {"resolver": resolver, "backend": clients.search, "passthrough": passthrough, "settings": settings}
     return _State(
         passthrough=passthrough,
         clients=clients,

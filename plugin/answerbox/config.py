@@ -53,6 +53,9 @@ class LLMSettings(_Section):
     base_url: str | None = None
     api_key: SecretStr = SecretStr("not-needed")
     model: str = "smollm2"
+    # Models a search may ask for (ext.generative_qa_parameters.llm_model) besides ``model``:
+    # each costs what its endpoint charges, so callers get none unless the admin lists them.
+    allowed_models: list[str] = []
     temperature: float = Field(default=0.0, ge=0, le=2)
     max_tokens: int = Field(default=256, ge=1)
     timeout_s: float = Field(default=20.0, gt=0)
@@ -73,6 +76,12 @@ class Limits(_Section):
     max_request_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_hits_processed: int = Field(default=50, ge=1)
     processor_timeout_s: float = Field(default=30.0, gt=0)
+    # What one caller may ask for: each is answered with a 400 when exceeded.
+    max_processors: int = Field(default=16, ge=1)  # per pipeline, both phases together
+    max_msearch_searches: int = Field(default=100, ge=1)
+    max_prompt_chars: int = Field(default=4000, ge=1)  # llm_question, system_prompt, user_instructions
+    max_context_size: int = Field(default=20, ge=1)  # generative_qa_parameters.context_size
+    max_llm_tokens: int = Field(default=1024, ge=1)  # any processor's max_tokens
 
 
 class Settings(BaseSettings):

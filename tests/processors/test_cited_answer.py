@@ -60,7 +60,7 @@ def books(opensearch: OpenSearch) -> OpenSearch:
 def generative(books: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory) -> tuple[ScriptedLLM, str]:
     """The scripted LLM and an answerbox that uses it, over the books."""
     scripted, llm_url = scripted_llm
-    return scripted, make_answerbox(llm={"base_url": llm_url})
+    return scripted, make_answerbox(llm={"base_url": llm_url, "allowed_models": ["other-model"]})
 
 
 def answer_search(question: str = QUESTION, ext: dict[str, Any] | None = None, **config: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from answerbox.config import Settings
 from answerbox.contract import GenerativeQAParameters
 from answerbox.errors import AnswerboxError, InvalidRequest, ParseError, RequestTooLarge, UnsupportedContentType
 from answerbox.http.passthrough import Passthrough
@@ -66,16 +67,31 @@ def json_or_none(raw: bytes) -> Any:
         return None
 
 
-def _generative_qa(body: JSON) -> GenerativeQAParameters | None:
+def _generative_qa(body: JSON, settings: Settings) -> GenerativeQAParameters | None:
     ext = body.get("ext")
     raw = ext.get("generative_qa_parameters") if isinstance(ext, dict) else None
     if raw is None:
         return None
     try:
-        return GenerativeQAParameters.model_validate(raw)
+        qa = GenerativeQAParameters.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(f"[{'.'.join(str(p) for p in e['loc'])}] {e['msg']}" for e in exc.errors())
         raise InvalidRequest(f"invalid ext.generative_qa_parameters: {problems}") from exc
+    limits = settings.limits
+    for name in ("llm_question", "system_prompt", "user_instructions"):
+        if len(getattr(qa, name) or "") > limits.max_prompt_chars:
+            raise InvalidRequest(
+                f"ext.generative_qa_parameters.{name} is longer than limits.max_prompt_chars ({limits.max_prompt_chars})"
+            )
+    if qa.context_size is not None and qa.context_size > limits.max_context_size:
+        raise InvalidRequest(
+            f"ext.generative_qa_parameters.context_size is above limits.max_context_size ({limits.max_context_size})"
+        )
+    if qa.llm_model is not None and qa.llm_model not in (settings.llm.model, *settings.llm.allowed_models):
+        raise InvalidRequest(
+            f"ext.generative_qa_parameters.llm_model [{qa.llm_model}] is not one callers may choose (llm.allowed_models)"
+        )
+    return qa
 
 
 def _upstream_form(pipeline: Pipeline, request: SearchRequest) -> SearchRequest:
@@ -112,11 +128,12 @@ def finish(pipeline: Pipeline, response: JSON, ctx: PipelineContext, verbose: bo
 
 
 class SearchHandler:
-    def __init__(self, *, resolver: PipelineResolver, backend: SearchBackend, passthrough: Passthrough, max_body: int) -> None:
+    def __init__(self, *, resolver: PipelineResolver, backend: SearchBackend, passthrough: Passthrough, settings: Settings) -> None:
         self._resolver = resolver
         self._backend = backend
         self._passthrough = passthrough
-        self._max_body = max_body
+        self._settings = settings
+        self._max_body = settings.limits.max_request_bytes
 
     def request(self, pipeline: Pipeline, index: str | None, body: JSON, params: dict[str, str], http_request: Request) -> SearchRequest:
         caller = Caller.from_headers(http_request.headers)
@@ -128,7 +145,7 @@ class SearchHandler:
             pipeline_id=pipeline.id,
             original=request.copy(),
             question=question_of(request.body, request.params),
-            generative_qa=_generative_qa(request.body),
+            generative_qa=_generative_qa(request.body, self._settings),
         )
 
     async def search(self, http_request: Request) -> Response:
@@ -161,6 +178,9 @@ class SearchHandler:
     async def msearch(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._max_body)
         pairs = _ndjson_pairs(raw)
+        most = self._settings.limits.max_msearch_searches
+        if pairs is not None and len(pairs) > most:
+            raise InvalidRequest(f"_msearch holds {len(pairs)} searches, above limits.max_msearch_searches ({most})")
         index = http_request.path_params.get("index")
         params = dict(http_request.query_params)
         pipelines = (

@@ -13,9 +13,9 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo
 
 from answerbox.contract import AnswerboxReport, GenerativeQAParameters
 from answerbox.errors import ConfigError
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JSON",
     "ConfigContext",
+    "LLMTokens",
     "PipelineContext",
     "Processor",
     "ProcessorConfig",
@@ -46,6 +47,18 @@ class ConfigContext:
     files_dir: Path | None = None
     # A search's own pipeline object: it names no files on the server at all.
     inline: bool = False
+    # The most completion tokens any processor may ask the LLM for (limits.max_llm_tokens).
+    max_llm_tokens: int = 1024
+
+
+def _within_token_limit(value: int, info: ValidationInfo) -> int:
+    if isinstance(info.context, ConfigContext) and value > info.context.max_llm_tokens:
+        raise ValueError(f"max_tokens {value} is above limits.max_llm_tokens ({info.context.max_llm_tokens})")
+    return value
+
+
+# A processor's max_tokens: checked against the configured limit when a pipeline is built.
+LLMTokens = Annotated[int, AfterValidator(_within_token_limit)]
 
 
 class ProcessorConfig(BaseModel):

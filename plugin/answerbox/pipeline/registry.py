@@ -41,7 +41,11 @@ class ProcessorRegistry:
     def build(
         self, pipeline_id: str, definition: PipelineDefinition, services: Services, stats: PipelineStats, *, inline: bool
     ) -> Pipeline:
-        context = ConfigContext(files_dir=services.settings.files_dir, inline=inline)
+        count, most = sum(len(getattr(definition, section)) for section in NATIVE_TYPES), services.settings.limits.max_processors
+        if count > most:
+            raise ConfigError(f"pipeline [{pipeline_id}] has {count} processors, above limits.max_processors ({most})")
+        limits = services.settings.limits
+        context = ConfigContext(files_dir=services.settings.files_dir, inline=inline, max_llm_tokens=limits.max_llm_tokens)
         native: dict[str, list[ProcessorEntry]] = {}
         request: list[RequestProcessor[Any]] = []
         response: list[ResponseProcessor[Any]] = []

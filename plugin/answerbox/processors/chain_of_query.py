@@ -15,7 +15,7 @@ from pydantic import Field
 
 from answerbox.contract import Answer, Citation
 from answerbox.errors import ConfigError, ModelError
-from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors.coq_parser import citation_markers, final_answer
 from answerbox.processors.coq_run import ChainRun, RunResult, RunSettings
 from answerbox.processors.coq_verify import NodeRecord
@@ -31,7 +31,7 @@ class ChainOfQueryConfig(ProcessorConfig):
     r_max: int = Field(default=5, ge=1, le=20)  # the paper's maximum number of rounds
     budget_s: float = Field(default=20.0, gt=0)  # wall clock for all rounds and tracing
     theta: float | None = None  # the reader-confidence gate; default: the model manifest's calibrated θ
-    max_tokens: int = Field(default=256, ge=16, le=4096)
+    max_tokens: LLMTokens = Field(default=256, ge=16, le=4096)
     # Two queries are the same when their normalised word sets overlap this much (Jaccard).
     duplicate_overlap: float = Field(default=0.8, gt=0, le=1)
     max_reference_chars: int = Field(default=800, ge=100)

@@ -20,7 +20,7 @@ from pydantic import Field
 from answerbox.contract import Answer, FlaggedClaim
 from answerbox.errors import AnswerboxError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
-from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors.citations import Check, Verdict, citation_of, parse_claims, rewrite
 from answerbox.processors.evidence import Evidence, EvidenceFields, evidence_from_hits, evidence_from_references, number, written_date
 from answerbox.processors.extractive import featured_snippet
@@ -44,7 +44,7 @@ class CitedAnswerConfig(ProcessorConfig):
     demonstrations: bool = True
     premise_check: bool = False  # helps strong models, hurts weak ones (FreshPrompt)
     current_date: date | None = None  # None: today (UTC)
-    max_tokens: int = Field(default=256, ge=1, le=4096)
+    max_tokens: LLMTokens = Field(default=256, ge=1, le=4096)
     timeout_s: float | None = Field(default=None, gt=0)
     model: str | None = None
     prompt: str | None = Field(default=None, min_length=1, description="Jinja2 text replacing freshprompt.j2")

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from answerbox.errors import LLMError
 from answerbox.llm import LLMClient
+from answerbox.pipeline.base import LLMTokens
 from answerbox.processors.keywords import fallback_keywords, parse_keywords
 from answerbox.prompts import Prompt
 from answerbox.query_text import restrictions as query_restrictions
@@ -42,7 +43,7 @@ class CorrectiveSearchConfig(BaseModel):
     size: int = Field(default=10, ge=1, le=100)
     keep_filters: bool = True
     prompt: str | None = None  # replaces the Table 7 template text
-    max_tokens: int = Field(default=32, ge=1, le=256)
+    max_tokens: LLMTokens = Field(default=32, ge=1, le=256)
     llm_timeout_s: float | None = Field(default=None, gt=0)  # None: the LLM's; capped at half the processor timeout
 
     @field_validator("fuzziness")

@@ -29,6 +29,7 @@ from answerbox.errors import ConfigError, LLMError, UpstreamError, UpstreamUnava
 from answerbox.pipeline.base import (
     JSON,
     ConfigContext,
+    LLMTokens,
     PipelineContext,
     ProcessorConfig,
     RequestProcessor,
@@ -116,7 +117,7 @@ class QueryExpansionConfig(ProcessorConfig):
     combine: Combine = "bool"
     max_expansion_terms: int = Field(default=128, ge=1, le=1000)
     model: str | None = None
-    max_tokens: int = Field(default=128, ge=1, le=4096)
+    max_tokens: LLMTokens = Field(default=128, ge=1, le=4096)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
     cache_entries: int = Field(default=4096, ge=0)
     cache_ttl_s: float = Field(default=3600.0, gt=0)
