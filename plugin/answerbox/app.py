@@ -66,7 +66,12 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
         SharedCache(clients.service, settings.opensearch.cache_index),
     )
     stats = PipelineStats()
-    store = PipelineStore(clients.service, settings.opensearch.pipeline_index, settings.opensearch.default_pipeline_cache_s)
+    store = PipelineStore(
+        service=clients.service,
+        caller=clients.caller,
+        index=settings.opensearch.pipeline_index,
+        cache_s=settings.opensearch.default_pipeline_cache_s,
+    )
     resolver = PipelineResolver(
         store=store,
         registry=registry,

@@ -131,9 +131,10 @@ class OpenSearchClients:
     """Owns both clients for the app's lifetime."""
 
     def __init__(self, settings: OpenSearchSettings) -> None:
-        self._caller_client = _client(settings, with_service_auth=False)
+        # No credentials of its own: every call carries the caller's headers.
+        self.caller = _client(settings, with_service_auth=False)
         self.service = _client(settings, with_service_auth=True)
-        self.search = SearchBackend(self._caller_client)
+        self.search = SearchBackend(self.caller)
 
     async def aclose(self) -> None:
-        await asyncio.gather(self._caller_client.close(), self.service.close())
+        await asyncio.gather(self.caller.close(), self.service.close())

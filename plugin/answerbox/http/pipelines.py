@@ -7,6 +7,7 @@ from starlette.responses import JSONResponse, Response
 
 from answerbox.errors import ResourceNotFound
 from answerbox.http.search import parse_json, read_body, require_json
+from answerbox.opensearch import Caller
 from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.store import PipelineStore
@@ -27,12 +28,12 @@ class PipelineAPI:
         definition = PipelineDefinition.parse(data)
         # Building validates every processor config before anything is stored.
         self._resolver.build(pipeline_id, definition)
-        await self._store.put(pipeline_id, definition)
+        await self._store.put(pipeline_id, definition, Caller.from_headers(request.headers))
         return JSONResponse({"acknowledged": True})
 
     async def get(self, request: Request) -> Response:
         pattern = request.path_params.get("id", "*")
-        found = await self._store.list(pattern)
+        found = await self._store.list(Caller.from_headers(request.headers), pattern)
         if not found and "*" not in pattern:
             # OpenSearch answers a missing pipeline with an empty object and 404.
             return JSONResponse({}, status_code=404)
@@ -40,6 +41,6 @@ class PipelineAPI:
 
     async def delete(self, request: Request) -> Response:
         pipeline_id = request.path_params["id"]
-        if not await self._store.delete(pipeline_id):
+        if not await self._store.delete(pipeline_id, Caller.from_headers(request.headers)):
             raise ResourceNotFound(f"pipeline [{pipeline_id}] is missing")
         return JSONResponse({"acknowledged": True})

@@ -1,5 +1,11 @@
 """Pipeline definitions kept in an OpenSearch index, so every answerbox replica shares them
-and they survive restarts. Reads are cached for a few seconds per replica."""
+and they survive restarts. Reads are cached for a few seconds per replica.
+
+Who may manage pipelines is OpenSearch's decision, not answerbox's: ``put``, ``list`` and
+``delete`` (the pipeline API) run with the caller's own credentials against the index, so
+its security plugin grants or refuses them as for any index. Only ``get``, which resolves a
+pipeline for a search, uses the service account (a caller may run a pipeline it cannot read).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,10 @@ import fnmatch
 import time
 from typing import Any
 
-from opensearchpy import AsyncOpenSearch, NotFoundError
+from opensearchpy import AsyncOpenSearch
 
 from answerbox.errors import UpstreamError
-from answerbox.opensearch import ensure_index, translate
+from answerbox.opensearch import Caller, ensure_index, translate
 from answerbox.pipeline.definition import PipelineDefinition
 
 __all__ = ["PipelineStore"]
@@ -19,16 +25,20 @@ _MAPPING = {"mappings": {"dynamic": False, "properties": {"definition": {"type":
 
 
 class PipelineStore:
-    def __init__(self, client: AsyncOpenSearch, index: str, cache_s: float) -> None:
-        self._client = client
+    def __init__(self, *, service: AsyncOpenSearch, caller: AsyncOpenSearch, index: str, cache_s: float) -> None:
+        self._client = service
+        self._caller_client = caller
         self._index = index
         self._cache_s = cache_s
         self._cache: dict[str, tuple[float, PipelineDefinition | None]] = {}
 
-    async def put(self, pipeline_id: str, definition: PipelineDefinition) -> None:
+    async def put(self, pipeline_id: str, definition: PipelineDefinition, caller: Caller) -> None:
         await ensure_index(self._client, self._index, _MAPPING)
+        body = {"definition": definition.to_json()}
         await translate(
-            self._client.index(index=self._index, id=pipeline_id, body={"definition": definition.to_json()}, params={"refresh": "true"})
+            self._caller_client.index(
+                index=self._index, id=pipeline_id, body=body, params={"refresh": "true"}, headers=caller.as_dict()
+            )
         )
         self._cache[pipeline_id] = (time.monotonic(), definition)
 
@@ -46,10 +56,12 @@ class PipelineStore:
         self._cache[pipeline_id] = (time.monotonic(), definition)
         return definition
 
-    async def list(self, pattern: str = "*") -> dict[str, PipelineDefinition]:
+    async def list(self, caller: Caller, pattern: str = "*") -> dict[str, PipelineDefinition]:
         try:
             result: dict[str, Any] = await translate(
-                self._client.search(index=self._index, body={"query": {"match_all": {}}, "size": 10000})
+                self._caller_client.search(
+                    index=self._index, body={"query": {"match_all": {}}, "size": 10000}, headers=caller.as_dict()
+                )
             )
         except UpstreamError as exc:
             if exc.status == 404:
@@ -62,10 +74,15 @@ class PipelineStore:
             if any(fnmatch.fnmatchcase(hit["_id"], p) for p in patterns)
         }
 
-    async def delete(self, pipeline_id: str) -> bool:
-        self._cache.pop(pipeline_id, None)
+    async def delete(self, pipeline_id: str, caller: Caller) -> bool:
         try:
-            await self._client.delete(index=self._index, id=pipeline_id, params={"refresh": "true"})
-        except NotFoundError:
+            await translate(
+                self._caller_client.delete(index=self._index, id=pipeline_id, params={"refresh": "true"}, headers=caller.as_dict())
+            )
+        except UpstreamError as exc:
+            if exc.status != 404:
+                raise
             return False
+        finally:
+            self._cache.pop(pipeline_id, None)
         return True
