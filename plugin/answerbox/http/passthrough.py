@@ -19,7 +19,7 @@ from starlette.responses import Response, StreamingResponse
 from yarl import URL
 
 from answerbox.config import OpenSearchSettings
-from answerbox.errors import UpstreamUnavailable
+from answerbox.errors import InvalidRequest, UpstreamUnavailable
 
 __all__ = ["Passthrough"]
 
@@ -67,8 +67,10 @@ class Passthrough:
     async def forward(self, request: Request, body: bytes | None = None) -> Response:
         """Send ``request`` upstream; ``body`` replaces the request stream when already read."""
         content: bytes | AsyncIterator[bytes] = body if body is not None else request.stream()
-        # The query string goes on as the caller wrote it, not re-encoded.
-        target = str(self._base.with_path(request.url.path, encoded=True))
+        # Path and query string go on as the caller wrote them (still percent-encoded), not
+        # decoded and re-encoded: a %00 stays three characters.
+        raw_path = request.scope.get("raw_path") or request.url.path.encode()
+        target = str(self._base.with_path(raw_path.decode("latin-1"), encoded=True))
         url = URL(f"{target}?{request.url.query}" if request.url.query else target, encoded=True)
         try:
             upstream = await self._session.request(
@@ -78,6 +80,8 @@ class Passthrough:
             raise UpstreamUnavailable(f"OpenSearch did not answer in time: {exc!r}", status=504, error_type="timeout_exception") from exc
         except aiohttp.ClientError as exc:
             raise UpstreamUnavailable(f"OpenSearch is unreachable: {exc}") from exc
+        except ValueError as exc:  # aiohttp refuses to send a request line or header with control characters
+            raise InvalidRequest(f"the request cannot be forwarded: {exc}") from exc
         response: Response
         if upstream.content_length is not None and upstream.content_length <= _BUFFER_BYTES:
             # Small bodies are read whole: streaming costs a task group per response.

@@ -51,13 +51,34 @@ def require_json(request: Request) -> None:
         raise UnsupportedContentType(f"Content-Type header [{media_type}] is not supported: send application/json")
 
 
+# Deeper bodies are refused: copying and walking them would exhaust Python's stack, and no
+# search or pipeline needs more (OpenSearch caps bool nesting far below this, too).
+MAX_JSON_DEPTH = 100
+
+
+def _too_deep(value: Any) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= MAX_JSON_DEPTH:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
 def parse_json(raw: bytes) -> Any:
-    """The body as JSON; nesting too deep for the parser is a parse error, as malformed JSON is."""
+    """The body as JSON; nesting too deep to handle is a parse error, as malformed JSON is."""
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise ParseError(f"request body is not valid JSON: {reason}") from None
+    if _too_deep(value):
+        raise ParseError(f"request body is not valid JSON: nested too deeply (more than {MAX_JSON_DEPTH} levels)")
+    return value
 
 
 def json_or_none(raw: bytes) -> Any:

@@ -1,0 +1,183 @@
+"""A seeded fuzz of answerbox's own endpoints: 1,200 malformed and hostile requests (mutated
+search bodies, pipeline definitions, NDJSON, headers and paths), over real HTTP against
+osmem-server. No 5xx but a dead upstream's 502/503/504, every 4xx in OpenSearch's error
+shape, and afterwards the index's documents and the stored pipelines are as they were."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from opensearchpy import OpenSearch
+
+from tests.conftest import AnswerboxFactory, bulk_index
+
+REQUESTS = 1200
+SEED = 20261123
+DOCS = [{"_id": str(i), "body": text} for i, text in enumerate(["Spice is mined on Arrakis.", "Sand worms.", "Emma, a novel."])]
+STORED = {
+    "expand": {"request_processors": [{"llm_query_expansion": {"timeout_s": 2}}]},
+    "answers": {"response_processors": [{"retrieval_evaluator": {"corrective": None, "top_n": 2}}, {"cited_answer": {"size": 2}}]},
+}
+PROCESSORS = ["llm_query_expansion", "retrieval_evaluator", "chain_of_query", "cited_answer", "filter_query", "nope", ""]
+KEYS = ["query", "size", "from", "search_pipeline", "ext", "_source", "post_filter", "aggs", "highlight", "timeout", "sort"]
+QA_KEYS = ["llm_question", "llm_model", "context_size", "timeout", "system_prompt", "user_instructions", "memory_id"]
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    """Any JSON value, weighted toward the awkward: wrong types, edges, deep nesting, long text."""
+    kinds = ["int", "float", "str", "bool", "null", "list", "dict", "deep", "long", "huge"]
+    kind = rng.choice(kinds if depth < 3 else kinds[:5])
+    if kind == "int":
+        return rng.choice([0, -1, 1, 2**31, -(2**63), 10**30])
+    if kind == "float":
+        return rng.choice([0.5, -1e308, 1e-308, 3.14])
+    if kind == "str":
+        return rng.choice(["", " ", "_none", "*", "../x", "\u0000", "{{ 7*7 }}", "é" * 3, "a,b", "[1]", "<script>"])
+    if kind in ("bool", "null"):
+        return rng.choice([True, False, None])
+    if kind == "list":
+        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if kind == "dict":
+        return {rng.choice(KEYS + QA_KEYS + PROCESSORS): _value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+    if kind == "deep":
+        nested: Any = 1
+        for _ in range(rng.choice([50, 150, 400])):
+            nested = [nested] if rng.random() < 0.5 else {"bool": {"must": nested}}
+        return nested
+    if kind == "long":
+        return "word " * rng.choice([1000, 20000])
+    return rng.choice(["9" * 5000, "." * 30000])
+
+
+def _search_body(rng: random.Random) -> dict[str, Any]:
+    body: dict[str, Any] = {"query": {"match": {"body": "spice"}}}
+    for _ in range(rng.randint(1, 3)):
+        key = rng.choice(KEYS)
+        if key == "search_pipeline":
+            body[key] = rng.choice([rng.choice(list(STORED)), "missing", _pipeline(rng), _value(rng)])
+        elif key == "ext":
+            body[key] = {"generative_qa_parameters": {rng.choice(QA_KEYS): _value(rng)}} if rng.random() < 0.7 else _value(rng)
+        else:
+            body[key] = _value(rng)
+    return body
+
+
+def _pipeline(rng: random.Random) -> Any:
+    """A definition that is always wrong somewhere (so nothing fuzzed is ever stored)."""
+    phase = rng.choice(["request_processors", "response_processors", "phase_results_processors", "bogus"])
+    entry = {rng.choice(PROCESSORS): {rng.choice(["top_n", "max_tokens", "prompt", "examples_file", "size", "tag"]): _value(rng)}}
+    broken = rng.choice([
+        {phase: [entry, {"a": {}, "b": {}}]},
+        {phase: [entry], "bogus_key": 1},
+        {phase: _value(rng)},
+        {phase: [{"llm_query_expansion": {"prompt": rng.choice(["{{ 'x' * 10**9 }}", "{% for %}", "{{ 2 ** 10**6 }}"])}}]},
+        {phase: [{"cited_answer": {"max_tokens": rng.choice([0, 10**6, "many"])}}]},
+        _value(rng) if rng.random() < 0.5 else [entry],
+    ])  # fmt: skip
+    return broken
+
+
+def _raw(rng: random.Random, payload: Any) -> bytes:
+    text = json.dumps(payload)
+    mutation = rng.random()
+    if mutation < 0.7:
+        return text.encode()
+    if mutation < 0.8:
+        return text[: rng.randint(0, len(text))].encode()  # truncated
+    if mutation < 0.9:
+        return bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
+    if mutation < 0.95:
+        depth = rng.choice([1_000, 100_000])
+        return ('{"query":' * depth + "1" + "}" * depth).encode()  # deeper than any parser's stack
+    return text.replace('"', "'", 1).encode()
+
+
+def _ndjson(rng: random.Random) -> bytes:
+    lines: list[bytes] = []
+    for _ in range(rng.randint(1, 4)):
+        header = rng.choice([{}, {"index": "books"}, {"index": ["books", "other"]}, {"search_pipeline": "answers"}, _value(rng)])
+        lines += [_raw(rng, header), _raw(rng, _search_body(rng))]
+    if rng.random() < 0.2:
+        lines.pop()
+    return b"\n".join(lines) + rng.choice([b"\n", b"", b"\n\n"])
+
+
+Request = tuple[str, str, bytes | None, dict[str, str]]
+
+
+def _requests(rng: random.Random) -> Iterator[Request]:
+    ids = ["answers", "expand", "new", "_none", "%2E%2E", "a%00b", "x" * 300, "%F0%9F%92%A5", "*", "a,b"]
+    content_types = ["application/json", "application/json; charset=utf-8", "text/plain", "application/x-ndjson", ""]
+    makers: list[Callable[[], Request]] = [
+        lambda: ("POST", rng.choice(["/books/_search", "/_search", "/books,missing/_search"]), _raw(rng, _search_body(rng)), {}),
+        lambda: ("GET", "/books/_search?search_pipeline=" + rng.choice(["answers", "expand", "%00", "*", "missing"]), None, {}),
+        lambda: ("POST", rng.choice(["/_msearch", "/books/_msearch"]), _ndjson(rng), {"content-type": "application/x-ndjson"}),
+        lambda: ("PUT", f"/_search/pipeline/{rng.choice(ids)}", _raw(rng, _pipeline(rng)), {}),
+        lambda: ("GET", f"/_search/pipeline/{rng.choice(ids)}", None, {}),
+        lambda: ("DELETE", f"/_search/pipeline/{rng.choice(ids[3:])}", None, {}),
+        lambda: ("POST", "/books/_answerbox/stream", _raw(rng, _search_body(rng)), {}),
+        lambda: ("POST", f"/books/_answerbox/stream?search_pipeline={rng.choice(['answers', 'expand', 'x'])}", _raw(rng, _search_body(rng)), {}),
+        lambda: ("GET", rng.choice(["/_answerbox/stats/search_pipeline", "/metrics", "/_answerbox/stats/%00"]), None, {}),
+    ]  # fmt: skip
+    for _ in range(REQUESTS):
+        method, path, body, headers = rng.choice(makers)()
+        headers = dict(headers)
+        if "content-type" not in headers and body is not None:
+            headers["content-type"] = rng.choice(content_types)
+        if rng.random() < 0.1:
+            headers["authorization"] = rng.choice(["Basic !!!", "Bearer " + "x" * 5000, "Basic " + "QQ==" * 3])
+        yield method, path, body, headers
+
+
+def _shaped(response: httpx.Response) -> bool:
+    error = response.json()
+    if response.request.method == "GET" and "/_search/pipeline/" in response.request.url.path and error == {}:
+        return response.status_code == 404  # OpenSearch answers a missing pipeline with {}
+    if isinstance(error, dict) and isinstance(error.get("error"), str):
+        # OpenSearch's own short forms, passed through: "no handler found" (no status field)
+        # and an unsupported Content-Type.
+        return error.get("status", response.status_code) == response.status_code
+    return (
+        isinstance(error, dict)
+        and error.get("status") == response.status_code
+        and isinstance(error.get("error"), dict)
+        and {"type", "reason", "root_cause"} <= error["error"].keys()
+        and all({"type", "reason"} <= cause.keys() for cause in error["error"]["root_cause"])
+    )
+
+
+@pytest.fixture
+def target(make_answerbox: AnswerboxFactory, opensearch: OpenSearch, client: httpx.Client) -> tuple[str, Any]:
+    bulk_index(opensearch, "books", [dict(d) for d in DOCS], {"properties": {"body": {"type": "text"}}})
+    url = make_answerbox(limits={"processor_timeout_s": 10})
+    for pipeline_id, definition in STORED.items():
+        assert client.put(f"{url}/_search/pipeline/{pipeline_id}", json=definition).status_code == 200
+    return url, opensearch
+
+
+def test_fuzzed_requests_get_no_5xx_and_change_nothing(target: tuple[str, Any], client: httpx.Client) -> None:
+    url, opensearch = target
+    documents = opensearch.search(index="books", body={"query": {"match_all": {}}, "sort": ["_doc"]})["hits"]["hits"]
+    problems: list[str] = []
+    statuses: dict[int, int] = {}
+    for method, path, body, headers in _requests(random.Random(SEED)):
+        response = client.request(method, httpx.URL(f"{url}{path}"), content=body, headers=headers)
+        statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+        shown = f"{method} {path[:80]} {(body or b'')[:120]!r} -> {response.status_code} {response.text[:300]}"
+        if response.status_code >= 500 and response.status_code not in (502, 503, 504):
+            problems.append(shown)
+        elif 400 <= response.status_code < 500 and response.headers.get("content-type", "").startswith("application/json"):
+            if not _shaped(response):
+                problems.append("unshaped " + shown)
+        elif 400 <= response.status_code < 500 and method != "HEAD":
+            problems.append("not JSON " + shown)
+    assert not problems, f"{len(problems)} of {REQUESTS}:\n" + "\n".join(problems[:20])
+    assert sum(statuses.get(s, 0) for s in range(400, 500)) > REQUESTS // 3, statuses  # the fuzz reached the checks
+    after = opensearch.search(index="books", body={"query": {"match_all": {}}, "sort": ["_doc"]})["hits"]["hits"]
+    assert after == documents
+    assert client.get(f"{url}/_search/pipeline").json() == STORED
