@@ -19,11 +19,15 @@ Reply = str | Callable[[list[dict[str, str]]], str]
 
 @dataclass
 class ScriptedLLM:
-    """``replies`` are used in order (the last repeats); ``fail`` answers 500; ``delay_s`` stalls."""
+    """``replies`` are used in order (the last repeats); ``fail`` answers 500; ``delay_s`` stalls;
+    ``raw`` is sent as the whole body instead (a broken server); ``drip_s`` sends the body one
+    byte at a time with that pause between bytes (a server that never quite stops)."""
 
     replies: list[Reply] = field(default_factory=lambda: ["ok"])
     fail: bool = False
     delay_s: float = 0.0
+    raw: bytes | None = None
+    drip_s: float = 0.0
     calls: list[dict[str, Any]] = field(default_factory=list)
 
     def _next(self, messages: list[dict[str, str]]) -> str:
@@ -37,19 +41,31 @@ class ScriptedLLM:
             await asyncio.sleep(self.delay_s)
         if self.fail:
             return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=500)
+        media_type = "text/event-stream" if payload.get("stream") else "application/json"
+        if self.raw is not None:
+            return Response(self.raw, media_type=media_type)
+        if self.drip_s:
+            return StreamingResponse(self._drip(json.dumps(self._completion(payload)).encode()), media_type=media_type)
         text = self._next(payload["messages"])
         if payload.get("stream"):
             return StreamingResponse(self._chunks(text), media_type="text/event-stream")
-        return JSONResponse(
-            {
-                "id": "chatcmpl-scripted",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": payload.get("model", "scripted"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": len(text.split()), "total_tokens": 10 + len(text.split())},
-            }
-        )
+        return JSONResponse(self._completion(payload, text))
+
+    def _completion(self, payload: dict[str, Any], text: str | None = None) -> dict[str, Any]:
+        text = text if text is not None else self._next(payload["messages"])
+        return {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": payload.get("model", "scripted"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": len(text.split()), "total_tokens": 10 + len(text.split())},
+        }
+
+    async def _drip(self, body: bytes) -> Any:
+        for i in range(len(body)):
+            yield body[i : i + 1]
+            await asyncio.sleep(self.drip_s)
 
     async def _chunks(self, text: str) -> Any:
         for word in text.split(" "):

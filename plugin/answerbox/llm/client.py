@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
@@ -69,10 +70,14 @@ class LLMClient:
     def _translated(self, timeout_s: float | None) -> Iterator[None]:
         try:
             yield
-        except openai.APITimeoutError as exc:
+        except (openai.APITimeoutError, TimeoutError) as exc:
             raise LLMTimeout(f"the LLM did not answer within {timeout_s or self.settings.timeout_s:g}s") from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"the LLM call failed: {exc}") from exc
+        except (ValueError, TypeError, AttributeError) as exc:
+            # A reply that is not what the protocol promises (a non-JSON stream chunk, a
+            # choice without a message) is the LLM's failure, not answerbox's.
+            raise LLMError(f"the LLM sent a malformed reply: {type(exc).__name__}: {exc}") from exc
 
     async def complete(
         self,
@@ -86,12 +91,17 @@ class LLMClient:
         client, args = self._request(messages, max_tokens, stop, model, timeout_s)
         started = time.perf_counter()
         with self._translated(timeout_s):
-            response = await client.chat.completions.create(**args)
-        if not response.choices or response.choices[0].message.content is None:
+            # The client's timeout bounds each read; this bounds the whole reply, which a
+            # server dripping a byte at a time would otherwise stretch forever.
+            async with asyncio.timeout(args["timeout"]):
+                response = await client.chat.completions.create(**args)
+            message = response.choices[0].message if response.choices else None
+            text = message.content if message is not None else None
+        if text is None:
             raise LLMError("the LLM returned no text")
         usage = response.usage
         return Completion(
-            text=response.choices[0].message.content,
+            text=text,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             millis=(time.perf_counter() - started) * 1000,
