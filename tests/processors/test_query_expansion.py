@@ -258,6 +258,17 @@ def test_the_shared_cache_serves_one_replicas_expansion_to_another(
     assert len(llm.calls) == 2
 
 
+def test_a_cached_expansion_is_never_another_callers(url: str, client: httpx.Client, llm: ScriptedLLM) -> None:
+    """``cached: true`` (or a fast answer) would tell Bob that Alice asked the same question."""
+    body = {"query": {"match": {"body": QUERY}}}
+    alice, bob = {"Authorization": "Basic YWxpY2U6eA=="}, {"Authorization": "Basic Ym9iOnk="}
+    _search(client, url, body, headers=alice, method="q2d")
+    again = _search(client, url, body, headers={**alice, "x-opaque-id": "another request"}, method="q2d")
+    other = _search(client, url, body, headers=bob, method="q2d")
+    assert again["ext"]["answerbox"]["query_expansion"]["cached"] is True
+    assert other["ext"]["answerbox"]["query_expansion"]["cached"] is False and len(llm.calls) == 2
+
+
 def test_prf_searches_as_the_caller_and_caches_per_caller(hop: Hop, client: httpx.Client) -> None:
     body = {"query": {"bool": {"must": [{"match": {"body": QUERY}}], "filter": [{"term": {"genre": "scifi"}}]}}}
     alice, bob = {"Authorization": "Basic YWxpY2U6eA=="}, {"Authorization": "Basic Ym9iOnk="}

@@ -273,17 +273,19 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         return ""
 
     def _cache_key(self, question: str, request: SearchRequest) -> str:
-        """(model, template hash, query), plus all else that shapes the prompt.
+        """(caller, model, template hash, query), plus all else that shapes the prompt.
 
-        A PRF prompt holds documents this caller was allowed to read, so its expansion is
-        keyed by the caller and by everything that chose those documents; a hit then also
-        skips the PRF search. ``x-opaque-id`` names a request, not a caller.
+        Always keyed by the caller's credentials: a cache shared across callers would tell one
+        caller (by ``cached: true``, or by speed) what another asked. A PRF prompt also holds
+        documents this caller was allowed to read, so its expansion is keyed by everything
+        that chose those documents; a hit then also skips the PRF search. ``x-opaque-id``
+        names a request, not a caller.
         """
+        credentials = [h for h in request.caller.headers if h[0] != "x-opaque-id"]
         scope: list[Any] = []
         if self.config.mode == "prf":
-            credentials = [h for h in request.caller.headers if h[0] != "x-opaque-id"]
-            scope = [request.index, credentials, request.body.get("query"), request.body.get("post_filter"), self._scope_params(request)]
-        return _digest([self._model, self._prompt.sha256, self._config_digest, question, scope])
+            scope = [request.index, request.body.get("query"), request.body.get("post_filter"), self._scope_params(request)]
+        return _digest([credentials, self._model, self._prompt.sha256, self._config_digest, question, scope])
 
     @staticmethod
     def _scope_params(request: SearchRequest) -> dict[str, str]:
