@@ -27,7 +27,8 @@ def _compose() -> dict[str, Any]:
 
 
 def _active(profiles: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    return {name: svc for name, svc in _compose()["services"].items() if not svc.get("profiles") or set(svc["profiles"]) & set(profiles)}
+    services: dict[str, dict[str, Any]] = _resolved(profiles)["services"]
+    return services
 
 
 def _names(service_name: str, service: dict[str, Any]) -> set[str]:
@@ -50,8 +51,10 @@ def test_compose_file_matches_the_compose_spec() -> None:
 @pytest.mark.parametrize("profiles", PAIRINGS, ids=["+".join(p) for p in PAIRINGS])
 def test_each_profile_pairing_is_one_complete_stack(profiles: tuple[str, ...]) -> None:
     active = _active(profiles)
-    published = [name for name, svc in active.items() if any(str(p).startswith("9400:") for p in svc.get("ports", []))]
+    published = [name for name, svc in active.items() if any(str(p).endswith(":9400:9400") for p in svc.get("ports", []))]
     assert len(published) == 1, f"{profiles}: answerbox must be published once, got {published}"
+    # Only on the host's loopback unless the admin says otherwise.
+    assert active[published[0]]["ports"] == ["127.0.0.1:9400:9400"]
     answerbox = active[published[0]]
     reachable = set().union(*(_names(name, svc) for name, svc in active.items()))
     env = answerbox["environment"]
