@@ -46,7 +46,8 @@ class FlaggedClaim(BaseModel):
 
     sentence: str
     marker: int
-    reason: Literal["no_evidence", "unsupported"]  # the marker is out of range / the block does not support it
+    # The marker is out of range / the block does not support it / no model could check it.
+    reason: Literal["no_evidence", "unsupported", "unchecked"]
     support: float | None = None
 
 

@@ -24,7 +24,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from answerbox.errors import ConfigError
 
-__all__ = ["MAX_PROMPT_CHARS", "MAX_TEMPLATE_CHARS", "RENDER_BUDGET_S", "Prompt", "PromptLibrary"]
+__all__ = ["MAX_PROMPT_CHARS", "MAX_TEMPLATE_CHARS", "RENDER_BUDGET_S", "Prompt", "PromptLibrary", "oneline"]
 
 MAX_TEMPLATE_CHARS = 20_000
 MAX_PROMPT_CHARS = 200_000
@@ -73,6 +73,10 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
         return super().call_binop(context, operator, left, right)
 
 
+def oneline(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
 class Prompt:
     """One compiled template with the hash of its source (part of cache keys)."""
 
@@ -109,6 +113,10 @@ class PromptLibrary:
             autoescape=False,
             keep_trailing_newline=False,
         )
+        # Text from documents (and from the reader's spans) goes into prompts through this
+        # filter: on one line, it cannot start a line that poses as a new block, a question
+        # or an answer of the prompt's own format.
+        self._env.filters["oneline"] = oneline
 
     def get(self, name: str, override: str | None = None) -> Prompt:
         """The template ``name`` (e.g. ``query_expansion/q2d_zs.j2``), or ``override`` text in its place."""

@@ -110,14 +110,18 @@ class Check:
     """How a claim is checked against a block: the evaluator's score and the words it shares."""
 
     question: str
-    scorer: Scorer | None  # None: no model, citations stay unchecked
+    scorer: Scorer | None  # None: no model to score with
     min_support: float
     min_coverage: float
+    # Whether a citation needs the model's support: then one no model could score fails (the
+    # check fails closed); without it (check_citations off) an in-range marker is kept.
+    required: bool = True
 
     def verdict(self, claim: Claim, marker: int, block: Evidence, support: float | None, attributed: bool = False) -> Verdict:
-        supported = support is None or (
-            support >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage
-        )
+        if support is None:
+            supported = not self.required
+        else:
+            supported = support >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage
         return Verdict(claim, marker, block, _best_sentence(claim.plain, block), support, supported, attributed)
 
     async def scores(self, claim: Claim, blocks: Sequence[Evidence]) -> list[float | None]:

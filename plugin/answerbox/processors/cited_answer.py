@@ -32,6 +32,7 @@ __all__ = ["AnswerEvent", "CitedAnswer", "CitedAnswerConfig", "Failure", "Token"
 
 _PROMPT = "cited_answer/freshprompt.j2"
 _SYSTEM = "cited_answer/system.j2"
+_EVIDENCE_IS_DATA = "cited_answer/evidence_is_data.j2"
 # The LLM gets at most this share of the engine's per-processor time: the rest is for
 # the citation check or the extractive fallback, so a slow LLM never costs the hits.
 _LLM_SHARE = 0.7
@@ -133,6 +134,8 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         today = self.config.current_date or datetime.now(UTC).date()
         current = written_date(today)
         system = qa.system_prompt if qa and qa.system_prompt else self.services.prompts.get(_SYSTEM).render(current_date=current)
+        # A caller's own system prompt replaces ours, never the rule that evidence is data.
+        system = f"{system}\n{self.services.prompts.get(_EVIDENCE_IS_DATA).render()}"
         user = self.services.prompts.get(_PROMPT, self.config.prompt).render(
             question=question,
             evidence=[_block(e) for e in blocks],
@@ -180,7 +183,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         try:
             return await self.services.models()
         except ModelError as exc:
-            ctx.report.warn(f"cited_answer: citations are unchecked, the evaluator is unavailable: {exc.reason}")
+            ctx.report.warn(f"cited_answer: no citation can be checked, the evaluator is unavailable: {exc.reason}")
             return None
 
     async def _checked(self, text: str, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer:
@@ -189,7 +192,12 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         uncited = [c for c in claims if not c.markers] if self.config.attribute_uncited else []
         by_marker = {e.marker: e for e in blocks}
         models = await self._models(ctx) if self.config.check_citations else None
-        options: dict[str, Any] = {"question": question, "min_support": self._min_support(models), "min_coverage": self.config.min_coverage}
+        options: dict[str, Any] = {
+            "question": question,
+            "min_support": self._min_support(models),
+            "min_coverage": self.config.min_coverage,
+            "required": self.config.check_citations,
+        }
         try:
             checker = Check(scorer=models.evaluator.score if models else None, **options)
             verdicts = await checker.cited(cited, by_marker)
@@ -197,7 +205,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
                 spans = await models.reader.read(question, [b.snippet for b in blocks])
                 verdicts += await checker.attributed(uncited, blocks, [s.text for s in spans])
         except ModelError as exc:
-            ctx.report.warn(f"cited_answer: citations are unchecked, the evaluator failed: {exc.reason}")
+            ctx.report.warn(f"cited_answer: no citation can be checked, the evaluator failed: {exc.reason}")
             verdicts = await Check(scorer=None, **options).cited(cited, by_marker)
         flagged = _flag(verdicts, ctx)
         kept = [v for v in verdicts if v.supported]
@@ -229,18 +237,15 @@ async def _whole(completion: Awaitable[Completion]) -> AsyncGenerator[str, None]
 
 
 def _block(evidence: Evidence) -> dict[str, Any]:
-    # Newlines collapse so a document cannot open a line of its own in the prompt
-    # ("question: ...", "answer: ...") and pass for part of the prompt's structure.
-    def flat(text: str) -> str:
-        return " ".join(text.split())
-
+    # The template puts every field through `oneline`, so a document cannot open a line of its
+    # own in the prompt ("question: ...", "answer: ...") and pass for the prompt's structure.
     return {
         "marker": evidence.marker,
-        "source": flat(evidence.source),
+        "source": evidence.source,
         "date": evidence.date_text,
-        "title": flat(evidence.title),
-        "snippet": flat(evidence.snippet),
-        "highlight": flat(evidence.highlight),
+        "title": evidence.title,
+        "snippet": evidence.snippet,
+        "highlight": evidence.highlight,
     }
 
 
@@ -248,14 +253,17 @@ def _flag(verdicts: Sequence[Verdict], ctx: PipelineContext) -> list[FlaggedClai
     """The claims whose citation the check removed, for ``answer.flagged`` and as warnings."""
     flagged = []
     for verdict in (v for v in verdicts if not v.supported):
+        reason = "no_evidence" if verdict.evidence is None else "unchecked" if verdict.support is None else "unsupported"
         claim = FlaggedClaim(
             sentence=verdict.claim.plain,
             marker=verdict.marker,
-            reason="no_evidence" if verdict.evidence is None else "unsupported",
+            reason=reason,
             support=round(verdict.support, 4) if verdict.support is not None else None,
         )
-        if verdict.evidence is None:
+        if reason == "no_evidence":
             ctx.report.warn(f"cited_answer: citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}")
+        elif reason == "unchecked":
+            ctx.report.warn(f"cited_answer: citation [{claim.marker}] could not be checked; removed from: {claim.sentence!r}")
         else:
             ctx.report.warn(
                 f"cited_answer: citation [{claim.marker}] does not support the sentence"

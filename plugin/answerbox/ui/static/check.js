@@ -98,7 +98,11 @@ function citations(list) {
 
 // Sentences whose citation the check removed: shown so a reader knows what was not trusted.
 function flagged(list) {
-  const why = { no_evidence: "cites no evidence block", unsupported: "the cited block does not support it" };
+  const why = {
+    no_evidence: "cites no evidence block",
+    unsupported: "the cited block does not support it",
+    unchecked: "the evaluator was unavailable to check it",
+  };
   const rows = list.map((f) =>
     el("li", { "data-marker": f.marker }, `“${f.sentence}” [${f.marker}]: ${why[f.reason] ?? f.reason} (support ${score(f.support)})`),
   );
