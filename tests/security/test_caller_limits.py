@@ -4,12 +4,14 @@ bound the answer is an OpenSearch-shaped 400 and nothing runs."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
 import pytest
+from opensearchpy import OpenSearch
 
-from tests.conftest import AnswerboxFactory
+from tests.conftest import AnswerboxFactory, bulk_index
 
 EXPAND = {"llm_query_expansion": {"max_tokens": 64}}
 
@@ -69,3 +71,18 @@ def test_searches_per_msearch(url: str, client: httpx.Client) -> None:
     line = [{"index": "any", "search_pipeline": {"response_processors": [{"cited_answer": {}}]}}, {"query": {"match_all": {}}}]
     payload = "".join(json.dumps(part) + "\n" for part in line * 3)
     _assert_400(client.post(f"{url}/_msearch", content=payload, headers={"content-type": "application/x-ndjson"}), "limits.max_msearch_searches")
+
+
+def test_invented_ids_tags_and_index_names_do_not_grow_stats(url: str, client: httpx.Client, opensearch: OpenSearch) -> None:
+    bulk_index(opensearch, "docs", [{"_id": "1", "text": "Spice is mined on Arrakis."}])
+    for i in range(80):
+        pipeline = {"response_processors": [{"cited_answer": {"tag": f"t{i}", "check_citations": False}}]}
+        assert client.post(f"{url}/docs/_search", json={"search_pipeline": pipeline}).status_code == 200
+        client.post(f"{url}/index-{i}/_search?search_pipeline=missing-{i}", json={})
+    stats = client.get(f"{url}/_answerbox/stats/search_pipeline").json()
+    (node,) = stats["nodes"].values()
+    pipelines = node["search_pipeline"]["pipelines"]
+    names = [name for entry in pipelines["_ad_hoc_pipeline"]["response_processors"] for name in entry]
+    assert len(names) <= 65 and "cited_answer:other" in names
+    labels = set(re.findall(r'processor="(cited_answer:[^"]+)"', client.get(f"{url}/metrics").text))
+    assert len(labels) == 65 and "cited_answer:other" in labels

@@ -10,7 +10,6 @@ which may define it natively or answers that it is not defined.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from opensearchpy import AsyncOpenSearch
@@ -22,6 +21,7 @@ from answerbox.pipeline.engine import Pipeline
 from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.pipeline.store import PipelineStore
+from answerbox.ttl_cache import TTLCache
 
 if TYPE_CHECKING:
     from answerbox.services import Services
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["AD_HOC_PIPELINE_ID", "PipelineResolver"]
 
 AD_HOC_PIPELINE_ID = "_ad_hoc_pipeline"
+_MAX_CACHED = 4096
 _DEFAULT_SETTING = "index.search.default_pipeline"
 
 
@@ -48,8 +49,8 @@ class PipelineResolver:
         self._services = services
         self._stats = stats
         self._settings_client = settings_client
-        self._cache_s = cache_s
-        self._defaults: dict[str, tuple[float, str | None]] = {}
+        # Keyed by index names callers choose: bounded, so invented names cannot grow memory.
+        self._defaults: TTLCache[tuple[str | None]] = TTLCache(_MAX_CACHED, max(cache_s, 1e-3))
         self._built: dict[tuple[str, str], Pipeline] = {}
 
     async def resolve(self, index: str | None, body: dict[str, Any], params: dict[str, str]) -> Pipeline | None:
@@ -79,8 +80,8 @@ class PipelineResolver:
     async def _index_default(self, index: str | None) -> str | None:
         target = index or "_all"
         cached = self._defaults.get(target)
-        if cached and time.monotonic() - cached[0] < self._cache_s:
-            return cached[1]
+        if cached is not None:
+            return cached[0]
         try:
             result = await translate(
                 self._settings_client.indices.get_settings(
@@ -93,5 +94,5 @@ class PipelineResolver:
         defaults = {index_settings.get("settings", {}).get(_DEFAULT_SETTING) for index_settings in result.values()}
         # A default applies only when every targeted index agrees on it.
         default = defaults.pop() if len(defaults) == 1 else None
-        self._defaults[target] = (time.monotonic(), default)
+        self._defaults.put(target, (default,))
         return default

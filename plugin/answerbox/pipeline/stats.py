@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 __all__ = ["Phase", "PipelineStats"]
 
 Phase = Literal["request", "response"]
+_MAX_NAMES = 64  # distinct processor names kept per pipeline and phase
 
 
 @dataclass
@@ -61,7 +62,12 @@ class PipelineStats:
             counter.failed += int(failed)
 
     def processor(self, pipeline: str, phase: Phase, name: str, type_name: str, millis: float, failed: bool, ignored: bool) -> None:
-        entry = self._processors[pipeline][phase].setdefault(name, _ProcessorStats(type_name, _Counter()))
+        known = self._processors[pipeline][phase]
+        if name not in known and len(known) >= _MAX_NAMES:
+            # Tags of a search's own pipeline are the caller's to choose: past the bound they
+            # share one entry (and one metric label) per type instead of growing without end.
+            name = f"{type_name}:other"
+        entry = known.setdefault(name, _ProcessorStats(type_name, _Counter()))
         entry.stats.count += 1
         entry.stats.time_in_millis += millis
         entry.stats.failed += int(failed)

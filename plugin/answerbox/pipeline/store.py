@@ -10,7 +10,6 @@ pipeline for a search, uses the service account (a caller may run a pipeline it 
 from __future__ import annotations
 
 import fnmatch
-import time
 from typing import Any
 
 from opensearchpy import AsyncOpenSearch
@@ -18,9 +17,11 @@ from opensearchpy import AsyncOpenSearch
 from answerbox.errors import UpstreamError
 from answerbox.opensearch import Caller, ensure_index, translate
 from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.ttl_cache import TTLCache
 
 __all__ = ["PipelineStore"]
 
+_MAX_CACHED = 4096
 _MAPPING = {"mappings": {"dynamic": False, "properties": {"definition": {"type": "object", "enabled": False}}}}
 
 
@@ -29,8 +30,8 @@ class PipelineStore:
         self._client = service
         self._caller_client = caller
         self._index = index
-        self._cache_s = cache_s
-        self._cache: dict[str, tuple[float, PipelineDefinition | None]] = {}
+        # Keyed by ids callers name, existing or not: bounded, so invented ids cannot grow memory.
+        self._cache: TTLCache[tuple[PipelineDefinition | None]] = TTLCache(_MAX_CACHED, max(cache_s, 1e-3))
 
     async def put(self, pipeline_id: str, definition: PipelineDefinition, caller: Caller) -> None:
         await ensure_index(self._client, self._index, _MAPPING)
@@ -40,12 +41,12 @@ class PipelineStore:
                 index=self._index, id=pipeline_id, body=body, params={"refresh": "true"}, headers=caller.as_dict()
             )
         )
-        self._cache[pipeline_id] = (time.monotonic(), definition)
+        self._cache.put(pipeline_id, (definition,))
 
     async def get(self, pipeline_id: str) -> PipelineDefinition | None:
         cached = self._cache.get(pipeline_id)
-        if cached and time.monotonic() - cached[0] < self._cache_s:
-            return cached[1]
+        if cached is not None:
+            return cached[0]
         try:
             doc = await translate(self._client.get(index=self._index, id=pipeline_id))
             definition = PipelineDefinition.parse(doc["_source"]["definition"]) if doc.get("found") else None
@@ -53,7 +54,7 @@ class PipelineStore:
             if exc.status != 404:
                 raise
             definition = None
-        self._cache[pipeline_id] = (time.monotonic(), definition)
+        self._cache.put(pipeline_id, (definition,))
         return definition
 
     async def list(self, caller: Caller, pattern: str = "*") -> dict[str, PipelineDefinition]:
@@ -84,5 +85,5 @@ class PipelineStore:
                 raise
             return False
         finally:
-            self._cache.pop(pipeline_id, None)
+            self._cache.drop(pipeline_id)
         return True

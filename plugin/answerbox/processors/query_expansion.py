@@ -40,7 +40,7 @@ from answerbox.processors.expanded_query import (
     clean_expansion,
     expanded_clause,
 )
-from answerbox.processors.expansion_cache import TTLCache
+from answerbox.ttl_cache import TTLCache
 from answerbox.query_text import find_text_clauses, replace_text_clauses, scope_params
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""An in-process LRU cache whose entries also expire: LLM expansions are slow to make and cheap to keep."""
+"""An in-process LRU cache whose entries also expire: bounded however many keys callers invent."""
 
 from __future__ import annotations
 
@@ -44,3 +44,6 @@ class TTLCache(Generic[V]):
         self._entries.move_to_end(key)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
+
+    def drop(self, key: str) -> None:
+        self._entries.pop(key, None)
