@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from answerbox.models.batching import MicroBatcher
+from answerbox.models.batching import MicroBatcher, QueueFull
 
 
 class Recorder:
@@ -71,4 +71,44 @@ async def test_a_cancelled_caller_does_not_break_the_others() -> None:
     assert await kept == ["KEPT"]
     with pytest.raises(asyncio.CancelledError):
         await doomed
+    batcher.close()
+
+
+async def test_work_for_callers_who_gave_up_is_not_done() -> None:
+    started = threading.Event()
+    release = threading.Event()
+    seen: list[list[str]] = []
+
+    def slow(items: list[str]) -> list[str]:
+        seen.append(list(items))
+        started.set()
+        release.wait(5)
+        return [item.upper() for item in items]
+
+    batcher: MicroBatcher[str, str] = MicroBatcher(slow, max_batch=1, max_wait_s=0)
+    first = asyncio.ensure_future(batcher.submit(["a"]))
+    later = asyncio.ensure_future(batcher.submit(["b", "c"]))  # same round, later batches
+    await asyncio.to_thread(started.wait, 5)
+    later.cancel()  # its caller timed out while "a" ran
+    release.set()
+    assert await first == ["A"]
+    with pytest.raises(asyncio.CancelledError):
+        await later
+    assert seen == [["a"]]
+    batcher.close()
+
+
+async def test_a_full_queue_refuses_at_once() -> None:
+    release = threading.Event()
+    batcher: MicroBatcher[str, str] = MicroBatcher(
+        lambda items: release.wait(5) and [i.upper() for i in items], max_batch=2, max_wait_s=0, max_pending=3
+    )
+    running = asyncio.ensure_future(batcher.submit(["a", "b"]))
+    await asyncio.sleep(0.05)  # the worker took a and b
+    queued = asyncio.ensure_future(batcher.submit(["c", "d", "e"]))
+    await asyncio.sleep(0)
+    with pytest.raises(QueueFull):
+        await batcher.submit(["f"])
+    release.set()
+    assert await running == ["A", "B"] and await queued == ["C", "D", "E"]
     batcher.close()

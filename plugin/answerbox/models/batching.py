@@ -5,6 +5,10 @@ are waiting or the oldest has waited ``max_wait_s``, then takes everything pendi
 round, sorts the round by length (so each batch pads to similar lengths) and runs it in
 batches of at most ``max_batch`` on a single worker thread: inference never blocks the
 event loop, and one batch runs at a time so ONNX Runtime's own threads are not oversubscribed.
+
+Work nobody waits for is not done: a caller that gave up (a timeout, a client that left) is
+dropped from every batch not yet started. The queue is bounded: past ``max_pending`` items a
+submit fails at once with ``QueueFull`` rather than queueing work no caller will live to see.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-__all__ = ["BatchStats", "MicroBatcher"]
+__all__ = ["BatchStats", "MicroBatcher", "QueueFull"]
 
 T = TypeVar("T", bound=Sized)
 R = TypeVar("R")
@@ -35,9 +39,19 @@ class BatchStats:
         return self.items / self.batches if self.batches else 0.0
 
 
+class QueueFull(Exception):
+    """More items are queued than ``max_pending``."""
+
+
 class MicroBatcher(Generic[T, R]):
     def __init__(
-        self, run_batch: Callable[[list[T]], list[R]], *, max_batch: int, max_wait_s: float, name: str = "model"
+        self,
+        run_batch: Callable[[list[T]], list[R]],
+        *,
+        max_batch: int,
+        max_wait_s: float,
+        max_pending: int = 4096,
+        name: str = "model",
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -46,6 +60,7 @@ class MicroBatcher(Generic[T, R]):
         self._run_batch = run_batch
         self._max_batch = max_batch
         self._max_wait_s = max_wait_s
+        self._max_pending = max_pending
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"answerbox-{name}")
         self._pending: list[tuple[T, asyncio.Future[R], float]] = []
         self._arrived = asyncio.Event()
@@ -58,6 +73,8 @@ class MicroBatcher(Generic[T, R]):
             return []
         loop = asyncio.get_running_loop()
         self._ensure_worker(loop)
+        if len(self._pending) + len(items) > self._max_pending:
+            raise QueueFull(f"{len(self._pending)} items are queued; {len(items)} more would pass {self._max_pending}")
         now = time.monotonic()
         futures: list[asyncio.Future[R]] = [loop.create_future() for _ in items]
         self._pending.extend((item, future, now) for item, future in zip(items, futures, strict=True))
@@ -90,7 +107,10 @@ class MicroBatcher(Generic[T, R]):
             live = [entry for entry in round_ if not entry[1].done()]  # drop cancelled callers
             live.sort(key=lambda entry: len(entry[0]))
             for start in range(0, len(live), self._max_batch):
-                chunk = live[start : start + self._max_batch]
+                # Callers may have given up while earlier batches of this round ran.
+                chunk = [entry for entry in live[start : start + self._max_batch] if not entry[1].done()]
+                if not chunk:
+                    continue
                 began = time.monotonic()
                 self.stats.waits_s.extend(began - arrived for _, _, arrived in chunk)
                 try:

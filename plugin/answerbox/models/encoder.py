@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from answerbox.models.batching import MicroBatcher
+from answerbox.errors import ModelError
+from answerbox.models.batching import MicroBatcher, QueueFull
 from answerbox.models.session import OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, pad_windows
 
@@ -50,7 +51,10 @@ class PassageEncoder:
         missing = [p for p in dict.fromkeys(passages) if p not in found]
         if missing:
             windows = await asyncio.to_thread(self._windows.windows, question, missing)
-            outputs = await self._batcher.submit(windows)
+            try:
+                outputs = await self._batcher.submit(windows)
+            except QueueFull as exc:
+                raise ModelError(f"the model is busy: {exc}") from exc
             grouped: list[list[WindowOutput]] = [[] for _ in missing]
             for output in outputs:
                 grouped[output.window.passage_index].append(output)
