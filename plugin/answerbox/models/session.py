@@ -7,8 +7,9 @@ read back from the session, never assumed from the request.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -37,6 +38,17 @@ def import_onnxruntime() -> ModuleType:
     return module
 
 
+@contextlib.contextmanager
+def _quiet_provider_loading(ort: ModuleType) -> Iterator[None]:
+    """ONNX Runtime logs a device provider that cannot load (no GPU, no CUDA libraries) as a red
+    multi-line ERROR although it then runs on the CPU as asked; the outcome is logged once, above."""
+    ort.set_default_logger_severity(4)  # fatal only
+    try:
+        yield
+    finally:
+        ort.set_default_logger_severity(2)  # ONNX Runtime's default: warnings and up
+
+
 class OnnxSession:
     """Creates the session once; ``run`` is thread-safe (ONNX Runtime allows concurrent ``run``)."""
 
@@ -53,7 +65,8 @@ class OnnxSession:
         if CPU not in wanted:
             wanted.append(CPU)  # the last resort ONNX Runtime itself would pick
         try:
-            self._session = ort.InferenceSession(str(path), sess_options=options, providers=wanted)
+            with _quiet_provider_loading(ort):
+                self._session = ort.InferenceSession(str(path), sess_options=options, providers=wanted)
         except Exception as exc:  # any provider failure: retry on the CPU once
             if wanted == [CPU]:
                 raise ModelError(f"cannot load {path}: {exc}") from exc
@@ -64,9 +77,10 @@ class OnnxSession:
                 raise ModelError(f"cannot load {path}: {cpu_exc}") from cpu_exc
         self.provider: str = self._session.get_providers()[0]
         if self.provider != wanted[0]:
-            log.warning("asked for %s, ONNX Runtime runs %s on %s", providers, path.name, self.provider)
+            # One line instead of ONNX Runtime's multi-line error about missing CUDA libraries.
+            log.info("%s runs on %s (%s could not be loaded here)", path.name, self.provider, wanted[0])
         else:
-            log.info("loaded %s on %s", path.name, self.provider)
+            log.info("%s runs on %s", path.name, self.provider)
         self.input_names = tuple(i.name for i in self._session.get_inputs())
         self.output_names = tuple(o.name for o in self._session.get_outputs())
         self._io_binding = self.provider in _DEVICE_PROVIDERS
