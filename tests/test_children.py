@@ -99,12 +99,17 @@ def started() -> Iterator[list[subprocess.Popen[str]]]:
         process.wait(10)
 
 
-@pytest.mark.real_llm
-def test_sigterm_to_local_llm_stops_its_llama_server(started: list[subprocess.Popen[str]]) -> None:
+def _local_llm(started: list[subprocess.Popen[str]]) -> tuple[subprocess.Popen[str], int]:
     port = free_port()
     process = _start("local-llm", "--port", str(port), "--threads", "1")
     started.append(process)
     _wait_for_line(process, rf"local LLM .* at http://127\.0\.0\.1:{port}/v1")
+    return process, port
+
+
+@pytest.mark.real_llm
+def test_sigterm_to_local_llm_stops_its_llama_server(started: list[subprocess.Popen[str]]) -> None:
+    process, port = _local_llm(started)
     group = _group(process.pid)
     assert any("llama_cpp.server" in _cmdline(pid) for pid in group), [_cmdline(pid) for pid in group]
     assert not _port_is_free(port)
@@ -117,10 +122,7 @@ def test_sigterm_to_local_llm_stops_its_llama_server(started: list[subprocess.Po
 
 @pytest.mark.real_llm
 def test_kill_9_of_local_llm_takes_its_llama_server_along(started: list[subprocess.Popen[str]]) -> None:
-    port = free_port()
-    process = _start("local-llm", "--port", str(port), "--threads", "1")
-    started.append(process)
-    _wait_for_line(process, rf"local LLM .* at http://127\.0\.0\.1:{port}/v1")
+    process, port = _local_llm(started)
     process.kill()  # no handler runs: only the parent-death signal can stop the child
     process.wait(10)
     assert _eventually_empty(process.pid) == []

@@ -256,29 +256,29 @@ def test_llm_failure_falls_back_to_the_extractive_answer(
     assert any("the LLM failed" in w for w in report["warnings"])
 
 
-def test_without_models_no_citation_passes_unchecked(
-    books: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory, client: httpx.Client, tmp_path: Path
+@pytest.mark.parametrize("check", [True, False])
+def test_without_models_no_citation_passes_unchecked_unless_the_check_is_off(
+    books: OpenSearch,
+    scripted_llm: tuple[ScriptedLLM, str],
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
+    tmp_path: Path,
+    check: bool,
 ) -> None:
-    """The check fails closed: a citation nothing could check is not shown as checked."""
+    """The check fails closed: a citation nothing could check is not shown as checked. With
+    ``check_citations`` off, in-range citations are kept as written."""
     scripted, llm_url = scripted_llm
     scripted.replies = ["Frank Herbert wrote Dune [2]. It is set on Arrakis [9]."]
     url = make_answerbox(llm={"base_url": llm_url}, models={"dir": str(tmp_path)})
-    report = search(client, url, answer_search())["ext"]["answerbox"]
+    report = search(client, url, answer_search(check_citations=check))["ext"]["answerbox"]
     answer = report["answer"]
-    assert answer["abstained"] is True and answer["citations"] == []
-    assert [(f["marker"], f["reason"]) for f in answer["flagged"]] == [(2, "unchecked"), (9, "no_evidence")]
-    assert any("no citation can be checked, the evaluator is unavailable" in w for w in report["warnings"])
-
-
-def test_with_the_check_off_in_range_citations_are_kept(
-    books: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory, client: httpx.Client, tmp_path: Path
-) -> None:
-    scripted, llm_url = scripted_llm
-    scripted.replies = ["Frank Herbert wrote Dune [2]. It is set on Arrakis [9]."]
-    url = make_answerbox(llm={"base_url": llm_url}, models={"dir": str(tmp_path)})
-    answer = search(client, url, answer_search(check_citations=False))["ext"]["answerbox"]["answer"]
-    assert answer["text"] == "Frank Herbert wrote Dune [2]. It is set on Arrakis."
-    assert [(c["_id"], c["support"]) for c in answer["citations"]] == [("author", None)]
+    if check:
+        assert answer["abstained"] is True and answer["citations"] == []
+        assert [(f["marker"], f["reason"]) for f in answer["flagged"]] == [(2, "unchecked"), (9, "no_evidence")]
+        assert any("no citation can be checked, the evaluator is unavailable" in w for w in report["warnings"])
+    else:
+        assert answer["text"] == "Frank Herbert wrote Dune [2]. It is set on Arrakis."
+        assert [(c["_id"], c["support"]) for c in answer["citations"]] == [("author", None)]
 
 
 def test_refined_strips_are_the_evidence_when_retrieval_evaluator_ran(

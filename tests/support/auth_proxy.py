@@ -13,11 +13,12 @@ import fnmatch
 import json
 from dataclasses import dataclass, field
 
-import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from tests.support.forwarding import forward
 
 _SEARCHES = ("_search", "_msearch", "_count")
 
@@ -69,14 +70,7 @@ class AuthProxy:
             self.denied.append((name, request.method, request.url.path))
             action = "read" if reading else "write"
             return _error(403, "security_exception", f"no permissions for [{action}] on {targets} and User [name={name}]")
-        async with httpx.AsyncClient(base_url=self.upstream, timeout=30) as client:
-            answer = await client.request(
-                request.method,
-                httpx.URL(path=request.url.path, query=request.url.query.encode()),
-                content=body,
-                headers={"content-type": request.headers.get("content-type", "application/json")},
-            )
-        return Response(answer.content, status_code=answer.status_code, headers={"content-type": answer.headers.get("content-type", "")})
+        return await forward(self.upstream, request, body, timeout_s=30)
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "HEAD", "POST", "PUT", "DELETE"])])

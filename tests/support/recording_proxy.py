@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+from tests.support.forwarding import forward
 
 
 @dataclass
@@ -30,14 +31,7 @@ class RecordingProxy:
     async def _forward(self, request: Request) -> Response:
         body = await request.body()
         self.requests.append(Recorded(request.method, request.url.path, request.url.query, dict(request.headers), body))
-        async with httpx.AsyncClient(base_url=self.upstream, timeout=self.timeout_s) as client:
-            answer = await client.request(
-                request.method,
-                httpx.URL(path=request.url.path, query=request.url.query.encode()),
-                content=body,
-                headers={"content-type": request.headers.get("content-type", "application/json")},
-            )
-        return Response(answer.content, status_code=answer.status_code, headers={"content-type": answer.headers.get("content-type", "")})
+        return await forward(self.upstream, request, body, self.timeout_s)
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/{path:path}", self._forward, methods=["GET", "HEAD", "POST", "PUT", "DELETE"])])
