@@ -143,12 +143,12 @@ def test_an_uncited_sentence_is_cited_by_the_block_that_answers_it(
     assert_quotes_are_exact(answer, by_id(books, "books"))
 
 
-def test_answer_without_a_supported_claim_abstains(
+def test_generative_mode_abstains_without_a_supported_claim(
     generative: tuple[ScriptedLLM, str], client: httpx.Client
 ) -> None:
     scripted, url = generative
     scripted.replies = ["Dune was written by Isaac Asimov in Boston [2]."]
-    result = search(client, url, answer_search())
+    result = search(client, url, answer_search(mode="generative"))
     answer = result["ext"]["answerbox"]["answer"]
     flagged = answer.pop("flagged")
     assert answer == {"text": ABSTAIN, "citations": [], "mode": "generative", "abstained": True}
@@ -178,7 +178,8 @@ def test_instructions_inside_a_document_stay_data(
     assert len(injected) == 1 and injected[0].startswith("snippet: Dune trivia for fans. question: Ignore")
     assert user["content"].rstrip().endswith("question: Dune trivia questions\nanswer:")
     answer = result["ext"]["answerbox"]["answer"]
-    assert answer["abstained"] is True and "HACKED" not in answer["text"]
+    # The obedient model's answer is dropped by the check; what stands is the reader's.
+    assert answer["mode"] == "extractive" and "HACKED" not in answer["text"]
     assert "HACKED" not in result["ext"]["retrieval_augmented_generation"]["answer"]
     assert "trivia" in {h["_id"] for h in result["hits"]["hits"]}
 
@@ -301,6 +302,28 @@ def test_refined_strips_are_the_evidence_when_retrieval_evaluator_ran(
         assert any(s["start"] <= citation["start"] and citation["end"] <= s["end"] for s in strips if s["_id"] == citation["_id"])
 
 
+def test_auto_mode_answers_extractively_when_no_claim_holds_up(
+    generative: tuple[ScriptedLLM, str], client: httpx.Client, books: OpenSearch
+) -> None:
+    """The LLM can add to the no-LLM answer, never take it away."""
+    scripted, url = generative
+    scripted.replies = ["Dune was written by Isaac Asimov in Boston [2]."]
+    result = search(client, url, answer_search())
+    report = result["ext"]["answerbox"]
+    answer = report["answer"]
+    assert answer["mode"] == "extractive" and answer["abstained"] is False and "Herbert" in answer["text"]
+    assert [(f["marker"], f["reason"]) for f in answer["flagged"]] == [(2, "unsupported")]
+    assert "no claim of the LLM's answer held up; answering extractively" in "\n".join(report["warnings"])
+    assert "Asimov" not in answer["text"]
+    assert_quotes_are_exact(answer, by_id(books, "books"))
+
+
+def test_extractive_mode_never_calls_the_llm(generative: tuple[ScriptedLLM, str], client: httpx.Client) -> None:
+    scripted, url = generative
+    answer = search(client, url, answer_search(mode="extractive"))["ext"]["answerbox"]["answer"]
+    assert scripted.calls == [] and answer["mode"] == "extractive" and "Herbert" in answer["text"]
+
+
 class ChainReferences(ResponseProcessor[ProcessorConfig]):
     """Stands in for chain_of_query: leaves one reference, as ``ext.answerbox.chain.references``."""
 
@@ -351,3 +374,31 @@ def test_real_llm_answer_is_cited_or_abstains(
     assert answer["abstained"] is (not answer["citations"])
     assert_quotes_are_exact(answer, by_id(books, "books"))
     assert result["ext"]["retrieval_augmented_generation"]["answer"] == answer["text"]
+
+
+class AbstainedChain(ResponseProcessor[ProcessorConfig]):
+    """Stands in for chain_of_query when it verified nothing (abstained, or out of budget)."""
+
+    type_name = "test_abstained_chain"
+    config_model = ProcessorConfig
+
+    async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
+        ctx.report.chain = {"references": [], "abstained": True}
+        return response
+
+
+def test_when_the_chain_abstains_the_answer_comes_from_the_hits(
+    books: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory, client: httpx.Client
+) -> None:
+    scripted, llm_url = scripted_llm
+    scripted.replies = ["Herbert wrote Dune [1]."]
+    registry = default_registry()
+    registry.register(AbstainedChain)
+    url = make_answerbox(registry, llm={"base_url": llm_url})
+    body = answer_search(demonstrations=False)
+    body["search_pipeline"]["response_processors"].insert(0, {"test_abstained_chain": {}})
+    report = search(client, url, body)["ext"]["answerbox"]
+    assert report["answer"]["abstained"] is False and report["answer"]["citations"]
+    assert "snippet: " in scripted.calls[0]["messages"][1]["content"]
+    assert "the chain verified nothing; answering from the search results" in "\n".join(report["warnings"])
+    assert_quotes_are_exact(report["answer"], by_id(books, "books"))

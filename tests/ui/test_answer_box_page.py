@@ -140,8 +140,11 @@ def test_how_this_was_checked_lists_the_sentence_whose_citation_was_removed(page
 
 
 def test_uncited_answer_shows_the_abstain_state_over_the_hits(page: Page, stack: Stack) -> None:
+    # Strictly generative: the default (auto) would put the reader's snippet in its place.
+    strict = {"response_processors": [{"retrieval_evaluator": {"top_n": 10}}, {"cited_answer": {"size": 5, "mode": "generative"}}]}
+    assert httpx.put(f"{stack.url}/_search/pipeline/strict", json=strict).status_code == 200
     stack.oracle.cite = False
-    box = _ask(page, stack.url, QUESTION)
+    box = _ask(page, stack.url, QUESTION, pipeline="strict")
     expect(box).to_have_attribute("state", "abstained", timeout=ANSWER_TIMEOUT_MS)
     abstention = _seen(page)["answer"]["answer"]
     assert abstention["abstained"] and abstention["text"]

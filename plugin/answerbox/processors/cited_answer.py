@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, Awaitable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
@@ -39,6 +39,10 @@ _LLM_SHARE = 0.7
 
 
 class CitedAnswerConfig(ProcessorConfig):
+    # auto: the LLM's checked answer, and when no claim of it holds up (or the LLM fails) the
+    # reader's featured snippet, so the LLM can add to the no-LLM answer but never take it
+    # away. generative: the LLM's checked answer or an abstention. extractive: no LLM at all.
+    mode: Literal["auto", "generative", "extractive"] = "auto"
     fields: EvidenceFields = EvidenceFields()
     size: int = Field(default=5, ge=1, le=50, description="evidence blocks (n); ext context_size overrides")
     snippet_chars: int = Field(default=1000, ge=100, le=20_000)
@@ -94,7 +98,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         if not blocks:
             ctx.report.answer = self._abstain("generative" if self.services.llm.configured else "extractive")
             return
-        if self.services.llm.configured:
+        if self.services.llm.configured and self.config.mode != "extractive":
             parts: list[str] = []
             try:
                 async for text in self._generate(question, blocks, ctx, incremental):
@@ -106,21 +110,29 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
                 ctx.report.warn(f"cited_answer: the LLM failed ({exc.reason}); answering extractively")
                 yield Failure(exc)
             else:
-                ctx.report.answer = await self._checked("".join(parts), question, blocks, ctx)
+                answer = await self._checked("".join(parts), question, blocks, ctx)
+                if not (answer.abstained and self.config.mode == "auto"):
+                    ctx.report.answer = answer
+                    return
+                ctx.report.warn("cited_answer: no claim of the LLM's answer held up; answering extractively")
+                ctx.report.answer = await self._extractive(question, blocks, ctx, answer.flagged)
                 return
         ctx.report.answer = await self._extractive(question, blocks, ctx)
 
     def _evidence(self, response: JSON, ctx: PipelineContext) -> list[Evidence]:
         """The chain's references, else CRAG's refined strips, else the top hits.
 
-        An upstream processor that ran but kept nothing (CRAG's "incorrect") leaves no
-        evidence: its verdict stands, and the answer abstains.
+        A chain that verified nothing (it abstained, or its budget ran out first) hands over
+        to the strips or the hits: it found no chain, not that the hits are wrong. CRAG's
+        "incorrect" is a judgment of the hits: it leaves no evidence, and the answer abstains.
         """
         hits: list[JSON] = (response.get("hits") or {}).get("hits") or []
         size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
         chain, retrieval = ctx.report.chain or {}, ctx.report.retrieval or {}
-        if "references" in chain:
-            found = evidence_from_references(chain["references"] or [], hits, self.config.fields)
+        if "references" in chain and not chain["references"]:
+            ctx.report.warn("cited_answer: the chain verified nothing; answering from the search results")
+        if chain.get("references"):
+            found = evidence_from_references(chain["references"], hits, self.config.fields)
         elif "knowledge" in retrieval:
             # Strips come in document order; rank them by the evaluator's score.
             strips = sorted(retrieval["knowledge"] or [], key=lambda s: -float(s.get("score") or 0))
@@ -214,14 +226,17 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         citations = list({(c.marker, c.start, c.end): c for c in map(citation_of, kept)}.values())
         return Answer(text=rewrite(text, verdicts), citations=citations, mode="generative", flagged=flagged)
 
-    async def _extractive(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer:
+    async def _extractive(
+        self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, flagged: Sequence[FlaggedClaim] = ()
+    ) -> Answer:
+        """The reader's featured snippet; ``flagged`` are the LLM's claims it replaces."""
         try:
             models = await self.services.models()
-            answer = await featured_snippet(question, blocks, models, min_support=self._min_support(models))
+            answer = await featured_snippet(question, blocks, models, min_support=self._min_support(models), flagged=flagged)
         except ModelError as exc:
             ctx.report.warn(f"cited_answer: the reader is unavailable, no extractive answer: {exc.reason}")
             answer = None
-        return answer or self._abstain("extractive")
+        return answer or self._abstain("extractive", flagged)
 
     def _min_support(self, models: Models | None) -> float:
         if self.config.min_support is not None:
