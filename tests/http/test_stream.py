@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory
@@ -17,6 +18,7 @@ from tests.processors.test_cited_answer import (  # noqa: F401 - fixtures
     books,
     generative,
 )
+from tests.support.processors import registry_with_test_processors
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import serve
 
@@ -67,14 +69,17 @@ def test_stream_sends_hits_then_tokens_then_checked_answer(
     body = {"query": {"match": {"text": QUESTION}}}
     events = stream(client, url, body, "?search_pipeline=answers")
     kinds = names(events)
-    assert kinds[0] == "hits" and kinds[-2:] == ["answer", "done"] and set(kinds[1:-2]) == {"token"}
-    hits, answer = events[0][1], events[-2][1]
+    assert kinds[:2] == ["search", "hits"] and kinds[-2:] == ["answer", "done"] and set(kinds[2:-2]) == {"token"}
+    found, hits, answer = events[0][1], events[1][1], events[-2][1]
     plain = client.post(f"{url}/books/_search?search_pipeline=answers", json=body).json()
     assert hits["hits"] == plain["hits"]
     assert hits["ext"]["answerbox"]["answer"] is None
+    # The first event is OpenSearch's own answer, before any response processor ran.
+    direct = client.post(f"{url}/books/_search", json=body).json()
+    assert found == {"hits": direct["hits"]}
     # The hits do not wait for the LLM (which stalls a second before its first token).
     first_token = next(t for name, _, t in events if name == "token")
-    assert first_token - events[0][2] > 0.5
+    assert first_token - events[1][2] > 0.5
     assert "".join(data["text"] for name, data, _ in events if name == "token").strip() == scripted.replies[0]
     assert answer["answer"]["text"] == "Dune was written by Frank Herbert [1, 2]. Herbert was born in Tacoma."
     assert {(c["marker"], c["_id"]) for c in answer["answer"]["citations"]} == {(1, "novel"), (2, "author")}
@@ -89,8 +94,8 @@ def test_llm_failure_mid_stream_sends_error_then_the_extractive_answer(
     with serve(broken.app()) as llm_url:
         url = make_answerbox(llm={"base_url": f"{llm_url}/v1"})
         events = stream(client, url, answer_search())
-    assert names(events) == ["hits", "token", "token", "error", "answer", "done"]
-    error, answer = events[3][1], events[4][1]
+    assert names(events) == ["search", "hits", "token", "token", "error", "answer", "done"]
+    error, answer = events[4][1], events[5][1]
     assert error["status"] == 502 and error["error"]["type"] == "llm_exception"
     assert "the model crashed" in error["error"]["reason"]
     assert answer["answer"]["mode"] == "extractive" and "Herbert" in answer["answer"]["text"]
@@ -102,8 +107,8 @@ def test_without_an_llm_the_stream_has_no_tokens(
 ) -> None:
     url = make_answerbox()
     events = stream(client, url, answer_search())
-    assert names(events) == ["hits", "answer", "done"]
-    assert events[1][1]["answer"]["mode"] == "extractive"
+    assert names(events) == ["search", "hits", "answer", "done"]
+    assert events[2][1]["answer"]["mode"] == "extractive"
 
 
 def test_stream_needs_a_pipeline_with_cited_answer(
@@ -115,3 +120,24 @@ def test_stream_needs_a_pipeline_with_cited_answer(
     assert "cited_answer" in response.json()["error"]["reason"]
     broken = client.post(f"{url}/books/_answerbox/stream", content=b"{not json", headers={"content-type": "application/json"})
     assert broken.status_code == 400 and broken.json()["error"]["type"] == "parsing_exception"
+
+
+@pytest.mark.parametrize("ignore", [True, False])
+def test_the_stream_runs_the_response_processors_through_the_engine(
+    books: OpenSearch, make_answerbox: AnswerboxFactory, client: httpx.Client, ignore: bool  # noqa: F811
+) -> None:
+    """The same path as _search: a failing processor is skipped with ignore_failure, and fails
+    the answer (told as an error event, the stream still ends) without it."""
+    url = make_answerbox(registry_with_test_processors())
+    body = answer_search()
+    body["search_pipeline"]["response_processors"].insert(0, {"explode": {"tag": "x", "ignore_failure": ignore}})
+    events = stream(client, url, body)
+    if ignore:
+        assert names(events) == ["search", "hits", "answer", "done"]
+        assert any("explode:x" in w for w in events[2][1]["warnings"])
+        assert events[2][1]["answer"]["abstained"] is False
+    else:
+        assert names(events) == ["search", "error", "answer", "done"]
+        error = events[1][1]
+        assert error["error"]["type"] == "search_pipeline_exception" and "explode:x" in error["error"]["reason"]
+        assert events[2][1]["answer"] is None

@@ -36,6 +36,13 @@ document.addEventListener("answerbox:token", (event) => {
   window.seen.tokens.push(root.querySelector(".answer-text.streaming")?.textContent ?? null);
 });
 document.addEventListener("answerbox:answer", (event) => { window.seen.answer = event.detail; });
+window.seen.events = [];
+for (const name of ["search", "hits", "token", "answer", "done"]) {
+  document.addEventListener(`answerbox:${name}`, (event) => {
+    const root = event.target.shadowRoot;
+    window.seen.events.push({name, hits: root.querySelectorAll(".hit").length, state: event.target.getAttribute("state")});
+  });
+}
 """
 
 
@@ -81,6 +88,19 @@ def stack(shared_stack: Stack) -> Iterator[Stack]:
     shared_stack.oracle.cite = True
     shared_stack.oracle.stray = ""
     shared_stack.llm.fail = False
+
+
+def test_the_hits_show_before_the_evaluator_and_the_llm_have_answered(page: Page, stack: Stack) -> None:
+    box = _ask(page, stack.url, QUESTION)
+    expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
+    events = _seen(page)["events"]
+    names = [e["name"] for e in events]
+    # OpenSearch's hits are on the page first, while the answer is still being written...
+    assert names[:2] == ["search", "hits"] and names[-2:] == ["answer", "done"] and "token" in names
+    assert events[0]["hits"] > 0 and events[0]["state"] == "answering"
+    # ...and stay there, re-ranked, through the tokens, until the checked answer lands.
+    assert all(e["hits"] > 0 for e in events)
+    assert [e["state"] for e in events[:-2]] == ["answering"] * (len(events) - 2) and events[-1]["state"] == "answered"
 
 
 def test_typed_question_streams_in_and_its_citation_lands_on_the_highlighted_hit(page: Page, stack: Stack) -> None:

@@ -183,15 +183,26 @@ class SearchHandler:
         response = await self.execute(pipeline, request, ctx)
         return JSONResponse(finish(pipeline, response, ctx, params.get("verbose_pipeline") == "true"))
 
-    async def execute(
-        self, pipeline: Pipeline, request: SearchRequest, ctx: PipelineContext, *, skip: ResponseProcessor[Any] | None = None
-    ) -> JSON:
-        """Request processors, the search with the caller's credentials, response processors but ``skip``."""
+    async def execute(self, pipeline: Pipeline, request: SearchRequest, ctx: PipelineContext) -> JSON:
+        """Request processors, the search with the caller's credentials, response processors."""
+        request, response = await self.search_phase(pipeline, request, ctx)
+        return await self.response_phase(pipeline, request, response, ctx)
+
+    async def search_phase(self, pipeline: Pipeline, request: SearchRequest, ctx: PipelineContext) -> tuple[SearchRequest, JSON]:
+        """Request processors and the search with the caller's credentials: the request as
+        searched and OpenSearch's response."""
         request = await pipeline.process_request(request, ctx)
         upstream = _upstream_form(pipeline, request)
         started = time.perf_counter()
         response = await self._backend.search(index=upstream.index, body=upstream.body, params=upstream.params, caller=request.caller)
         ctx.report.timings_ms["search"] = round((time.perf_counter() - started) * 1000, 2)
+        return request, response
+
+    @staticmethod
+    async def response_phase(
+        pipeline: Pipeline, request: SearchRequest, response: JSON, ctx: PipelineContext, *, skip: ResponseProcessor[Any] | None = None
+    ) -> JSON:
+        """The response processors, in the pipeline's order, but ``skip``."""
         if skip is not None:
             pipeline = replace(pipeline, response_processors=[p for p in pipeline.response_processors if p is not skip])
         return await pipeline.process_response(request, response, ctx)

@@ -2,6 +2,7 @@
 
 Events, in order::
 
+    event: search  data: {"hits": ...}: the hits as OpenSearch answered, before any response processor
     event: hits    data: the search response after every response processor but the answer
     event: token   data: {"text": "..."}              (zero or more, as the LLM writes)
     event: error   data: OpenSearch-shaped error       (the LLM failed; the fallback answer follows)
@@ -9,7 +10,8 @@ Events, in order::
     event: done    data: {}
 
 Everything before the first event (pipeline resolution, request processors, the search)
-fails as a normal JSON error response; once the hits are out, failures become events.
+fails as a normal JSON error response; once the hits are out, failures become events, and
+the stream still ends with ``answer`` and ``done``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from starlette.responses import Response, StreamingResponse
 
 from answerbox.errors import AnswerboxError, InvalidRequest, ParseError
 from answerbox.http.search import SearchHandler, finish, json_or_none, read_body, require_json
-from answerbox.pipeline.base import JSON, PipelineContext
+from answerbox.pipeline.base import JSON, PipelineContext, SearchRequest
 from answerbox.pipeline.engine import Pipeline
 from answerbox.processors.cited_answer import CitedAnswer, Token
 
@@ -57,15 +59,29 @@ class AnswerStream(SearchHandler):
         pipeline, answerer = _answerer(await self._resolver.resolve(index, body, params))
         request = self.request(pipeline, index, body, params, http_request)
         ctx = self.context(pipeline, request)
-        # Every response processor but the answer runs now, in the pipeline's own order.
-        response = await self.execute(pipeline, request, ctx, skip=answerer)
+        # Failures up to the search are a normal error response; after it, events.
+        request, response = await self.search_phase(pipeline, request, ctx)
         return StreamingResponse(
-            self._events(pipeline, answerer, response, ctx),
+            self._events(pipeline, answerer, request, response, ctx),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
 
-    async def _events(self, pipeline: Pipeline, answerer: CitedAnswer, response: JSON, ctx: PipelineContext) -> AsyncIterator[str]:
+    async def _events(
+        self, pipeline: Pipeline, answerer: CitedAnswer, request: SearchRequest, response: JSON, ctx: PipelineContext
+    ) -> AsyncIterator[str]:
+        # The hits as OpenSearch found them, before any response processor: a page shows them
+        # while the evaluator and the LLM work.
+        yield _event("search", {"hits": copy.deepcopy(response.get("hits"))})
+        try:
+            # Every response processor but the answer, in the pipeline's own order.
+            response = await self.response_phase(pipeline, request, response, ctx, skip=answerer)
+        except AnswerboxError as exc:
+            ctx.report.warn(f"the response processors failed: {exc.reason}")
+            yield _event("error", exc.to_body())
+            yield _event("answer", ctx.report.render())
+            yield _event("done", {})
+            return
         yield _event("hits", finish(pipeline, copy.deepcopy(response), ctx, verbose=False))
         started = time.perf_counter()
         try:

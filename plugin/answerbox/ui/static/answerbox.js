@@ -11,7 +11,7 @@
 // A page that searches without reloading calls `box.ask(question)` instead.
 // Read-only attributes it keeps current: state (idle, searching, answering, answered,
 // abstained, searched, error) and degraded (the LLM failed; the answer is a fallback).
-// It fires answerbox:hits / :token / :answer /
+// It fires answerbox:search / :hits / :token / :answer /
 // :error / :done events carrying each stream event's data.
 
 import { renderCheck } from "./check.js";
@@ -127,7 +127,8 @@ class AnswerBox extends HTMLElement {
   }
 
   #handle(event, data) {
-    if (event === "hits") this.#showHits(data);
+    // search: the hits as found, at once; hits: the same after the evaluator (re-ranked, judged).
+    if (event === "search" || event === "hits") this.#showHits(data);
     else if (event === "token") this.#appendToken(data.text);
     else if (event === "answer") this.#showReport(data);
     else if (event === "error") this.#interrupted(errorReason(data, "the answer failed"));
