@@ -7,7 +7,7 @@
 # machine's CPU and cannot run there; the real-LLM tests assert no wording anyway.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-VENV=$(bash "$ROOT/deploy/local/setup.sh" | tail -n 1)
+VENV=$(bash "$ROOT/deploy/local/setup.sh" test | tail -n 1)
 if ! command -v qemu-x86_64 >/dev/null; then
   apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user >&2
 fi

@@ -3,7 +3,7 @@
 # marked real_llm, and run the whole test suite against osmem-server.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-VENV=$(bash "$ROOT/deploy/local/setup.sh" | tail -n 1)
+VENV=$(bash "$ROOT/deploy/local/setup.sh" test | tail -n 1)
 cd "$ROOT"
 LLM_PORT=${ANSWERBOX_TEST_LLM_PORT:-18081}
 LLM_LOG=$(mktemp -t answerbox-test-llm.XXXXXX)
