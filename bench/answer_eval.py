@@ -235,7 +235,8 @@ def _report(mode: str, sample: list[tuple[Paragraph, Question]], search_times: l
     if mode == "extractive":
         print(f"EM {100 * statistics.mean(r['em'] for r in rows_in):.2f}  F1 {100 * statistics.mean(r['f1'] for r in rows_in):.2f}")
     else:  # generative, or its replay: the recorded LLM texts checked again by the current models
-        print(f"gold-answer containment: checked answer {_share([r['contains'] for r in rows_in])}, raw LLM text {_share([r['raw_contains'] for r in rows_in])}")
+        checked, raw_text = _share([r["contains"] for r in rows_in]), _share([r["raw_contains"] for r in rows_in])
+        print(f"gold-answer containment: checked answer {checked}, raw LLM text {raw_text}")
         raw = [ok for r in rows_in for ok in r["raw_cited_right"]]
         print(f"citations per answer: raw {len(raw) / n:.2f}, after the check {sum(len(r['cited_right']) for r in rows_in) / n:.2f}")
         print(f"unsupported-citation rate before the check: {_share([not ok for ok in raw])}")

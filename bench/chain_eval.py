@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from opensearchpy import OpenSearch
-from osmem_server import OsmemServer
-
 from answerbox.app import create_app
 from answerbox.config import ModelSettings, Settings
 from answerbox.processors.coq_parser import final_answer
 from answerbox.processors.normalize import normalize_answer
+from opensearchpy import OpenSearch
+from osmem_server import OsmemServer
+
 from bench.crag_eval import dev_paragraphs, index_paragraphs
 from bench.twohop import compose
 from onnx_models.squad import exact_match, sample_questions

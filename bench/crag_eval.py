@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from answerbox.app import create_app
+from answerbox.config import ModelSettings, Settings
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
-from answerbox.app import create_app
-from answerbox.config import ModelSettings, Settings
 from onnx_models.squad import DEV_FILE, Paragraph, Question, load_squad, normalize_answer, sample_questions
 from tests.support.servers import serve
 

@@ -20,12 +20,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-
 from answerbox.config import ModelSettings
 from answerbox.models import Models, load_models
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
+
 from bench.reader_eval import evaluate
 from onnx_models.squad import DEV_FILE, Paragraph, Question, data_dir, default_tarball, load_squad, sample_questions
 
@@ -52,7 +52,6 @@ def torch_runner(checkpoint: Path, threads: int) -> Callable[[Batch], object] | 
     if not (checkpoint / "model.safetensors").exists():
         return None
     import torch
-
     from answerbox.models.modeling import ReaderEvaluatorModel
 
     if threads:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from answerbox.config import ModelSettings
 from answerbox.models import Models, ReaderSpan, load_models
+
 from onnx_models.squad import (
     DEV_FILE,
     Paragraph,

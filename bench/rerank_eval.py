@@ -19,10 +19,10 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from opensearchpy import OpenSearch, helpers
-
 from answerbox.config import ModelSettings
 from answerbox.models import Models, load_models
+from opensearchpy import OpenSearch, helpers
+
 from onnx_models.squad import DEV_FILE, Paragraph, default_tarball, load_squad, sample_questions
 
 TOP_K = 20

@@ -51,8 +51,14 @@ METHODS = ("q2e_zs", "q2d_prf", "q2e_prf", "q2d_zs", "cot_zs", "cot_prf", "q2d_f
 # Written for this bench, on Wikipedia-style questions that are not in SQuAD dev.
 FEW_SHOT = {
     "q2d": [
-        {"query": "When did the Berlin Wall fall?", "output": "The Berlin Wall fell on 9 November 1989, when East Germany opened its border crossings to West Berlin after weeks of protests."},
-        {"query": "What is the largest moon of Saturn?", "output": "Titan is the largest moon of Saturn and the second-largest in the Solar System; it has a thick nitrogen atmosphere."},
+        {
+            "query": "When did the Berlin Wall fall?",
+            "output": "The Berlin Wall fell on 9 November 1989, when East Germany opened its border crossings to West Berlin after weeks of protests.",
+        },
+        {
+            "query": "What is the largest moon of Saturn?",
+            "output": "Titan is the largest moon of Saturn and the second-largest in the Solar System; it has a thick nitrogen atmosphere.",
+        },
     ],
     "q2e": [
         {"query": "When did the Berlin Wall fall?", "output": "Berlin Wall, fall, 1989, East Germany, border opening, Cold War"},

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from answerbox.app import create_app
+from answerbox.config import REPO_ROOT, ModelSettings, Settings
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
-from answerbox.app import create_app
-from answerbox.config import REPO_ROOT, ModelSettings, Settings
 from bench.crag_eval import dev_paragraphs, index_paragraphs
 from onnx_models.squad import normalize_answer, sample_questions
 from tests.support.servers import serve

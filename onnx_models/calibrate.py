@@ -38,10 +38,10 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-
 from answerbox.config import ModelSettings
 from answerbox.models import Models, load_models
 from answerbox.models.manifest import ModelManifest
+
 from onnx_models.squad import (
     BM25,
     DEV_FILE,

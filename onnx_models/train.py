@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
-
 from answerbox.models.modeling import ReaderEvaluatorModel
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
+from torch import nn
+
 from onnx_models.checkpoint import TrainingState, load_state, save_state
 from onnx_models.squad import BM25, TRAIN_FILES, Paragraph, data_dir, default_tarball, load_squad, normalize_answer
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
-from opensearchpy import OpenSearch
-
 from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.pipeline.registry import ProcessorRegistry
+from opensearchpy import OpenSearch
+
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import serve

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from answerbox.children import PortInUseError, require_free_port
+
 from tests.support.servers import free_port
 
 ANSWERBOX = [sys.executable, "-m", "answerbox.cli"]

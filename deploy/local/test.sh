@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command 2 (and CI): install what is missing, start the real local LLM for the tests
-# marked real_llm, and run the whole test suite against osmem-server.
+# marked real_llm, check lint (ruff) and types (mypy --strict on the package), and run the
+# whole test suite against osmem-server.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV=$(bash "$ROOT/deploy/local/setup.sh" test | tail -n 1)
@@ -27,4 +28,7 @@ until grep -q "at http://127.0.0.1:$LLM_PORT/v1" "$LLM_LOG"; do
   sleep 0.5
 done
 export ANSWERBOX_TEST_LLM_URL="http://127.0.0.1:$LLM_PORT/v1"
+# Lint and types first (seconds); their configuration is in pyproject.toml.
+"$VENV/bin/ruff" check .
+"$VENV/bin/mypy"
 "$VENV/bin/python" -m pytest "$@"

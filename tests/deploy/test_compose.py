@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.resources
-import json
 import itertools
+import json
 import re
 import subprocess
 import sys

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from answerbox.config import ModelSettings
 from answerbox.models import Models, load_models
 from answerbox.models.export import export_model
 from answerbox.models.manifest import MANIFEST_FILE
+
 from onnx_models.tiny import make_tiny_checkpoint
 
 DEFAULT_DIR = ModelSettings().dir

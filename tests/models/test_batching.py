@@ -4,7 +4,6 @@ import asyncio
 import threading
 
 import pytest
-
 from answerbox.models.batching import MicroBatcher, QueueFull
 
 

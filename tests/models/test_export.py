@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from answerbox.errors import ModelError
 from answerbox.models.export import export_model
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.modeling import ReaderEvaluatorModel
 from answerbox.models.session import OnnxSession
 from answerbox.models.windows import WindowTokenizer, load_tokenizer, pad_windows
+
 from onnx_models.tiny import tiny_config
 
 QUESTION = "who wrote the letter?"

@@ -4,10 +4,9 @@ import asyncio
 import math
 
 import pytest
-
+from answerbox.config import REPO_ROOT
 from answerbox.models import Models, ReaderSpan
 from answerbox.models.manifest import ModelManifest
-from answerbox.config import REPO_ROOT
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
 QUESTION = "Which team won Super Bowl 50?"

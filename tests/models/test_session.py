@@ -4,7 +4,6 @@ import logging
 from pathlib import Path
 
 import pytest
-
 from answerbox.errors import ModelError
 from answerbox.models.session import CPU, OnnxSession, import_onnxruntime
 

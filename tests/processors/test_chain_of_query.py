@@ -15,12 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
-from opensearchpy import OpenSearch
-
 from answerbox.models import ReaderSpan
 from answerbox.processors.coq_evidence import Evidence, reference_excerpt
 from answerbox.processors.coq_parser import citation_markers, final_answer, parse_chain
 from answerbox.processors.passages import Passage
+from opensearchpy import OpenSearch
+
 from tests.conftest import AnswerboxFactory, bulk_index, completions
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM

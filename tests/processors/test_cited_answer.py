@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
-from opensearchpy import OpenSearch
-
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors import default_registry
+from opensearchpy import OpenSearch
+
 from tests.conftest import AnswerboxFactory, bulk_index, completions
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM

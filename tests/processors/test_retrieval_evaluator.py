@@ -12,11 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from opensearchpy import OpenSearch
-
 from answerbox.config import ModelSettings
 from answerbox.processors.keywords import fallback_keywords, parse_keywords
 from answerbox.processors.sentences import sentence_spans
+from opensearchpy import OpenSearch
+
 from tests.conftest import AnswerboxFactory, bulk_index, completions
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM

@@ -5,13 +5,13 @@ model reads at most ``max_windows_per_passage`` windows of any passage."""
 from __future__ import annotations
 
 import httpx
-from opensearchpy import OpenSearch
-
 from answerbox.config import ModelSettings
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 from answerbox.processors.citations import parse_claims
 from answerbox.processors.sentences import sentence_spans
+from opensearchpy import OpenSearch
+
 from tests.conftest import AnswerboxFactory, bulk_index
 
 DOTS = "Spice is mined on Arrakis" + "." * 60_000

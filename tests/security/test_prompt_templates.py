@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
-
 from answerbox.config import Settings
 from answerbox.prompts import PromptLibrary
+
 from tests.conftest import AnswerboxFactory
 
 HOSTILE = {

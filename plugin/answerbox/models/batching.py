@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable, Sequence, Sized
 from concurrent.futures import ThreadPoolExecutor
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 

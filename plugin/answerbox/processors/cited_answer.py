@@ -268,7 +268,9 @@ def _flag(verdicts: Sequence[Verdict], ctx: PipelineContext) -> list[FlaggedClai
     """The claims whose citation the check removed, for ``answer.flagged`` and as warnings."""
     flagged = []
     for verdict in (v for v in verdicts if not v.supported):
-        reason = "no_evidence" if verdict.evidence is None else "unchecked" if verdict.support is None else "unsupported"
+        reason: Literal["no_evidence", "unsupported", "unchecked"] = (
+            "no_evidence" if verdict.evidence is None else "unchecked" if verdict.support is None else "unsupported"
+        )
         claim = FlaggedClaim(
             sentence=verdict.claim.plain,
             marker=verdict.marker,

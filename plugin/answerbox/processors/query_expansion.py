@@ -40,8 +40,8 @@ from answerbox.processors.expanded_query import (
     clean_expansion,
     expanded_clause,
 )
-from answerbox.ttl_cache import TTLCache
 from answerbox.query_text import find_text_clauses, replace_text_clauses, scope_params
+from answerbox.ttl_cache import TTLCache
 
 if TYPE_CHECKING:
     from answerbox.services import Services

@@ -10,6 +10,7 @@ a strip one sentence too long costs less than one cut mid-name.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 __all__ = ["sentence_spans"]
@@ -51,7 +52,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
             cuts.append(match.end(1))
     cuts.append(len(text))
     spans = []
-    for start, end in zip(cuts, cuts[1:]):
+    for start, end in itertools.pairwise(cuts):
         piece = text[start:end]
         stripped = piece.strip()
         if stripped:
