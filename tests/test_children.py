@@ -97,6 +97,8 @@ def started() -> Iterator[list[subprocess.Popen[str]]]:
         for pid in _group(process.pid):
             os.kill(pid, signal.SIGKILL)
         process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def _local_llm(started: list[subprocess.Popen[str]]) -> tuple[subprocess.Popen[str], int]:

@@ -56,6 +56,9 @@ def sample_corpus_server() -> Iterator[OsmemServer]:
     with OsmemServer.start(japanese=False) as server:
         load_sample_corpus(server.url)
         yield server
+    # osmem-server's close() stops the process but leaves its stdout pipe open.
+    if server.process.stdout is not None:
+        server.process.stdout.close()
 
 
 @pytest.fixture

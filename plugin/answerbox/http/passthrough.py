@@ -9,6 +9,7 @@ bench/proxy_overhead.py), and it is already here as opensearch-py's async transp
 
 from __future__ import annotations
 
+import io
 import ssl
 from collections.abc import AsyncIterator, Iterable
 
@@ -66,7 +67,9 @@ class Passthrough:
 
     async def forward(self, request: Request, body: bytes | None = None) -> Response:
         """Send ``request`` upstream; ``body`` replaces the request stream when already read."""
-        content: bytes | AsyncIterator[bytes] = body if body is not None else request.stream()
+        # A file-like body: aiohttp sends raw bytes of over a megabyte from the event loop in
+        # one piece (and warns that it may block).
+        content: io.BytesIO | AsyncIterator[bytes] = io.BytesIO(body) if body is not None else request.stream()
         # Path and query string go on as the caller wrote them (still percent-encoded), not
         # decoded and re-encoded: a %00 stays three characters.
         raw_path = request.scope.get("raw_path") or request.url.path.encode()
