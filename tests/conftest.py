@@ -15,12 +15,22 @@ from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.pipeline.registry import ProcessorRegistry
 from opensearchpy import OpenSearch
+from osmem_server import OsmemServer
 
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import serve
 
 AnswerboxFactory = Callable[..., str]
+
+
+@pytest.fixture(scope="session")
+def osmem_server(osmem_server: OsmemServer) -> Iterator[OsmemServer]:
+    """The osmem plugin's server; its close() leaves the process's stdout pipe open, which
+    ``filterwarnings = error`` would report as an unclosed file at the end of the run."""
+    yield osmem_server
+    if osmem_server.process.stdout is not None:
+        osmem_server.process.stdout.close()
 
 
 @pytest.fixture

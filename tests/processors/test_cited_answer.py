@@ -404,3 +404,11 @@ def test_when_the_chain_abstains_the_answer_comes_from_the_hits(
     assert "snippet: " in scripted.calls[0]["messages"][1]["content"]
     assert "the chain verified nothing; answering from the search results" in "\n".join(report["warnings"])
     assert_quotes_are_exact(report["answer"], by_id(books, "books"))
+
+
+def test_conversational_memory_parameters_are_refused_without_opensearchs_rag(generative: tuple[ScriptedLLM, str], client: httpx.Client) -> None:
+    """Accepted and ignored, they would answer as if the conversation had been remembered."""
+    _, url = generative
+    for qa in ({"memory_id": "m1"}, {"message_size": 5}, {"llm_response_field": "text"}):
+        response = client.post(f"{url}/books/_search", json=answer_search(ext={"generative_qa_parameters": qa}))
+        assert response.status_code == 400 and "conversational memory" in response.json()["error"]["reason"]

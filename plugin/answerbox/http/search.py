@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -123,11 +122,8 @@ def _upstream_form(pipeline: Pipeline, request: SearchRequest) -> SearchRequest:
         upstream.params.pop(name, None)
     ext = upstream.body.get("ext")
     if isinstance(ext, dict):
-        native_rag = pipeline.native is not None and any(
-            "retrieval_augmented_generation" in entry for entry in pipeline.native.response_processors
-        )
         for key in _OWN_EXT:
-            if not (key == "generative_qa_parameters" and native_rag):
+            if not (key == "generative_qa_parameters" and pipeline.native_rag):
                 ext.pop(key, None)
         if not ext:
             upstream.body.pop("ext")
@@ -161,13 +157,15 @@ class SearchHandler:
         return SearchRequest(index=index, body=body, params=params, caller=caller, native=pipeline.inline_native)
 
     def context(self, pipeline: Pipeline, request: SearchRequest) -> PipelineContext:
-        return PipelineContext(
-            request_id=uuid.uuid4().hex,
-            pipeline_id=pipeline.id,
-            original=request.copy(),
-            question=question_of(request.body, request.params),
-            generative_qa=_generative_qa(request.body, self._settings),
-        )
+        qa = _generative_qa(request.body, self._settings)
+        if qa is not None and (qa.memory_id or qa.message_size or qa.llm_response_field) and not pipeline.native_rag:
+            # OpenSearch's own RAG processor keeps conversational memory; answerbox's do not, and
+            # a parameter that is accepted and ignored would answer as if it were honoured.
+            raise InvalidRequest(
+                "memory_id, message_size and llm_response_field need OpenSearch's retrieval_augmented_generation "
+                "processor in the pipeline: answerbox's processors keep no conversational memory"
+            )
+        return PipelineContext(pipeline_id=pipeline.id, question=question_of(request.body, request.params), generative_qa=qa)
 
     async def search(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._max_body)

@@ -93,9 +93,7 @@ class SearchRequest:
 class PipelineContext:
     """Per-search state shared by the processors of one pipeline run."""
 
-    request_id: str
     pipeline_id: str
-    original: SearchRequest
     question: str | None
     generative_qa: GenerativeQAParameters | None = None
     report: AnswerboxReport = field(default_factory=AnswerboxReport)
@@ -132,9 +130,6 @@ class Processor(ABC, Generic[C]):
             )
             raise ConfigError(f"processor [{cls.type_name}]{f' tag [{tag}]' if tag else ''}: {problems}") from exc
         return cls(config, services)  # type: ignore[arg-type]  # config_model is C for each subclass
-
-    def to_dict(self) -> JSON:
-        return {self.type_name: self.config.model_dump(exclude_unset=True)}
 
     @property
     def name(self) -> str:

@@ -31,13 +31,17 @@ T = TypeVar("T")
 @dataclass(kw_only=True)
 class Pipeline:
     id: str
-    definition: PipelineDefinition
     request_processors: list[RequestProcessor[Any]]
     response_processors: list[ResponseProcessor[Any]]
     # The processors OpenSearch runs itself, or None when there are none.
     native: PipelineDefinition | None
     stats: PipelineStats
     timeout_s: float
+
+    @property
+    def native_rag(self) -> bool:
+        """Whether OpenSearch's own retrieval_augmented_generation processor runs in this pipeline."""
+        return self.native is not None and any("retrieval_augmented_generation" in e for e in self.native.response_processors)
 
     @property
     def inline_native(self) -> JSON:

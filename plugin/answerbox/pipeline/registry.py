@@ -70,7 +70,6 @@ class ProcessorRegistry:
                 target.append(cls.from_dict(config, services, context))  # type: ignore[arg-type]
         return Pipeline(
             id=pipeline_id,
-            definition=definition,
             request_processors=request,
             response_processors=response,
             native=PipelineDefinition(**native) if native else None,  # type: ignore[arg-type]
