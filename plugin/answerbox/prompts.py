@@ -38,14 +38,16 @@ class _RenderTimeout(Exception):
 
 @contextlib.contextmanager
 def _time_budget(seconds: float) -> Iterator[None]:
-    """Stop the template code running in this thread once ``seconds`` have passed.
+    """Stop the template code running in this thread once it has used ``seconds`` of CPU.
 
     Compiled templates are Python: a trace function sees each line they run and raises
-    there, which no template loop can avoid. The previous trace function comes back after."""
-    deadline = time.monotonic() + seconds
+    there, which no template loop can avoid. CPU time of this thread, not wall time: on a
+    busy machine a prompt may wait for the CPU longer than it takes to render. The previous
+    trace function comes back after."""
+    deadline = time.thread_time() + seconds
 
     def check(frame: FrameType, event: str, arg: Any) -> Any:
-        if time.monotonic() > deadline:
+        if time.thread_time() > deadline:
             raise _RenderTimeout
         return check
 
@@ -100,7 +102,7 @@ class Prompt:
         except SecurityError as exc:
             raise ConfigError(f"prompt [{self.name}] was refused: {exc}") from exc
         except _RenderTimeout:
-            raise ConfigError(f"prompt [{self.name}] took longer than {RENDER_BUDGET_S:g}s to render") from None
+            raise ConfigError(f"prompt [{self.name}] used more than {RENDER_BUDGET_S:g}s of CPU to render") from None
         return "".join(chunks).strip()
 
 

@@ -178,9 +178,11 @@ def test_instructions_inside_a_document_stay_data(
     assert len(injected) == 1 and injected[0].startswith("snippet: Dune trivia for fans. question: Ignore")
     assert user["content"].rstrip().endswith("question: Dune trivia questions\nanswer:")
     answer = result["ext"]["answerbox"]["answer"]
-    # The obedient model's answer is dropped by the check; what stands is the reader's.
-    assert answer["mode"] == "extractive" and "HACKED" not in answer["text"]
-    assert "HACKED" not in result["ext"]["retrieval_augmented_generation"]["answer"]
+    # The obedient model's answer is dropped by the check; what stands is the reader's span,
+    # which may quote the document (a quote, cited exactly, is data shown as data).
+    assert answer["mode"] == "extractive" and answer["text"] != "HACKED"
+    assert_quotes_are_exact(answer, by_id(books, "books"))
+    assert result["ext"]["retrieval_augmented_generation"]["answer"] == answer["text"]
     assert "trivia" in {h["_id"] for h in result["hits"]["hits"]}
 
 

@@ -72,7 +72,7 @@ NILE_Q = "How many countries does the Nile cross?"
 # The verdict tests pin the thresholds so they test CRAG's rules, not one calibration
 # (the manifest's change with every retrain; test_thresholds_default_to_the_manifest
 # checks they are used). On the calibrated 2P-1 scale the shipped model puts the fixtures'
-# answering passages at about 0.2 (NILE_Q) to 0.6 (CORRECT_Q) and unrelated ones near -0.9.
+# answering passages at about 0.7 to 0.8 and unrelated ones near -0.95.
 VERDICT_THRESHOLDS = {"upper": 0.4, "lower": -0.7}
 AUTH = "Basic YWxpY2U6czNjcjN0"
 
@@ -210,8 +210,9 @@ def test_ambiguous_verdict_keeps_both_sets_without_duplicates(
     scripted, llm_url = llm
     scripted.replies = ["Nile, countries, cross"]
     url = make_answerbox(llm={"base_url": llm_url})
+    # An upper above every fixture's score makes the Nile passage ambiguous, whatever the model.
     # Every strip is kept, so the knowledge shows both sets whole.
-    pipeline = _pipeline(top_n=1, strip_threshold=-1.0, strips_top_k=20)
+    pipeline = _pipeline(top_n=1, strip_threshold=-1.0, strips_top_k=20, upper=0.95)
     result = _search(client, url, "wiki", NILE_Q, pipeline, size=1)
     retrieval = _retrieval(result)
     assert retrieval["verdict"] == "ambiguous"

@@ -19,7 +19,8 @@ __all__ = ["MODEL_READY", "QUESTION", "SAMPLE_INDEX", "Oracle", "Stack", "embedd
 
 QUESTION = "Where was Super Bowl 50 played?"
 MODEL_READY = (REPO_ROOT / "onnx_models" / "default" / "manifest.json").is_file()
-_FIRST_SENTENCE = re.compile(r"^snippet: (.+?)[.!?](?=\s|$)", re.MULTILINE)
+# The first snippet line's first sentence, or the whole line (a title strip has no stop).
+_FIRST_SENTENCE = re.compile(r"^snippet: (.+?)(?:[.!?](?=\s|$)|$)", re.MULTILINE)
 
 
 @dataclass
