@@ -326,6 +326,17 @@ def test_extractive_mode_never_calls_the_llm(generative: tuple[ScriptedLLM, str]
     assert scripted.calls == [] and answer["mode"] == "extractive" and "Herbert" in answer["text"]
 
 
+def _after(upstream: type[ResponseProcessor[ProcessorConfig]], make_answerbox: AnswerboxFactory, llm_url: str, client: httpx.Client) -> dict[str, Any]:
+    """ext.answerbox of an answer search whose cited_answer runs after ``upstream``."""
+    registry = default_registry()
+    registry.register(upstream)
+    url = make_answerbox(registry, llm={"base_url": llm_url})
+    body = answer_search(demonstrations=False)
+    body["search_pipeline"]["response_processors"].insert(0, {upstream.type_name: {}})
+    report: dict[str, Any] = search(client, url, body)["ext"]["answerbox"]
+    return report
+
+
 class ChainReferences(ResponseProcessor[ProcessorConfig]):
     """Stands in for chain_of_query: leaves one reference, as ``ext.answerbox.chain.references``."""
 
@@ -344,12 +355,7 @@ def test_chain_references_are_the_evidence_when_the_chain_ran(
 ) -> None:
     scripted, llm_url = scripted_llm
     scripted.replies = ["Herbert wrote Dune and five sequels [1]."]
-    registry = default_registry()
-    registry.register(ChainReferences)
-    url = make_answerbox(registry, llm={"base_url": llm_url})
-    body = answer_search(demonstrations=False)
-    body["search_pipeline"]["response_processors"].insert(0, {"test_chain_references": {}})
-    answer = search(client, url, body)["ext"]["answerbox"]["answer"]
+    answer = _after(ChainReferences, make_answerbox, llm_url, client)["answer"]
     prompt = scripted.calls[0]["messages"][1]["content"]
     assert "snippet: Herbert wrote Dune and five sequels.\n" in prompt and prompt.count("snippet: ") == 1
     assert "title: Frank Herbert\n" in prompt and "date: Jun 10, 2019\n" in prompt
@@ -396,12 +402,7 @@ def test_when_the_chain_abstains_the_answer_comes_from_the_hits(
 ) -> None:
     scripted, llm_url = scripted_llm
     scripted.replies = ["Herbert wrote Dune [1]."]
-    registry = default_registry()
-    registry.register(AbstainedChain)
-    url = make_answerbox(registry, llm={"base_url": llm_url})
-    body = answer_search(demonstrations=False)
-    body["search_pipeline"]["response_processors"].insert(0, {"test_abstained_chain": {}})
-    report = search(client, url, body)["ext"]["answerbox"]
+    report = _after(AbstainedChain, make_answerbox, llm_url, client)
     assert report["answer"]["abstained"] is False and report["answer"]["citations"]
     assert "snippet: " in scripted.calls[0]["messages"][1]["content"]
     assert "the chain verified nothing; answering from the search results" in "\n".join(report["warnings"])
