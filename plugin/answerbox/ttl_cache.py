@@ -15,12 +15,12 @@ V = TypeVar("V")
 class TTLCache(Generic[V]):
     """At most ``max_entries`` values, least recently used evicted first, each dropped ``ttl_s`` after it was stored.
 
-    ``max_entries=0`` keeps nothing. Not thread-safe: it lives on one event loop.
+    ``max_entries=0`` or ``ttl_s=0`` keeps nothing. Not thread-safe: it lives on one event loop.
     """
 
     def __init__(self, max_entries: int, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        if max_entries < 0 or ttl_s <= 0:
-            raise ValueError(f"max_entries must be >= 0 and ttl_s > 0, got {max_entries} and {ttl_s}")
+        if max_entries < 0 or ttl_s < 0:
+            raise ValueError(f"max_entries and ttl_s must be >= 0, got {max_entries} and {ttl_s}")
         self._max = max_entries
         self._ttl = ttl_s
         self._clock = clock
@@ -38,7 +38,7 @@ class TTLCache(Generic[V]):
         return value
 
     def put(self, key: str, value: V) -> None:
-        if self._max == 0:
+        if self._max == 0 or self._ttl == 0:
             return
         self._entries[key] = (self._clock() + self._ttl, value)
         self._entries.move_to_end(key)

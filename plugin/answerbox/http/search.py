@@ -213,9 +213,13 @@ class SearchHandler:
             raise InvalidRequest(f"_msearch holds {len(pairs)} searches, above limits.max_msearch_searches ({most})")
         index = http_request.path_params.get("index")
         params = dict(http_request.query_params)
+        targets = [_line_index(header, index) for header, _ in pairs or []]
         pipelines = (
             await asyncio.gather(
-                *(self._resolver.resolve(_line_index(header, index), body, {**params, **_header_pipeline(header)}) for header, body in pairs)
+                *(
+                    self._resolver.resolve(target, body, {**params, **_header_pipeline(header)})
+                    for (header, body), target in zip(pairs, targets, strict=True)
+                )
             )
             if pairs is not None
             else []
@@ -225,8 +229,8 @@ class SearchHandler:
         caller = Caller.from_headers(http_request.headers)
         verbose = params.get("verbose_pipeline") == "true"
         items = [
-            _MsearchItem(header, _line_index(header, index), body, pipeline, caller, params, self.context)
-            for (header, body), pipeline in zip(pairs, pipelines, strict=True)
+            _MsearchItem(header, target, body, pipeline, caller, params, self.context)
+            for (header, body), target, pipeline in zip(pairs, targets, pipelines, strict=True)
         ]
         await asyncio.gather(*(item.process_request() for item in items))
         live = [item for item in items if item.result is None]

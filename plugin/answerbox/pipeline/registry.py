@@ -44,10 +44,10 @@ class ProcessorRegistry:
     def build(
         self, pipeline_id: str, definition: PipelineDefinition, services: Services, stats: PipelineStats, *, inline: bool
     ) -> Pipeline:
-        count, most = sum(len(getattr(definition, section)) for section in NATIVE_TYPES), services.settings.limits.max_processors
-        if count > most:
-            raise ConfigError(f"pipeline [{pipeline_id}] has {count} processors, above limits.max_processors ({most})")
         limits = services.settings.limits
+        count = sum(len(getattr(definition, section)) for section in NATIVE_TYPES)
+        if count > limits.max_processors:
+            raise ConfigError(f"pipeline [{pipeline_id}] has {count} processors, above limits.max_processors ({limits.max_processors})")
         context = ConfigContext(files_dir=services.settings.files_dir, inline=inline, max_llm_tokens=limits.max_llm_tokens)
         native: dict[str, list[ProcessorEntry]] = {}
         request: list[RequestProcessor[Any]] = []

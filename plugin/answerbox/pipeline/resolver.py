@@ -50,7 +50,7 @@ class PipelineResolver:
         self._stats = stats
         self._settings_client = settings_client
         # Keyed by index names callers choose: bounded, so invented names cannot grow memory.
-        self._defaults: TTLCache[tuple[str | None]] = TTLCache(_MAX_CACHED, max(cache_s, 1e-3))
+        self._defaults: TTLCache[tuple[str | None]] = TTLCache(_MAX_CACHED, cache_s)
         self._built: dict[tuple[str, str], Pipeline] = {}
 
     async def resolve(self, index: str | None, body: dict[str, Any], params: dict[str, str]) -> Pipeline | None:

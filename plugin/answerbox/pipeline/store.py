@@ -31,7 +31,7 @@ class PipelineStore:
         self._caller_client = caller
         self._index = index
         # Keyed by ids callers name, existing or not: bounded, so invented ids cannot grow memory.
-        self._cache: TTLCache[tuple[PipelineDefinition | None]] = TTLCache(_MAX_CACHED, max(cache_s, 1e-3))
+        self._cache: TTLCache[tuple[PipelineDefinition | None]] = TTLCache(_MAX_CACHED, cache_s)
 
     async def put(self, pipeline_id: str, definition: PipelineDefinition, caller: Caller) -> None:
         await ensure_index(self._client, self._index, _MAPPING)
