@@ -44,8 +44,8 @@ import httpx
 from answerbox.app import create_app
 from answerbox.config import ModelSettings, Settings
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
-from answerbox.processors.citations import parse_claims
-from answerbox.processors.evidence import EvidenceFields, evidence_from_hits, number
+from answerbox.processors.cited_answer.citations import parse_claims
+from answerbox.processors.cited_answer.evidence import EvidenceFields, evidence_from_hits, number
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
 from onnx_models.squad import (

@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 from answerbox.app import create_app
 from answerbox.config import Settings
-from answerbox.processors.expanded_query import expanded_clause
+from answerbox.processors.query_expansion.expanded_query import expanded_clause
 from answerbox.query_text import TextClause, replace_text_clauses
 from osmem_server import OsmemServer
 from scipy import stats

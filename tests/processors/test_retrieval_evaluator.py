@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 from answerbox.config import ModelSettings
-from answerbox.processors.keywords import fallback_keywords, parse_keywords
-from answerbox.processors.sentences import sentence_spans
+from answerbox.processors.retrieval_evaluator.keywords import fallback_keywords, parse_keywords
+from answerbox.processors.text.sentences import sentence_spans
 from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory, bulk_index, completions

@@ -8,8 +8,8 @@ import httpx
 from answerbox.config import ModelSettings
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
-from answerbox.processors.citations import parse_claims
-from answerbox.processors.sentences import sentence_spans
+from answerbox.processors.cited_answer.citations import parse_claims
+from answerbox.processors.text.sentences import sentence_spans
 from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory, bulk_index

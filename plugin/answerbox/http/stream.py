@@ -29,7 +29,7 @@ from answerbox.errors import AnswerboxError, InvalidRequest, ParseError
 from answerbox.http.search import SearchHandler, finish, json_or_none, read_body, require_json
 from answerbox.pipeline.base import JSON, PipelineContext, SearchRequest
 from answerbox.pipeline.engine import Pipeline
-from answerbox.processors.cited_answer import CitedAnswer, Token
+from answerbox.processors.cited_answer.processor import CitedAnswer, Token
 
 __all__ = ["AnswerStream"]
 

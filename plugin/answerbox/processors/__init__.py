@@ -1,4 +1,4 @@
-"""answerbox's processor types, one module each."""
+"""answerbox's processor types, one package each; ``text`` holds what they share."""
 
 from __future__ import annotations
 

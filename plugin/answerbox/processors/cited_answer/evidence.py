@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from answerbox.contract import Citation
 from answerbox.pipeline.base import JSON
-from answerbox.processors.passages import hit_key, passages_of
-from answerbox.processors.sentences import sentence_spans
+from answerbox.processors.text.passages import hit_key, passages_of
+from answerbox.processors.text.sentences import sentence_spans
 
 __all__ = ["Evidence", "EvidenceFields", "Excerpt", "Sentence", "evidence_from_hits", "evidence_from_references", "number", "written_date"]
 

@@ -35,7 +35,7 @@ from answerbox.pipeline.base import (
     RequestProcessor,
     SearchRequest,
 )
-from answerbox.processors.expanded_query import (
+from answerbox.processors.query_expansion.expanded_query import (
     Combine,
     clean_expansion,
     expanded_clause,

@@ -16,10 +16,10 @@ from pydantic import Field
 from answerbox.contract import Answer, Citation
 from answerbox.errors import ConfigError, ModelError
 from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.processors.coq_parser import citation_markers, final_answer
-from answerbox.processors.coq_run import ChainRun, RunResult, RunSettings
-from answerbox.processors.coq_verify import NodeRecord
-from answerbox.processors.normalize import contains_answer
+from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
+from answerbox.processors.chain_of_query.run import ChainRun, RunResult, RunSettings
+from answerbox.processors.chain_of_query.verify import NodeRecord
+from answerbox.processors.text.normalize import contains_answer
 from answerbox.services import Services
 
 __all__ = ["ChainOfQuery", "ChainOfQueryConfig"]

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from answerbox.pipeline.base import JSON
-from answerbox.processors.coq_evidence import Evidence
-from answerbox.processors.coq_parser import ChainNode
-from answerbox.processors.normalize import contains_answer
+from answerbox.processors.chain_of_query.evidence import NodeEvidence
+from answerbox.processors.chain_of_query.parser import ChainNode
+from answerbox.processors.text.normalize import contains_answer
 
-__all__ = ["Action", "NodeRecord", "judge"]
+__all__ = ["Action", "NodeRecord", "judge_node"]
 
 
 class Action(StrEnum):
@@ -40,7 +40,7 @@ class NodeRecord:
     round: int
     query: str
     llm_answer: str | None
-    evidence: Evidence | None
+    evidence: NodeEvidence | None
     action: Action
     verified: bool
 
@@ -66,7 +66,7 @@ class NodeRecord:
         }
 
 
-def judge(node: ChainNode, evidence: Evidence | None, *, theta: float, round_: int) -> NodeRecord:
+def judge_node(node: ChainNode, evidence: NodeEvidence | None, *, theta: float, round_: int) -> NodeRecord:
     span = evidence.span if evidence is not None and evidence.span.text else None
     if node.answer is None:
         action = Action.COMPLETE if span is not None else Action.NOT_FOUND

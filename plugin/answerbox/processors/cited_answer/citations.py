@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from answerbox.contract import Citation
-from answerbox.processors.evidence import Evidence, Sentence
+from answerbox.processors.cited_answer.evidence import Evidence, Sentence
 
-__all__ = ["Check", "Claim", "Scorer", "Verdict", "citation_of", "parse_claims", "rewrite", "words"]
+__all__ = ["Check", "Claim", "Scorer", "ClaimVerdict", "citation_of", "parse_claims", "rewrite", "words"]
 
 _GROUP = r"\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\]"
 _MARKERS = re.compile(_GROUP)
@@ -80,7 +80,7 @@ def parse_claims(answer: str) -> list[Claim]:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class ClaimVerdict:
     """One (claim, marker) pair after the check; ``evidence`` is None for an out-of-range marker."""
 
     claim: Claim
@@ -117,19 +117,19 @@ class Check:
     # check fails closed); without it (check_citations off) an in-range marker is kept.
     required: bool = True
 
-    def verdict(self, claim: Claim, marker: int, block: Evidence, support: float | None, attributed: bool = False) -> Verdict:
+    def verdict(self, claim: Claim, marker: int, block: Evidence, support: float | None, attributed: bool = False) -> ClaimVerdict:
         if support is None:
             supported = not self.required
         else:
             supported = support >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage
-        return Verdict(claim, marker, block, _best_sentence(claim.plain, block), support, supported, attributed)
+        return ClaimVerdict(claim, marker, block, _best_sentence(claim.plain, block), support, supported, attributed)
 
     async def scores(self, claim: Claim, blocks: Sequence[Evidence]) -> list[float | None]:
         if self.scorer is None or not blocks:
             return [None] * len(blocks)
         return list(await self.scorer(claim.plain, [b.snippet for b in blocks]))
 
-    async def cited(self, claims: Sequence[Claim], evidence: Mapping[int, Evidence]) -> list[Verdict]:
+    async def cited(self, claims: Sequence[Claim], evidence: Mapping[int, Evidence]) -> list[ClaimVerdict]:
         """Every (claim, marker) pair the LLM wrote; an out-of-range marker is never supported."""
         verdicts = []
         for claim in claims:
@@ -138,11 +138,11 @@ class Check:
             for marker in claim.markers:
                 block = evidence.get(marker)
                 verdicts.append(
-                    self.verdict(claim, marker, block, scores[marker]) if block else Verdict(claim, marker, None, None, None, False)
+                    self.verdict(claim, marker, block, scores[marker]) if block else ClaimVerdict(claim, marker, None, None, None, False)
                 )
         return verdicts
 
-    async def attributed(self, claims: Sequence[Claim], evidence: Sequence[Evidence], answers: Sequence[str]) -> list[Verdict]:
+    async def attributed(self, claims: Sequence[Claim], evidence: Sequence[Evidence], answers: Sequence[str]) -> list[ClaimVerdict]:
         """For claims the LLM left uncited: the best-scoring block that passes the check and
         whose own answer to the question (``answers``, the reader's span per block) the claim
         states. That last condition keeps a sentence that merely echoes a document (an
@@ -159,7 +159,7 @@ class Check:
         return verdicts
 
 
-def rewrite(answer: str, verdicts: Sequence[Verdict]) -> str:
+def rewrite(answer: str, verdicts: Sequence[ClaimVerdict]) -> str:
     """The answer with unsupported markers taken out and attributed ones put in; brackets left
     whole keep their form."""
     dropped = {(v.claim.start, v.marker) for v in verdicts if not v.supported}
@@ -184,6 +184,6 @@ def rewrite(answer: str, verdicts: Sequence[Verdict]) -> str:
     return "".join(pieces).strip()
 
 
-def citation_of(verdict: Verdict) -> Citation:
+def citation_of(verdict: ClaimVerdict) -> Citation:
     assert verdict.evidence is not None and verdict.quote is not None, "only resolved verdicts become citations"
     return verdict.evidence.cite(verdict.quote, verdict.support)

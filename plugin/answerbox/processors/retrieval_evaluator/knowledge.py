@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from answerbox.processors.passages import Passage
-from answerbox.processors.sentences import sentence_spans
+from answerbox.processors.text.passages import Passage
+from answerbox.processors.text.sentences import sentence_spans
 
 if TYPE_CHECKING:
     from answerbox.models import Evaluator

@@ -14,15 +14,15 @@ from typing import Any
 
 from answerbox.models import ReaderSpan
 from answerbox.pipeline.base import JSON, SearchRequest
-from answerbox.processors.passages import Passage, passages_of
+from answerbox.processors.text.passages import Passage, passages_of
 from answerbox.query_text import restrictions as query_restrictions
 from answerbox.services import Services
 
-__all__ = ["Evidence", "gather_evidence", "reference_excerpt"]
+__all__ = ["NodeEvidence", "gather_evidence", "reference_excerpt"]
 
 
 @dataclass(frozen=True, slots=True)
-class Evidence:
+class NodeEvidence:
     """The top-1 passage of a node's query and what the reader found in it."""
 
     passage: Passage
@@ -57,7 +57,7 @@ def _top_passage(response: Any, field: str) -> Passage | None:
 
 async def gather_evidence(
     services: Services, request: SearchRequest, *, index: str | None, field: str, queries: Sequence[str]
-) -> list[Evidence | None]:
+) -> list[NodeEvidence | None]:
     """One entry per query, in order: its evidence, or None when nothing was found."""
     if not queries:
         return []
@@ -72,10 +72,10 @@ async def gather_evidence(
         *(models.reader.read(query, [p.text]) for query, p in zip(queries, found, strict=True) if p is not None)
     )
     read = iter(spans)
-    return [Evidence(p, next(read)[0]) if p is not None else None for p in found]
+    return [NodeEvidence(p, next(read)[0]) if p is not None else None for p in found]
 
 
-def reference_excerpt(evidence: Evidence, max_chars: int) -> str:
+def reference_excerpt(evidence: NodeEvidence, max_chars: int) -> str:
     """The passage around the span, as data for a prompt: brackets become parentheses so a
     document cannot open a chain marker, and whitespace is collapsed."""
     start, end = evidence.window(max_chars)

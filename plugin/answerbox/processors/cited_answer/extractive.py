@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from answerbox.contract import Answer, FlaggedClaim
-from answerbox.processors.evidence import Evidence
+from answerbox.processors.cited_answer.evidence import Evidence
 
 if TYPE_CHECKING:
     from answerbox.models import Models

@@ -21,9 +21,9 @@ from answerbox.contract import Answer, FlaggedClaim
 from answerbox.errors import AnswerboxError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.processors.citations import Check, Verdict, citation_of, parse_claims, rewrite
-from answerbox.processors.evidence import Evidence, EvidenceFields, evidence_from_hits, evidence_from_references, number, written_date
-from answerbox.processors.extractive import featured_snippet
+from answerbox.processors.cited_answer.citations import Check, ClaimVerdict, citation_of, parse_claims, rewrite
+from answerbox.processors.cited_answer.evidence import Evidence, EvidenceFields, evidence_from_hits, evidence_from_references, number, written_date
+from answerbox.processors.cited_answer.extractive import featured_snippet
 
 if TYPE_CHECKING:
     from answerbox.models import Models
@@ -264,7 +264,7 @@ def _block(evidence: Evidence) -> dict[str, Any]:
     }
 
 
-def _flag(verdicts: Sequence[Verdict], ctx: PipelineContext) -> list[FlaggedClaim]:
+def _flag(verdicts: Sequence[ClaimVerdict], ctx: PipelineContext) -> list[FlaggedClaim]:
     """The claims whose citation the check removed, for ``answer.flagged`` and as warnings."""
     flagged = []
     for verdict in (v for v in verdicts if not v.supported):

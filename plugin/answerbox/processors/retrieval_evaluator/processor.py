@@ -7,9 +7,9 @@ some hit scores >= ``upper``, **incorrect** when every hit scores < ``lower`` (s
 there are no hits), **ambiguous** otherwise. The thresholds come from the model manifest
 (``crag_upper`` / ``crag_lower``) unless the pipeline sets ``upper`` / ``lower``.
 
-- correct → knowledge refinement of the hits (:mod:`answerbox.processors.knowledge`);
+- correct → knowledge refinement of the hits (:mod:`answerbox.processors.retrieval_evaluator.knowledge`);
 - incorrect → the hits are discarded as knowledge; a corrective search
-  (:mod:`answerbox.processors.corrective`) runs and its hits are scored and refined;
+  (:mod:`answerbox.processors.retrieval_evaluator.corrective`) runs and its hits are scored and refined;
 - ambiguous → both; corrective hits already among the scored hits are left out.
 
 Options on the hits themselves: ``drop_below_lower`` removes scored hits under ``lower``
@@ -62,9 +62,9 @@ from pydantic import Field, model_validator
 
 from answerbox.errors import ConfigError, ModelError, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.processors.corrective import KEYWORD_REWRITE_TEMPLATE, CorrectiveSearchConfig, corrective_body, rewrite_question
-from answerbox.processors.knowledge import KnowledgeStrip, refine
-from answerbox.processors.passages import Passage, hit_key, passages_of
+from answerbox.processors.retrieval_evaluator.corrective import KEYWORD_REWRITE_TEMPLATE, CorrectiveSearchConfig, corrective_body, rewrite_question
+from answerbox.processors.retrieval_evaluator.knowledge import KnowledgeStrip, refine
+from answerbox.processors.text.passages import Passage, hit_key, passages_of
 from answerbox.prompts import Prompt
 from answerbox.query_text import scope_params
 

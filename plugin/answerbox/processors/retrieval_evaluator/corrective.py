@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from answerbox.errors import LLMError
 from answerbox.llm import LLMClient
 from answerbox.pipeline.base import LLMTokens
-from answerbox.processors.keywords import fallback_keywords, parse_keywords
+from answerbox.processors.retrieval_evaluator.keywords import fallback_keywords, parse_keywords
 from answerbox.prompts import Prompt
 from answerbox.query_text import restrictions as query_restrictions
 

@@ -19,10 +19,10 @@ from enum import StrEnum
 from answerbox.errors import LLMError, ModelError, UpstreamError, UpstreamUnavailable
 from answerbox.llm.client import Completion, Message
 from answerbox.pipeline.base import JSON, SearchRequest
-from answerbox.processors.coq_evidence import gather_evidence, reference_excerpt
-from answerbox.processors.coq_parser import ChainNode, ParsedChain, parse_chain
-from answerbox.processors.coq_verify import Action, NodeRecord, judge
-from answerbox.processors.normalize import normalize_answer
+from answerbox.processors.chain_of_query.evidence import gather_evidence, reference_excerpt
+from answerbox.processors.chain_of_query.parser import ChainNode, ParsedChain, parse_chain
+from answerbox.processors.chain_of_query.verify import Action, NodeRecord, judge_node
+from answerbox.processors.text.normalize import normalize_answer
 from answerbox.services import Services
 
 __all__ = ["ChainRun", "RunResult", "RunSettings", "Stop"]
@@ -178,7 +178,7 @@ class ChainRun:
         s = self._settings
         evidence = await gather_evidence(self._services, self._request, index=s.index, field=s.field, queries=queries)
         for position, found in zip(fresh, evidence, strict=True):
-            record = judge(chain.nodes[position], found, theta=s.theta, round_=round_)
+            record = judge_node(chain.nodes[position], found, theta=s.theta, round_=round_)
             self._result.records.append(record)
             if record.action is not Action.PASS:
                 return position, record

@@ -1,0 +1,1 @@
+"""Text shared by the processors: passages of a hit, sentences, answer normalisation."""
