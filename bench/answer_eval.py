@@ -290,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 elif mode == "replay":
                     replay_url, questions = _replay_llm(stack, sample)
                     llm = {"base_url": replay_url}
-                settings = Settings.load(opensearch={"url": osmem.url}, llm=llm, limits={"processor_timeout_s": 400})
+                settings = Settings.load(opensearch={"url": osmem.url}, llm=llm, limits={"processor_timeout_s": 400, "pipeline_budget_s": 400})
                 url = stack.enter_context(serve(create_app(settings)))
                 client.put(f"{url}/_search/pipeline/answers", json=_pipeline(args)).raise_for_status()
                 _stream(client, url, "warm up")  # loads the models: not part of any question's time

@@ -210,7 +210,7 @@ def bench(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
             opensearch={"url": clone.url},
             llm={"base_url": args.llm, "timeout_s": args.llm_timeout_s},
             models={"dir": str(args.models_dir)},
-            limits={"processor_timeout_s": args.budget_s + 30},
+            limits={"processor_timeout_s": args.budget_s + 30, "pipeline_budget_s": args.budget_s + 30},
         )
         with serve(create_app(settings)) as url:
             return asyncio.run(run_all(url, {"one_hop": one_hop, "two_hop": two_hop}, config, deadline))

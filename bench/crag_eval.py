@@ -194,7 +194,7 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             llm={"base_url": args.llm, "timeout_s": 60} if args.llm else {},
             models={"dir": str(args.models_dir)},
             # The bench measures verdicts and ranking; on a busy CPU a search may wait long for the model.
-            limits={"processor_timeout_s": 300},
+            limits={"processor_timeout_s": 300, "pipeline_budget_s": 300},
         )
         with serve(create_app(settings)) as url:
             full, holdout = asyncio.run(run_both(url, questions, args))

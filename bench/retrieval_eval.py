@@ -321,7 +321,7 @@ def _servers(stack: ExitStack, llm_url: str, contexts: list[str], client: httpx.
     settings = Settings.load(
         opensearch={"url": osmem.url},
         llm={"base_url": llm_url, "model": "smollm2", "timeout_s": 120},
-        limits={"processor_timeout_s": 300},
+        limits={"processor_timeout_s": 300, "pipeline_budget_s": 300},
     )
     answerbox = stack.enter_context(serve(create_app(settings)))
     for method in METHODS:

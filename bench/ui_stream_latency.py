@@ -109,7 +109,7 @@ def main() -> None:
         settings = Settings.load(
             opensearch={"url": osmem.url},
             llm={"base_url": llm_url, "timeout_s": args.llm_timeout},
-            limits={"processor_timeout_s": args.llm_timeout + 60},
+            limits={"processor_timeout_s": args.llm_timeout + 60, "pipeline_budget_s": args.llm_timeout + 60},
         )
         with serve(create_app(settings)) as url:
             for request in admin_requests():

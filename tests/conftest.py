@@ -18,7 +18,7 @@ from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
 from tests.support.recording_proxy import RecordingProxy
-from tests.support.scripted_llm import ScriptedLLM
+from tests.support.scripted_llm import ScriptedLLM, is_probe
 from tests.support.servers import serve
 
 AnswerboxFactory = Callable[..., str]
@@ -75,8 +75,9 @@ def real_llm() -> Iterator[tuple[RecordingProxy, str]]:
 
 
 def completions(recorder: RecordingProxy) -> list[dict[str, Any]]:
-    """The chat-completion requests that reached the LLM, as sent."""
-    return [json.loads(r.body) for r in recorder.matching("/chat/completions") if r.method == "POST"]
+    """The chat-completion requests that reached the LLM, as sent, less the client's structured-output probes."""
+    sent = [json.loads(r.body) for r in recorder.matching("/chat/completions") if r.method == "POST"]
+    return [payload for payload in sent if not is_probe(payload)]
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -28,6 +27,7 @@ from answerbox.llm import LLMClient
 from answerbox.opensearch import OpenSearchClients
 from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.pipeline.resolver import PipelineResolver
+from answerbox.pipeline.run import SearchEngine
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.pipeline.store import PipelineStore
 from answerbox.processors import default_registry
@@ -58,11 +58,12 @@ class _State:
 def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
     clients = OpenSearchClients(settings.opensearch)
     passthrough = Passthrough(settings.opensearch)
+    prompts = PromptLibrary(settings.templates_dir)
     services = Services(
         settings,
         clients.search,
-        LLMClient(settings.llm),
-        PromptLibrary(settings.templates_dir),
+        LLMClient(settings.llm, prompts),
+        prompts,
         SharedCache(clients.service, settings.opensearch.cache_index),
     )
     stats = PipelineStats()
@@ -81,14 +82,14 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
         cache_s=settings.opensearch.default_pipeline_cache_s,
     )
     max_body = settings.limits.max_request_bytes
-    handler_args: dict[str, Any] = {"resolver": resolver, "backend": clients.search, "passthrough": passthrough, "settings": settings}
+    engine = SearchEngine(resolver=resolver, backend=clients.search, settings=settings)
     return _State(
         passthrough=passthrough,
         clients=clients,
         services=services,
         stats=stats,
-        search=SearchHandler(**handler_args),
-        stream=AnswerStream(**handler_args),
+        search=SearchHandler(engine=engine, passthrough=passthrough, settings=settings),
+        stream=AnswerStream(engine=engine, settings=settings),
         pipelines=PipelineAPI(store=store, resolver=resolver, max_body=max_body),
     )
 

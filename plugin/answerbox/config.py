@@ -59,6 +59,10 @@ class LLMSettings(_Section):
     temperature: float = Field(default=0.0, ge=0, le=2)
     max_tokens: int = Field(default=256, ge=1)
     timeout_s: float = Field(default=20.0, gt=0)
+    # How the endpoint takes a JSON schema for replies that have structure (chains, keywords,
+    # cited sentences): json_schema (OpenAI, vLLM), json_object with a schema (llama-cpp-python),
+    # none (free text only); auto asks the endpoint once, the first time structure is wanted.
+    structured_output: Literal["auto", "json_schema", "json_object", "none"] = "auto"
 
 
 class ModelSettings(_Section):
@@ -76,6 +80,9 @@ class Limits(_Section):
     max_request_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_hits_processed: int = Field(default=50, ge=1)
     processor_timeout_s: float = Field(default=30.0, gt=0)
+    # A search's time for all its processors together, shared out by the engine; a pipeline's
+    # own budget_s may be shorter, never longer.
+    pipeline_budget_s: float = Field(default=60.0, gt=0)
     # What one caller may ask for: each is answered with a 400 when exceeded.
     max_processors: int = Field(default=16, ge=1)  # per pipeline, both phases together
     max_msearch_searches: int = Field(default=100, ge=1)

@@ -16,9 +16,9 @@ OpenSearch response plus::
       "retrieval_augmented_generation": {"answer": "..."}   # for OpenSearch RAG clients
     }
 
-Processors write their own section into ``PipelineContext.report``; the engine renders it
-once, after the last response processor. Sections a processor owns are typed by that
-processor's module; here they are plain JSON so this module depends on none of them.
+Each processor publishes its own typed section into ``PipelineContext.report``; a later
+processor reads an earlier one's result through these types (``AnswerboxReport.kept_passages``
+for the answer's evidence), and the engine renders the report once, at the end.
 """
 
 from __future__ import annotations
@@ -27,7 +27,166 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Answer", "AnswerboxReport", "Citation", "FlaggedClaim", "GenerativeQAParameters"]
+__all__ = [
+    "Answer",
+    "AnswerboxReport",
+    "BranchFeedback",
+    "BranchParent",
+    "BranchReport",
+    "ChainCitation",
+    "ChainNodeReport",
+    "ChainReport",
+    "Citation",
+    "CorrectiveReport",
+    "DraftNode",
+    "FlaggedClaim",
+    "GenerativeQAParameters",
+    "HitScore",
+    "KnowledgeStrip",
+    "LLMUsageReport",
+    "PassagePiece",
+    "QueryExpansionReport",
+    "RetrievalReport",
+    "TextSpan",
+]
+
+
+class TextSpan(BaseModel):
+    """Characters ``start:end`` of one field of one hit."""
+
+    index: str = Field(serialization_alias="_index")
+    id: str = Field(serialization_alias="_id")
+    field: str
+    start: int
+    end: int
+
+
+class PassagePiece(TextSpan):
+    """A piece of a hit a processor kept as evidence, with its text."""
+
+    text: str
+
+
+class KnowledgeStrip(PassagePiece):
+    """A CRAG knowledge strip and the evaluator's score of it."""
+
+    score: float
+
+
+class HitScore(BaseModel):
+    index: str = Field(serialization_alias="_index")
+    id: str = Field(serialization_alias="_id")
+    score: float
+
+
+class QueryExpansionReport(BaseModel):
+    """``llm_query_expansion``'s section."""
+
+    method: str
+    mode: str
+    prompt: str
+    expansion: str = ""
+    cached: bool = False
+    cache: Literal["memory", "index", "in_flight"] | None = None
+    fallback: bool = False
+    llm_ms: float | None = None
+
+
+class CorrectiveReport(BaseModel):
+    index: str | None
+    keywords: list[str]
+    keywords_source: str
+    scores: list[HitScore] = []
+
+
+class RetrievalReport(BaseModel):
+    """``retrieval_evaluator``'s section (CRAG)."""
+
+    verdict: Literal["correct", "incorrect", "ambiguous"]
+    upper: float
+    lower: float
+    scores: list[HitScore]
+    action: str
+    knowledge: list[KnowledgeStrip]  # refined strips, in document order
+    corrective_query: str | None
+    corrective: CorrectiveReport | None
+    reranked: bool
+    dropped: int
+
+
+class ChainNodeReport(BaseModel):
+    round: int
+    query: str
+    llm_answer: str | None
+    reader_answer: str | None
+    confidence: float | None
+    answer: str | None
+    source: str
+    action: str
+    verified: bool
+    reference: TextSpan | None
+
+
+class ChainCitation(TextSpan):
+    marker: int
+    by: Literal["marker", "answer"]  # how the final content was traced to the node
+    query: str
+    quote: str
+    verified: bool
+
+
+class DraftNode(BaseModel):
+    query: str
+    answer: str | None
+    unsolved: bool
+
+
+class BranchParent(BaseModel):
+    round: int
+    node: int
+
+
+class BranchFeedback(BaseModel):
+    node: int
+    action: str
+
+
+class BranchReport(BaseModel):
+    """One chain of the Tree-of-Reasoning, as the LLM wrote it."""
+
+    round: int
+    parent: BranchParent | None
+    nodes: list[DraftNode]
+    final_content: str | None
+    malformed: bool
+    feedback: BranchFeedback | None
+
+
+class LLMUsageReport(BaseModel):
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    millis: float
+
+
+class ChainReport(BaseModel):
+    """``chain_of_query``'s section (SearChain)."""
+
+    question: str
+    rounds: int
+    stopped: str
+    theta: float
+    nodes: list[ChainNodeReport]
+    path: list[int]
+    final_content: str | None
+    final_answer: str | None
+    unverified_content: str | None
+    citations: list[ChainCitation]
+    references: list[PassagePiece]  # the passages IR verified nodes with, once each
+    verified: bool
+    abstained: bool
+    tree: list[BranchReport]
+    llm: LLMUsageReport
 
 
 class Citation(BaseModel):
@@ -77,14 +236,29 @@ class GenerativeQAParameters(BaseModel):
 
 class AnswerboxReport(BaseModel):
     answer: Answer | None = None
-    query_expansion: dict[str, Any] | None = None
-    retrieval: dict[str, Any] | None = None
-    chain: dict[str, Any] | None = None
+    query_expansion: QueryExpansionReport | None = None
+    retrieval: RetrievalReport | None = None
+    chain: ChainReport | None = None
     timings_ms: dict[str, float] = {}
     warnings: list[str] = []
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
+
+    def kept_passages(self) -> list[PassagePiece] | None:
+        """What earlier processors kept as the answer's evidence, best first: the chain's verified
+        references, else CRAG's strips by score; None when the answer must come from the hits.
+
+        A chain that verified nothing (it abstained, or its budget ran out first) hands over to
+        the strips or the hits: it found no chain, not that the hits are wrong. CRAG's
+        "incorrect" keeps no strip: a judgment of the hits, so the answer has no evidence.
+        """
+        if self.chain is not None and self.chain.references:
+            return list(self.chain.references)
+        if self.retrieval is not None:
+            ranked: list[KnowledgeStrip] = sorted(self.retrieval.knowledge, key=lambda strip: -strip.score)
+            return list(ranked)
+        return None
 
     def render(self) -> dict[str, Any]:
         body = self.model_dump(by_alias=True)

@@ -5,6 +5,7 @@
     │   └── ParseError (400, parsing_exception)
     ├── ResourceNotFound (404, resource_not_found_exception)
     ├── RequestTooLarge (413, content_too_long_exception)
+    ├── ClientClosedRequest (499, task_cancelled_exception): the caller left; its work was stopped
     ├── ConfigError (400, illegal_argument_exception): a pipeline or processor config is invalid
     ├── ProcessorError (500, search_pipeline_exception): a processor failed without ignore_failure
     ├── ModelError (500, model_exception)
@@ -20,6 +21,7 @@ from typing import Any
 
 __all__ = [
     "AnswerboxError",
+    "ClientClosedRequest",
     "ConfigError",
     "InvalidRequest",
     "LLMError",
@@ -94,6 +96,13 @@ class RequestTooLarge(AnswerboxError):
 
     status = 413
     error_type = "content_too_long_exception"
+
+
+class ClientClosedRequest(AnswerboxError):
+    """The caller disconnected before the answer: nobody reads this error."""
+
+    status = 499
+    error_type = "task_cancelled_exception"
 
 
 class ConfigError(AnswerboxError):

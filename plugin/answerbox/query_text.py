@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
-__all__ = [
-    "restrictions",
-    "scope_params","TextClause", "find_text_clauses", "question_of", "replace_text_clauses"]
+__all__ = ["TextClause", "find_text_clauses", "question_of", "replace_text_clauses", "restrictions"]
 
 _NON_SCORING = frozenset({"filter", "must_not"})
 
@@ -85,15 +83,6 @@ def question_of(body: Mapping[str, Any], params: Mapping[str, str]) -> str | Non
     if clauses:
         return clauses[0].text
     return params.get("q")
-
-
-# Search parameters that decide which documents a search sees: a processor's own search
-# on the same index keeps them.
-_SCOPE_PARAMS = ("routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices")
-
-
-def scope_params(params: Mapping[str, str]) -> dict[str, str]:
-    return {name: params[name] for name in _SCOPE_PARAMS if name in params}
 
 
 def restrictions(query: Any) -> dict[str, Any]:

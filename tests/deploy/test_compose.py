@@ -1,12 +1,16 @@
-"""deploy/docker-compose.yml and deploy/Dockerfile: valid, and every profile pairing starts a whole stack."""
+"""deploy/docker-compose.yml (and its secured overlay, docker-compose.secure.yml) and
+deploy/Dockerfile: valid, and every profile pairing of either stack starts a whole stack."""
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.metadata
 import importlib.resources
 import itertools
 import json
 import re
+import shutil
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -18,16 +22,23 @@ from answerbox.config import REPO_ROOT, Settings
 
 DEPLOY = REPO_ROOT / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"
+SECURE = DEPLOY / "docker-compose.secure.yml"
 PAIRINGS = list(itertools.product(["os2", "os3"], ["cpu", "gpu"]))
+# The secured overlay refuses to start without these; any value stands in for them here.
+PASSWORDS = {"OPENSEARCH_INITIAL_ADMIN_PASSWORD": "admin-from-env", "ANSWERBOX_SERVICE_PASSWORD": "service-from-env"}
+# Each stack: its compose files, in -f order, and the environment it needs.
+STACKS: dict[str, tuple[tuple[Path, ...], dict[str, str]]] = {"open": ((COMPOSE,), {}), "secure": ((COMPOSE, SECURE), PASSWORDS)}
+STACK_PAIRINGS = [(stack, pairing) for stack in STACKS for pairing in PAIRINGS]
+STACK_IDS = [f"{stack}:{'+'.join(pairing)}" for stack, pairing in STACK_PAIRINGS]
 
 
-def _compose() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+def _compose(path: Path = COMPOSE) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(path.read_text())
     return loaded
 
 
-def _active(profiles: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    services: dict[str, dict[str, Any]] = _resolved(profiles)["services"]
+def _active(profiles: tuple[str, ...], stack: str = "open") -> dict[str, dict[str, Any]]:
+    services: dict[str, dict[str, Any]] = _resolved(profiles, stack)["services"]
     return services
 
 
@@ -39,7 +50,7 @@ def _names(service_name: str, service: dict[str, Any]) -> set[str]:
 def test_compose_file_matches_the_compose_spec() -> None:
     pytest.importorskip("check_jsonschema", reason="check-jsonschema (test extra) carries the compose-spec schema")
     done = subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", str(COMPOSE)],
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", str(COMPOSE), str(SECURE)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -48,9 +59,9 @@ def test_compose_file_matches_the_compose_spec() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("profiles", PAIRINGS, ids=["+".join(p) for p in PAIRINGS])
-def test_each_profile_pairing_is_one_complete_stack(profiles: tuple[str, ...]) -> None:
-    active = _active(profiles)
+@pytest.mark.parametrize(("stack", "profiles"), STACK_PAIRINGS, ids=STACK_IDS)
+def test_each_profile_pairing_is_one_complete_stack(stack: str, profiles: tuple[str, ...]) -> None:
+    active = _active(profiles, stack)
     published = [name for name, svc in active.items() if any(str(p).endswith(":9400:9400") for p in svc.get("ports", []))]
     assert len(published) == 1, f"{profiles}: answerbox must be published once, got {published}"
     # Only on the host's loopback unless the admin says otherwise.
@@ -160,23 +171,47 @@ def _interpolate(value: Any, env: dict[str, str]) -> Any:
     return "$".join(_VARIABLE.sub(substitute, part) for part in parts)
 
 
-def _resolved(profiles: tuple[str, ...]) -> dict[str, Any]:
-    """What ``docker compose --profile ... config`` computes: the file with its merge keys,
-    interpolated with an empty environment (the documented defaults), extension fields
-    dropped, and only the services the profiles start."""
-    model = {k: v for k, v in _interpolate(_compose(), {}).items() if not k.startswith("x-")}
+def _target(volume: str | dict[str, Any]) -> str:
+    return volume.split(":")[1] if isinstance(volume, str) else str(volume["target"])
+
+
+def _merge(base: Any, override: Any, path: tuple[str, ...] = ()) -> Any:
+    """Compose's merge of a later ``-f`` file into the model so far, for what these files use:
+    mappings merge key by key; ``command``, ``entrypoint`` and ``healthcheck.test`` are
+    replaced; a service's volumes merge by target; other sequences gain what is new."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {**base, **{k: _merge(base[k], v, (*path, k)) if k in base else v for k, v in override.items()}}
+    if isinstance(base, list) and isinstance(override, list):
+        if path[-1] in ("command", "entrypoint") or path[-2:] == ("healthcheck", "test"):
+            return override
+        if path[-1] == "volumes":
+            replaced = {_target(v) for v in override}
+            return [v for v in base if _target(v) not in replaced] + override
+        return base + [v for v in override if v not in base]
+    return override
+
+
+def _resolved(profiles: tuple[str, ...], stack: str = "open") -> dict[str, Any]:
+    """What ``docker compose -f ... --profile ... config`` computes: each file with its merge
+    keys, interpolated with the stack's environment (else the documented defaults), merged in
+    order, extension fields dropped, and only the services the profiles start."""
+    files, env = STACKS[stack]
+    merged: dict[str, Any] = {}
+    for path in files:
+        merged = _merge(merged, _interpolate(_compose(path), env))
+    model = {k: v for k, v in merged.items() if not k.startswith("x-")}
     model["services"] = {
         name: svc for name, svc in model["services"].items() if not svc.get("profiles") or set(svc["profiles"]) & set(profiles)
     }
     return model
 
 
-@pytest.mark.parametrize("profiles", PAIRINGS, ids=["+".join(p) for p in PAIRINGS])
-def test_each_pairing_resolves_to_a_valid_compose_model(profiles: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(("stack", "profiles"), STACK_PAIRINGS, ids=STACK_IDS)
+def test_each_pairing_resolves_to_a_valid_compose_model(stack: str, profiles: tuple[str, ...]) -> None:
     """The checks ``docker compose config`` makes, without Docker: these machines have none."""
     import jsonschema
 
-    model = _resolved(profiles)
+    model = _resolved(profiles, stack)
     schema = json.loads((importlib.resources.files("check_jsonschema.builtin_schemas.vendor") / "compose-spec.json").read_text())
     jsonschema.validate(model, schema)
     services = model["services"]
@@ -187,6 +222,9 @@ def test_each_pairing_resolves_to_a_valid_compose_model(profiles: tuple[str, ...
         for volume in svc.get("volumes", []):
             source = volume.split(":")[0] if isinstance(volume, str) else volume.get("source", "")
             assert source.startswith((".", "/")) or source in model.get("volumes", {}), f"{name}: volume {source} is not declared"
+            # Files the repository ships; certificates are the admin's (or make-certs.sh's).
+            if source.startswith(".") and "/certs/" not in source:
+                assert (DEPLOY / source).exists(), f"{name}: mounts {source}, which does not exist"
         for network in svc.get("networks", {}):
             assert network == "default" or network in model.get("networks", {}), f"{name}: network {network} is not declared"
         if "build" in svc:
@@ -202,3 +240,178 @@ def test_interpolation_follows_compose() -> None:
     assert _interpolate("${SET}-${UNSET:-d}-${EMPTY:-d}-${EMPTY-d}-$$SET-$SET", env) == "x-d-d--$SET-x"
     with pytest.raises(ValueError, match="required variable UNSET"):
         _interpolate("${UNSET:?set it}", env)
+
+
+# The secured stack: docker-compose.yml with docker-compose.secure.yml laid over it.
+
+SECURE_DIR = DEPLOY / "secure"
+ROLES = SECURE_DIR / "opensearch-security" / "roles.yml"
+ROLES_MAPPING = SECURE_DIR / "opensearch-security" / "roles_mapping.yml"
+OPENSEARCH_HOME = "/usr/share/opensearch"
+# Action groups and actions that let a role write or delete documents (OpenSearch security's
+# static action groups, and wildcards over them).
+_WRITES = {"crud", "write", "index", "delete", "data_access", "indices_all", "manage", "unlimited", "*", "indices:*"}
+
+
+def _opensearch(profiles: tuple[str, ...] = ("os2", "cpu")) -> dict[str, Any]:
+    [service] = [svc for svc in _active(profiles, "secure").values() if "opensearch" in svc.get("image", "")]
+    return service
+
+
+def _answerbox(profiles: tuple[str, ...] = ("os2", "cpu")) -> dict[str, Any]:
+    [service] = [svc for name, svc in _active(profiles, "secure").items() if name.startswith("answerbox")]
+    return service
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """target → source of a service's bind mounts."""
+    return {v["target"]: v["source"] for v in service["volumes"] if isinstance(v, dict) and v.get("type") == "bind"}
+
+
+def _published(port: str | dict[str, Any]) -> tuple[str, str]:
+    """(host address, container port) of a ports entry; an empty address is every interface."""
+    if isinstance(port, dict):
+        return str(port.get("host_ip", "")), str(port["target"])
+    *host, container = str(port).split(":")
+    return (host[0] if len(host) == 2 else ""), container.split("/")[0]
+
+
+@pytest.mark.parametrize("profiles", PAIRINGS, ids=["+".join(p) for p in PAIRINGS])
+def test_secure_stack_runs_opensearch_with_security_and_tls(profiles: tuple[str, ...]) -> None:
+    opensearch = _opensearch(profiles)
+    env = opensearch["environment"]
+    assert env["DISABLE_SECURITY_PLUGIN"] != "true" and str(env.get("plugins.security.disabled", "false")) != "true"
+    assert env["DISABLE_INSTALL_DEMO_CONFIG"] == "true", "the demo configuration brings users with well-known passwords"
+    mounts = _mounts(opensearch)
+    config = (DEPLOY / mounts[f"{OPENSEARCH_HOME}/config/opensearch.yml"]).read_text()
+    settings = yaml.safe_load(config)
+    assert settings.get("plugins.security.disabled") is not True
+    assert settings["plugins.security.ssl.http.enabled"] is True
+    # Every certificate OpenSearch is told to read is mounted where it looks (config/).
+    for key in [k for k in settings if k.endswith("_filepath")]:
+        assert f"{OPENSEARCH_HOME}/config/{settings[key]}" in mounts, f"{key}: {settings[key]} is not mounted"
+    # Placeholders in opensearch.yml are read from the container's environment.
+    for placeholder in re.findall(r"\$\{(\w+)\}", config):
+        assert env.get(placeholder), f"opensearch.yml reads ${{{placeholder}}}, which the service does not set"
+    for name in ("roles.yml", "roles_mapping.yml"):
+        assert mounts[f"{OPENSEARCH_HOME}/config/opensearch-security/{name}"].endswith(f"/opensearch-security/{name}")
+    # The entrypoint writes the users, then hands over to the image's own.
+    [script] = [DEPLOY / source for target, source in mounts.items() if target == opensearch["entrypoint"][-1]]
+    assert script.read_text().rstrip().endswith("exec ./opensearch-docker-entrypoint.sh opensearch")
+    assert "https://" in " ".join(opensearch["healthcheck"]["test"])
+
+
+def test_secure_stack_takes_both_passwords_from_the_environment() -> None:
+    raw = _compose(SECURE)
+    with pytest.raises(ValueError, match="required variable OPENSEARCH_INITIAL_ADMIN_PASSWORD"):
+        _interpolate(raw, {"ANSWERBOX_SERVICE_PASSWORD": "s"})
+    with pytest.raises(ValueError, match="required variable ANSWERBOX_SERVICE_PASSWORD"):
+        _interpolate(raw, {"OPENSEARCH_INITIAL_ADMIN_PASSWORD": "a"})
+    # No literal: every password is a required variable, in both services.
+    secrets = {"OPENSEARCH_INITIAL_ADMIN_PASSWORD", "ANSWERBOX_SERVICE_PASSWORD", "ANSWERBOX_OPENSEARCH__SERVICE_PASSWORD"}
+    seen = 0
+    for service in raw["services"].values():
+        for name, value in service.get("environment", {}).items():
+            if name in secrets:
+                seen += 1
+                assert re.fullmatch(r"\$\{(OPENSEARCH_INITIAL_ADMIN|ANSWERBOX_SERVICE)_PASSWORD:\?[^}]+\}", value), f"{name}: {value}"
+    assert seen == 2 * 3  # two OpenSearch services with both, two answerbox services with one each
+    assert "PASSWORD" not in yaml.safe_dump(_compose()), "the open stack needs no password"
+    # The password answerbox logs in with is the one OpenSearch hashed for its account.
+    assert _answerbox()["environment"]["ANSWERBOX_OPENSEARCH__SERVICE_PASSWORD"] == PASSWORDS["ANSWERBOX_SERVICE_PASSWORD"]
+    assert _opensearch()["environment"]["ANSWERBOX_SERVICE_PASSWORD"] == PASSWORDS["ANSWERBOX_SERVICE_PASSWORD"]
+
+
+@pytest.mark.parametrize(("stack", "profiles"), STACK_PAIRINGS, ids=STACK_IDS)
+def test_opensearch_is_never_published_on_every_interface(stack: str, profiles: tuple[str, ...]) -> None:
+    for name, svc in _active(profiles, stack).items():
+        for port in svc.get("ports", []):
+            host, container = _published(port)
+            assert container not in ("9200", "9300", "9600") or host in ("127.0.0.1", "::1"), f"{name} publishes {port}"
+            assert host, f"{name}: {port} is published on every interface"
+
+
+def test_answerbox_binds_where_the_admin_says() -> None:
+    answerbox = _interpolate(_compose(), {"ANSWERBOX_BIND": "0.0.0.0"})["services"]["answerbox"]
+    assert answerbox["ports"] == ["0.0.0.0:9400:9400"]
+
+
+@pytest.mark.parametrize("profiles", PAIRINGS, ids=["+".join(p) for p in PAIRINGS])
+def test_secure_answerbox_talks_https_with_its_service_account(profiles: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    answerbox = _answerbox(profiles)
+    for name, value in answerbox["environment"].items():
+        monkeypatch.setenv(name, str(value))
+    settings = Settings.load().opensearch
+    assert settings.url == "https://opensearch:9200" and settings.verify_certs
+    # It trusts the CA that signed OpenSearch's certificate: the same file, mounted.
+    trusted = yaml.safe_load((SECURE_DIR / "opensearch.yml").read_text())["plugins.security.ssl.http.pemtrustedcas_filepath"]
+    assert _mounts(answerbox)[str(settings.ca_certs)] == _mounts(_opensearch(profiles))[f"{OPENSEARCH_HOME}/config/{trusted}"]
+    # Its account is a user the entrypoint creates, holding the service role and nothing else.
+    assert f"\n{settings.service_username}:\n" in (SECURE_DIR / "opensearch-entrypoint.sh").read_text()
+    mapping = yaml.safe_load(ROLES_MAPPING.read_text())
+    assert [role for role, spec in mapping.items() if settings.service_username in spec.get("users", [])] == ["answerbox_service"]
+
+
+def _actions_on(roles: dict[str, Any], index: str) -> dict[str, set[str]]:
+    """Role → the actions it allows on ``index`` (index patterns are globs)."""
+    found: dict[str, set[str]] = {}
+    for role, spec in roles.items():
+        for grant in spec.get("index_permissions", []):
+            if any(fnmatch.fnmatchcase(index, pattern) for pattern in grant["index_patterns"]):
+                found.setdefault(role, set()).update(grant["allowed_actions"])
+    return found
+
+
+def test_roles_give_the_pipelines_index_to_pipeline_admins_only() -> None:
+    roles = {k: v for k, v in yaml.safe_load(ROLES.read_text()).items() if k != "_meta"}
+    defaults = Settings().opensearch
+    pipelines = _actions_on(roles, defaults.pipeline_index)
+    writers = {role for role, actions in pipelines.items() if actions & _WRITES or any(a.startswith("indices:data/write") for a in actions)}
+    assert writers == {"answerbox_pipeline_admin"}
+    assert pipelines["answerbox_pipeline_admin"] == {"crud"}  # PUT, GET (a search) and DELETE
+    # The service reads a pipeline by id to run it, and creates the index at the first PUT.
+    assert pipelines["answerbox_service"] <= {"get", "indices:admin/get", "indices:admin/create", "indices:monitor/settings/get"}
+    assert "answerbox_searcher" not in pipelines
+    cache = _actions_on(roles, defaults.cache_index)
+    assert {"get", "index"} <= cache["answerbox_service"] and "answerbox_searcher" not in cache
+    assert "cluster_composite_ops_ro" in roles["answerbox_searcher"]["cluster_permissions"]  # processors send _msearch
+    # Each role is mapped to someone, and the file holds nothing but roles.
+    mapping = yaml.safe_load(ROLES_MAPPING.read_text())
+    assert set(roles) <= set(mapping)
+    assert all(set(spec) <= {"description", "cluster_permissions", "index_permissions"} for spec in roles.values())
+
+
+@pytest.mark.skipif(not shutil.which("openssl"), reason="make-certs.sh needs openssl")
+def test_make_certs_writes_what_the_stack_mounts_and_answerbox_trusts(tmp_path: Path) -> None:
+    subprocess.run(["bash", str(SECURE_DIR / "make-certs.sh"), str(tmp_path)], check=True, capture_output=True, timeout=60)
+    mounted = {Path(source).name for source in [*_mounts(_opensearch()).values(), *_mounts(_answerbox()).values()] if "/certs/" in source}
+    assert mounted == {"root-ca.pem", "node.pem", "node-key.pem"} and all((tmp_path / name).is_file() for name in mounted)
+    assert (tmp_path / "node-key.pem").read_text().startswith("-----BEGIN PRIVATE KEY-----")  # PKCS#8
+    read_subject = ["openssl", "x509", "-in", str(tmp_path / "node.pem"), "-noout", "-subject", "-nameopt", "RFC2253"]
+    subject = subprocess.run(read_subject, check=True, capture_output=True, text=True, timeout=30).stdout.strip()
+    assert subject == "subject=" + _opensearch()["environment"]["OPENSEARCH_NODE_DN"]
+    # answerbox's check (passthrough and opensearch-py both verify against ca_certs) passes
+    # for the name it uses, and fails for any other.
+    assert _tls_handshake(tmp_path, "opensearch")
+    with pytest.raises(ssl.SSLCertVerificationError):
+        _tls_handshake(tmp_path, "elsewhere")
+
+
+def _tls_handshake(certs: Path, hostname: str) -> bool:
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(certs / "node.pem", certs / "node-key.pem")
+    client = ssl.create_default_context(cafile=str(certs / "root-ca.pem"))
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    ends = [client.wrap_bio(to_client, to_server, server_hostname=hostname), server.wrap_bio(to_server, to_client, server_side=True)]
+    done = [False, False]
+    for _ in range(10):
+        for i, end in enumerate(ends):
+            if not done[i]:
+                try:
+                    end.do_handshake()
+                    done[i] = True
+                except ssl.SSLWantReadError:
+                    pass
+        if all(done):
+            return True
+    return False

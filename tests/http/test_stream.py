@@ -141,3 +141,21 @@ def test_the_stream_runs_the_response_processors_through_the_engine(
         error = events[1][1]
         assert error["error"]["type"] == "search_pipeline_exception" and "explode:x" in error["error"]["reason"]
         assert events[2][1]["answer"] is None
+
+
+def test_the_stream_honours_the_pipelines_budget(
+    books: OpenSearch, make_answerbox: AnswerboxFactory, client: httpx.Client  # noqa: F811
+) -> None:
+    """A processor past its share of ``budget_s`` times out as in _search; skipped with
+    ignore_failure, it leaves the rest of the budget to the answer."""
+    url = make_answerbox(registry_with_test_processors())
+    body = answer_search()
+    body["search_pipeline"]["budget_s"] = 9  # sleep weighs 1, cited_answer 2: a 3 s share
+    body["search_pipeline"]["response_processors"].insert(0, {"sleep": {"seconds": 60, "ignore_failure": True}})
+    started = time.perf_counter()
+    events = stream(client, url, body)
+    assert names(events) == ["search", "hits", "answer", "done"]
+    report = events[2][1]
+    assert any(w.startswith("processor [sleep] failed") and "share of the pipeline's budget" in w for w in report["warnings"])
+    assert report["answer"]["abstained"] is False and report["answer"]["mode"] == "extractive"
+    assert time.perf_counter() - started < 9

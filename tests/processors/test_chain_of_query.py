@@ -71,7 +71,7 @@ class Chains:
 
     def answerbox(self, **overrides: Any) -> str:
         # A roomy processor timeout: a loaded CI machine must not turn the tests into budget tests.
-        return self.start(llm={"base_url": self.llm_url}, limits={"processor_timeout_s": 120}, **overrides)
+        return self.start(llm={"base_url": self.llm_url}, limits={"processor_timeout_s": 120, "pipeline_budget_s": 120}, **overrides)
 
     def search(self, body: dict[str, Any]) -> dict[str, Any]:
         self.url = self.url or self.answerbox()
@@ -312,17 +312,6 @@ def test_llm_failure_degrades_the_chain_not_the_hits(chains: Chains) -> None:
     chains.assert_same_hits(result)
 
 
-def test_budget_not_below_the_processor_timeout_is_rejected(
-    wiki: dict[str, str], make_answerbox: AnswerboxFactory, client: httpx.Client
-) -> None:
-    url = make_answerbox()
-    response = client.put(
-        f"{url}/_search/pipeline/coq", json={"response_processors": [{"chain_of_query": {"budget_s": 30}}]}
-    )
-    assert response.status_code == 400
-    assert "[budget_s] must be below limits.processor_timeout_s (30), got 30" in response.json()["error"]["reason"]
-
-
 def test_parser_survives_missing_numbers_extra_text_and_no_final_content() -> None:
     text = (
         '[Question]: "echoed question"\nSure! Here is the chain.\n'
@@ -383,7 +372,7 @@ def test_real_llm_chain_keeps_hits_and_only_verified_citations(
     recorder, llm_url = real_llm
     # The small local model takes seconds per call, minutes on a busy machine: one round, then
     # at most the tracing call, with timeouts to match.
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 270})
+    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 270, "pipeline_budget_s": 270})
     question = "Where was Kevin Drew born?"
     result = search(client, url, chain_search(question, r_max=1, budget_s=250, max_tokens=96), timeout=300)
     same_hits(result, osmem_url, client, question)

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from answerbox.contract import ChainReport, LLMUsageReport, PassagePiece
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors import default_registry
 from opensearchpy import OpenSearch
@@ -337,6 +338,15 @@ def _after(upstream: type[ResponseProcessor[ProcessorConfig]], make_answerbox: A
     return report
 
 
+def _chain_report(references: list[PassagePiece], *, abstained: bool) -> ChainReport:
+    """A chain's published result with only what cited_answer reads filled in."""
+    usage = LLMUsageReport(calls=0, prompt_tokens=0, completion_tokens=0, millis=0)
+    return ChainReport(
+        question="Who wrote Dune?", rounds=1, stopped="final", theta=0.0, nodes=[], path=[], final_content=None, final_answer=None,
+        unverified_content=None, citations=[], references=references, verified=False, abstained=abstained, tree=[], llm=usage,
+    )  # fmt: skip
+
+
 class ChainReferences(ResponseProcessor[ProcessorConfig]):
     """Stands in for chain_of_query: leaves one reference, as ``ext.answerbox.chain.references``."""
 
@@ -346,7 +356,8 @@ class ChainReferences(ResponseProcessor[ProcessorConfig]):
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         text = BOOKS[1]["text"]
         start = text.index("Herbert wrote")
-        ctx.report.chain = {"references": [{"_index": "books", "_id": "author", "field": "text", "start": start, "end": len(text), "text": text[start:]}]}
+        piece = PassagePiece(index="books", id="author", field="text", start=start, end=len(text), text=text[start:])
+        ctx.report.chain = _chain_report([piece], abstained=False)
         return response
 
 
@@ -369,7 +380,7 @@ def test_real_llm_answer_is_cited_or_abstains(
     books: OpenSearch, make_answerbox: AnswerboxFactory, real_llm: tuple[RecordingProxy, str]
 ) -> None:
     recorder, llm_url = real_llm
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 240}, limits={"processor_timeout_s": 400})
+    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 240}, limits={"processor_timeout_s": 400, "pipeline_budget_s": 400})
     with httpx.Client(timeout=400) as slow:  # a small CPU model on a busy machine
         result = search(slow, url, answer_search(max_tokens=64))
     (sent,) = completions(recorder)
@@ -393,7 +404,7 @@ class AbstainedChain(ResponseProcessor[ProcessorConfig]):
     config_model = ProcessorConfig
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
-        ctx.report.chain = {"references": [], "abstained": True}
+        ctx.report.chain = _chain_report([], abstained=True)
         return response
 
 

@@ -276,8 +276,10 @@ def test_prf_searches_as_the_caller_and_caches_per_caller(hop: Hop, client: http
     prf, main = hop.recorder.matching("/books/_search")
     _search(client, hop.url, body, headers=alice, mode="prf")
     _search(client, hop.url, body, headers=bob, mode="prf")
-    assert json.loads(prf.body) == {"query": body["query"], "size": 3, "_source": ["body"], "search_pipeline": {}}
-    assert "search_pipeline=_none" in prf.query
+    # The caller's query within the caller's scope (its filter again, harmlessly), the prompt's
+    # fields only, and the pipeline's OpenSearch part inline (none here), never the index default.
+    scoped = {"bool": {"must": [body["query"]], "filter": [{"term": {"genre": "scifi"}}]}}
+    assert json.loads(prf.body) == {"query": scoped, "size": 3, "_source": {"includes": ["body"], "excludes": []}, "search_pipeline": {}}
     assert prf.headers["authorization"] == main.headers["authorization"] == alice["Authorization"]
     # The filter holds for the PRF search too: only the two scifi books reach the prompt.
     assert f"Context: {DOCS[0]['body']}\n{DOCS[1]['body']}\n\n" in hop.llm.calls[0]["messages"][0]["content"]
@@ -335,7 +337,7 @@ def test_the_local_llm_expands_a_question(
 ) -> None:
     recorder, llm_url = real_llm
     # Generous limits: on two busy cores the 135M model may take a minute.
-    url = make_answerbox(llm={"base_url": llm_url, "model": "smollm2", "timeout_s": 120}, limits={"processor_timeout_s": 200})
+    url = make_answerbox(llm={"base_url": llm_url, "model": "smollm2", "timeout_s": 120}, limits={"processor_timeout_s": 200, "pipeline_budget_s": 200})
     question = "Which planet is spice mined on?"
     body = {"query": {"match": {"body": question}}}
     original = _ids(client.post(f"{url}/books/_search", json=body).json())  # no pipeline: passed through

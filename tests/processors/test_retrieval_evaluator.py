@@ -335,7 +335,7 @@ def test_real_llm_rewrites_the_question_for_the_corrective_search(
 ) -> None:
     recorder, llm_url = real_llm
     # A small CPU model can take tens of seconds per call on a busy machine.
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 300})
+    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 300, "pipeline_budget_s": 300})
     result = _search_all(client, url, "news", EVEREST_Q, _pipeline(corrective={"index": "wiki"}))
     retrieval = _retrieval(result)
     assert retrieval["verdict"] == "incorrect"

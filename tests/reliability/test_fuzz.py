@@ -154,7 +154,7 @@ def _shaped(response: httpx.Response) -> bool:
 @pytest.fixture
 def target(make_answerbox: AnswerboxFactory, opensearch: OpenSearch, client: httpx.Client) -> tuple[str, Any]:
     bulk_index(opensearch, "books", [dict(d) for d in DOCS], {"properties": {"body": {"type": "text"}}})
-    url = make_answerbox(limits={"processor_timeout_s": 10})
+    url = make_answerbox(limits={"processor_timeout_s": 10, "pipeline_budget_s": 10})
     for pipeline_id, definition in STORED.items():
         assert client.put(f"{url}/_search/pipeline/{pipeline_id}", json=definition).status_code == 200
     return url, opensearch

@@ -62,7 +62,7 @@ def test_a_burst_with_a_slow_llm_and_a_pathological_document(
     llm, llm_url = scripted_llm
     llm.delay_s, llm.replies = 1.0, ["The spice is traded on Arrakis [1]."]
     bulk_index(opensearch, "docs", [*[dict(d) for d in DOCS], dict(DOTS)])
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 10}, limits={"processor_timeout_s": 60})
+    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 10}, limits={"processor_timeout_s": 60, "pipeline_budget_s": 60})
     assert client.put(f"{url}/_search/pipeline/load", json=PIPELINE).status_code == 200
 
     responses, worst_ms = asyncio.run(_burst(url))

@@ -43,7 +43,7 @@ def test_a_dots_document_does_not_break_pipeline_searches(
     make_answerbox: AnswerboxFactory, opensearch: OpenSearch, client: httpx.Client
 ) -> None:
     bulk_index(opensearch, "docs", [{"_id": "dots", "body": DOTS}, {"_id": "dune", "body": "Spice is mined on the desert planet Arrakis."}])
-    url = make_answerbox(limits={"processor_timeout_s": 20})
+    url = make_answerbox(limits={"processor_timeout_s": 20, "pipeline_budget_s": 20})
     for question in ("Where is spice mined?", "What is mined on Arrakis?"):
         body = {"query": {"match": {"body": question}}, "search_pipeline": PIPELINE, "ext": {"generative_qa_parameters": {"llm_question": question}}}
         response = client.post(f"{url}/docs/_search", json=body)

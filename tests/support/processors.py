@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, ClassVar
 
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, RequestProcessor, ResponseProcessor, SearchRequest
 from answerbox.pipeline.registry import ProcessorRegistry
@@ -51,8 +52,29 @@ class Explode(ResponseProcessor[ProcessorConfig]):
         raise RuntimeError("boom")
 
 
+class SleepConfig(ProcessorConfig):
+    seconds: float = 0.0
+
+
+class Sleep(ResponseProcessor[SleepConfig]):
+    """Sleeps, after telling the report how much time it was given; records being cancelled."""
+
+    type_name = "sleep"
+    config_model = SleepConfig
+    cancelled: ClassVar[list[str]] = []
+
+    async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
+        ctx.report.warn(f"{self.name} had {ctx.time_left():.2f}s")
+        try:
+            await asyncio.sleep(self.config.seconds)
+        except asyncio.CancelledError:
+            Sleep.cancelled.append(self.name)
+            raise
+        return response
+
+
 def registry_with_test_processors() -> ProcessorRegistry:
     registry = default_registry()
-    for cls in (OnlyTitle, LabelHits, Explode):
+    for cls in (OnlyTitle, LabelHits, Explode, Sleep):
         registry.register(cls)
     return registry

@@ -1,4 +1,9 @@
-"""A scripted OpenAI-compatible server: answers chat completions from a script and records every call."""
+"""A scripted OpenAI-compatible server: answers chat completions from a script and records every call.
+
+It takes the ``response_format`` types in ``formats`` (none by default) and refuses any other
+with a 400, as a server refuses a form it does not know. The client's structured-output probe
+is answered apart (recorded in ``probes``, not ``calls``), so a script is only the real calls.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from answerbox.llm.structured import PROBE
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -21,14 +27,17 @@ Reply = str | Callable[[list[dict[str, str]]], str]
 class ScriptedLLM:
     """``replies`` are used in order (the last repeats); ``fail`` answers 500; ``delay_s`` stalls;
     ``raw`` is sent as the whole body instead (a broken server); ``drip_s`` sends the body one
-    byte at a time with that pause between bytes (a server that never quite stops)."""
+    byte at a time with that pause between bytes (a server that never quite stops); ``formats``
+    are the ``response_format`` types taken ("json_schema", "json_object")."""
 
     replies: list[Reply] = field(default_factory=lambda: ["ok"])
     fail: bool = False
     delay_s: float = 0.0
     raw: bytes | None = None
     drip_s: float = 0.0
+    formats: tuple[str, ...] = ()
     calls: list[dict[str, Any]] = field(default_factory=list)
+    probes: list[dict[str, Any]] = field(default_factory=list)
 
     def _next(self, messages: list[dict[str, str]]) -> str:
         reply = self.replies[min(len(self.calls) - 1, len(self.replies) - 1)]
@@ -36,11 +45,19 @@ class ScriptedLLM:
 
     async def _chat(self, request: Request) -> Response:
         payload = await request.json()
+        form = payload.get("response_format")
+        if is_probe(payload):
+            self.probes.append(payload)
+            if self.fail:
+                return _failure()
+            return self._refused(form) or JSONResponse(self._completion(payload, '{"ok": true}'))
         self.calls.append(payload)
+        if form is not None and (refused := self._refused(form)):
+            return refused
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.fail:
-            return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=500)
+            return _failure()
         media_type = "text/event-stream" if payload.get("stream") else "application/json"
         if self.raw is not None:
             return Response(self.raw, media_type=media_type)
@@ -50,6 +67,12 @@ class ScriptedLLM:
         if payload.get("stream"):
             return StreamingResponse(self._chunks(text), media_type="text/event-stream")
         return JSONResponse(self._completion(payload, text))
+
+    def _refused(self, form: dict[str, Any]) -> Response | None:
+        if form.get("type") in self.formats:
+            return None
+        error = {"message": f"response_format {form.get('type')!r} is not supported", "type": "invalid_request_error"}
+        return JSONResponse({"error": error}, status_code=400)
 
     def _completion(self, payload: dict[str, Any], text: str | None = None) -> dict[str, Any]:
         text = text if text is not None else self._next(payload["messages"])
@@ -83,3 +106,15 @@ class ScriptedLLM:
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
+
+
+def is_probe(payload: dict[str, Any]) -> bool:
+    """Whether a chat-completion request is the client's structured-output probe."""
+    form = payload.get("response_format") or {}
+    # The schema in either form: json_schema's nested one, or json_object's own.
+    schema = (form.get("json_schema") or {}).get("schema") if form.get("type") == "json_schema" else form.get("schema")
+    return bool(schema == PROBE.body)
+
+
+def _failure() -> Response:
+    return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=500)

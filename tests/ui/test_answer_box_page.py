@@ -246,7 +246,7 @@ def test_real_llm_answer_streams_into_the_page(
 ) -> None:
     recorder, llm_url = real_llm
     # SmolLM2-135M on two cores: a minute for the answer; past it the fallback shows.
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 60}, limits={"processor_timeout_s": 90})
+    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 60}, limits={"processor_timeout_s": 90, "pipeline_budget_s": 90})
     _register_pipelines(client, url)
     box = _ask(page, url, QUESTION)
     expect(box).to_have_attribute("state", re.compile(r"^(answered|abstained)$"), timeout=150_000)

@@ -3,33 +3,33 @@
 Events, in order::
 
     event: search  data: {"hits": ...}: the hits as OpenSearch answered, before any response processor
-    event: hits    data: the search response after every response processor but the answer
+    event: hits    data: the search response after every response processor before the answer's
     event: token   data: {"text": "..."}              (zero or more, as the LLM writes)
-    event: error   data: OpenSearch-shaped error       (the LLM failed; the fallback answer follows)
+    event: error   data: OpenSearch-shaped error       (something failed; the answer degrades around it)
     event: answer  data: the final ext.answerbox object, with the checked citations
     event: done    data: {}
 
-Everything before the first event (pipeline resolution, request processors, the search)
-fails as a normal JSON error response; once the hits are out, failures become events, and
-the stream still ends with ``answer`` and ``done``.
+It is the engine's run of ``_search``, watched: the same processors, budget, timeouts and
+``ignore_failure``. Everything before the first event (pipeline resolution, request
+processors, the search) fails as a normal JSON error response; once the hits are out,
+failures become events, and the stream still ends with ``answer`` and ``done``.
 """
 
 from __future__ import annotations
 
-import copy
+import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from answerbox.config import Settings
 from answerbox.errors import AnswerboxError, InvalidRequest, ParseError
-from answerbox.http.search import SearchHandler, finish, json_or_none, read_body, require_json
-from answerbox.pipeline.base import JSON, PipelineContext, SearchRequest
-from answerbox.pipeline.engine import Pipeline
-from answerbox.processors.cited_answer.processor import CitedAnswer, Token
+from answerbox.http.search import json_or_none, read_body, require_json
+from answerbox.opensearch import JSON, Caller
+from answerbox.pipeline.run import SearchEngine, SearchRun
 
 __all__ = ["AnswerStream"]
 
@@ -39,15 +39,31 @@ def _event(name: str, data: Any) -> str:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def _answerer(pipeline: Pipeline | None) -> tuple[Pipeline, CitedAnswer]:
-    answerers = [p for p in pipeline.response_processors if isinstance(p, CitedAnswer)] if pipeline else []
-    if pipeline is None or not answerers:
-        raise InvalidRequest("_answerbox/stream needs a search pipeline with a [cited_answer] response processor")
-    return pipeline, answerers[-1]
+class _Events:
+    """A run's listener: each phase becomes an event, serialised the moment it happens."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.search_done = asyncio.Event()
+
+    def searched(self, response: JSON) -> None:
+        self.queue.put_nowait(_event("search", {"hits": response.get("hits")}))
+        self.search_done.set()
+
+    def ranked(self, response: JSON) -> None:
+        self.queue.put_nowait(_event("hits", response))
+
+    def token(self, text: str) -> None:
+        self.queue.put_nowait(_event("token", {"text": text}))
+
+    def failed(self, error: AnswerboxError) -> None:
+        self.queue.put_nowait(_event("error", error.to_body()))
 
 
-class AnswerStream(SearchHandler):
-    """A search handler whose answer arrives as events."""
+class AnswerStream:
+    def __init__(self, *, engine: SearchEngine, settings: Settings) -> None:
+        self._engine = engine
+        self._max_body = settings.limits.max_request_bytes
 
     async def stream(self, http_request: Request) -> Response:
         require_json(http_request)
@@ -56,42 +72,37 @@ class AnswerStream(SearchHandler):
             raise ParseError("_answerbox/stream needs a JSON object as its search body")
         index = http_request.path_params["index"]
         params = dict(http_request.query_params)
-        pipeline, answerer = _answerer(await self._resolver.resolve(index, body, params))
-        request = self.request(pipeline, index, body, params, http_request)
-        ctx = self.context(pipeline, request)
+        pipeline = await self._engine.resolver.resolve(index, body, params)
+        if pipeline is None or not pipeline.writes_answer:
+            raise InvalidRequest("_answerbox/stream needs a search pipeline with a [cited_answer] response processor")
+        events = _Events()
+        caller = Caller.from_headers(http_request.headers)
+        run = self._engine.start(pipeline, index=index, body=body, params=params, caller=caller, listener=events)
+        task = asyncio.create_task(run.run())
         # Failures up to the search are a normal error response; after it, events.
-        request, response = await self.search_phase(pipeline, request, ctx)
+        searched = asyncio.create_task(events.search_done.wait())
+        await asyncio.wait({task, searched}, return_when=asyncio.FIRST_COMPLETED)
+        searched.cancel()
+        if not events.search_done.is_set():
+            await task  # it failed before OpenSearch answered: its error is the response
         return StreamingResponse(
-            self._events(pipeline, answerer, request, response, ctx),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+            self._events(run, task, events), media_type="text/event-stream", headers={"cache-control": "no-cache", "x-accel-buffering": "no"}
         )
 
-    async def _events(
-        self, pipeline: Pipeline, answerer: CitedAnswer, request: SearchRequest, response: JSON, ctx: PipelineContext
-    ) -> AsyncIterator[str]:
-        # The hits as OpenSearch found them, before any response processor: a page shows them
-        # while the evaluator and the LLM work.
-        yield _event("search", {"hits": copy.deepcopy(response.get("hits"))})
+    async def _events(self, run: SearchRun, task: asyncio.Task[JSON], events: _Events) -> AsyncIterator[str]:
+        task.add_done_callback(lambda _: events.queue.put_nowait(None))
         try:
-            # Every response processor but the answer, in the pipeline's own order.
-            response = await self.response_phase(pipeline, request, response, ctx, skip=answerer)
-        except AnswerboxError as exc:
-            ctx.report.warn(f"the response processors failed: {exc.reason}")
-            yield _event("error", exc.to_body())
-            yield _event("answer", ctx.report.render())
+            while (event := await events.queue.get()) is not None:
+                yield event
+            error = task.exception()
+            if isinstance(error, AnswerboxError):
+                run.ctx.report.warn(f"the response processors failed: {error.reason}")
+                yield _event("error", error.to_body())
+            elif error is not None:
+                raise error
+            run.ctx.report.timings_ms["total"] = round(run.ctx.elapsed_ms(), 2)
+            yield _event("answer", run.ctx.report.render())
             yield _event("done", {})
-            return
-        yield _event("hits", finish(pipeline, copy.deepcopy(response), ctx, verbose=False))
-        started = time.perf_counter()
-        try:
-            async for event in answerer.stream(response, ctx):
-                yield _event("token", {"text": event.text}) if isinstance(event, Token) else _event("error", event.error.to_body())
-        except AnswerboxError as exc:
-            # The hits are out already: the failure can only be told as an event.
-            ctx.report.warn(f"processor [{answerer.name}] failed: {exc.reason}")
-            yield _event("error", exc.to_body())
-        ctx.report.timings_ms[answerer.name] = round((time.perf_counter() - started) * 1000, 2)
-        ctx.report.timings_ms["total"] = round(ctx.elapsed_ms(), 2)
-        yield _event("answer", ctx.report.render())
-        yield _event("done", {})
+        finally:
+            # A client that leaves mid-stream closes this generator: its run stops too.
+            task.cancel()

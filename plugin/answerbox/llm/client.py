@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
@@ -10,13 +11,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
+from pydantic import BaseModel
 
 from answerbox.config import LLMSettings
 from answerbox.errors import LLMError, LLMTimeout
+from answerbox.llm.structured import PROBE, Schema, StructuredMode, from_json, response_format
+from answerbox.prompts import PromptLibrary
 
 __all__ = ["Completion", "LLMClient", "Message"]
 
+logger = logging.getLogger(__name__)
+
 Message = dict[str, str]
+_PROBE_TEMPLATE = "llm/structured_probe.j2"
+_PROBE_TOKENS = 16  # {"ok": true} and some room for whitespace
+# The statuses of a server that does not take the response_format it was sent (vLLM: 400,
+# llama-cpp-python's request validation: 422); others (429, 5xx) may pass, so they decide nothing.
+_REFUSED = (400, 422)
+
+
+class _ProbeReply(BaseModel):
+    ok: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,8 +45,12 @@ class Completion:
 class LLMClient:
     """Chat completions with the configured model, temperature, token cap and timeout."""
 
-    def __init__(self, settings: LLMSettings) -> None:
+    def __init__(self, settings: LLMSettings, prompts: PromptLibrary) -> None:
         self.settings = settings
+        self._prompts = prompts
+        # None until auto's probe has an answer; a probe cut short by an error decides nothing.
+        self._mode: StructuredMode | None = None if settings.structured_output == "auto" else settings.structured_output
+        self._probe_lock = asyncio.Lock()  # concurrent first calls probe once
         self._client = (
             openai.AsyncOpenAI(
                 base_url=settings.base_url,
@@ -66,6 +85,47 @@ class LLMClient:
             "timeout": timeout_s or self.settings.timeout_s,
         }
 
+    async def structured(self, *, timeout_s: float | None = None) -> bool:
+        """Whether ``complete(schema=...)`` constrains the reply to the schema (auto: probes once)."""
+        return await self._structured_mode(timeout_s) != "none"
+
+    async def _structured_mode(self, timeout_s: float | None) -> StructuredMode:
+        if self._mode is not None:
+            return self._mode
+        if self._client is None:
+            return "none"
+        async with self._probe_lock:
+            if self._mode is None:
+                found = await self._detect(timeout_s)
+                if found is None:
+                    return "none"  # for this call only: the next one probes again
+                logger.info("the LLM at %s takes structured output as: %s", self.settings.base_url, found)
+                self._mode = found
+            return self._mode
+
+    async def _detect(self, timeout_s: float | None) -> StructuredMode | None:
+        for mode in ("json_schema", "json_object"):
+            answered = await self._probe(mode, timeout_s)
+            if answered is not False:
+                return mode if answered else None
+        return "none"
+
+    async def _probe(self, mode: StructuredMode, timeout_s: float | None) -> bool | None:
+        """True: the server answered the probe with its JSON; False: it refused the form or
+        ignored it (prose back); None: no answer (down, slow, overloaded)."""
+        message = self._prompts.get(_PROBE_TEMPLATE).render()
+        client, args = self._request([{"role": "user", "content": message}], _PROBE_TOKENS, None, None, timeout_s)
+        args["response_format"] = response_format(mode, PROBE)
+        try:
+            async with asyncio.timeout(args["timeout"]):
+                response = await client.chat.completions.create(**args)
+            text = response.choices[0].message.content if response.choices else None
+        except openai.APIStatusError as exc:
+            return False if exc.status_code in _REFUSED else None
+        except (openai.OpenAIError, TimeoutError, ValueError, TypeError, AttributeError):
+            return None  # as complete() would fail: no verdict on the form
+        return text is not None and from_json(_ProbeReply, text) is not None
+
     @contextmanager
     def _translated(self, timeout_s: float | None) -> Iterator[None]:
         try:
@@ -87,8 +147,12 @@ class LLMClient:
         stop: Sequence[str] | None = None,
         model: str | None = None,
         timeout_s: float | None = None,
+        schema: Schema | None = None,
     ) -> Completion:
+        """The reply; with ``schema``, JSON fitting it where the endpoint supports that (see :meth:`structured`)."""
         client, args = self._request(messages, max_tokens, stop, model, timeout_s)
+        if schema is not None and (form := response_format(await self._structured_mode(timeout_s), schema)):
+            args["response_format"] = form
         started = time.perf_counter()
         with self._translated(timeout_s):
             # The client's timeout bounds each read; this bounds the whole reply, which a

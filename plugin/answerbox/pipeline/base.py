@@ -9,17 +9,19 @@ It does no I/O in ``__init__``; what it needs (LLM, models, OpenSearch) comes fr
 from __future__ import annotations
 
 import copy
+import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo
 
 from answerbox.contract import AnswerboxReport, GenerativeQAParameters
-from answerbox.errors import ConfigError
-from answerbox.opensearch import Caller
+from answerbox.errors import AnswerboxError, ConfigError
+from answerbox.opensearch import JSON, Caller
+from answerbox.pipeline.scope import ScopedSearch
 
 if TYPE_CHECKING:
     from answerbox.services import Services
@@ -33,10 +35,9 @@ __all__ = [
     "ProcessorConfig",
     "RequestProcessor",
     "ResponseProcessor",
+    "RunListener",
     "SearchRequest",
 ]
-
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +80,25 @@ class SearchRequest:
     body: JSON
     params: dict[str, str]
     caller: Caller
-    # The pipeline's OpenSearch-side processors, inline: every search a processor sends passes it
-    # on (``pipeline=request.native``), so filter_query and the like restrict those searches too.
-    native: JSON | None = None
 
     def copy(self) -> SearchRequest:
-        return SearchRequest(
-            index=self.index, body=copy.deepcopy(self.body), params=dict(self.params), caller=self.caller, native=self.native
-        )
+        return SearchRequest(index=self.index, body=copy.deepcopy(self.body), params=dict(self.params), caller=self.caller)
+
+
+class RunListener(Protocol):
+    """Who watches a run as it goes (the stream endpoint): told of each phase as it ends."""
+
+    def searched(self, response: JSON) -> None:
+        """OpenSearch answered; no response processor has run yet."""
+
+    def ranked(self, response: JSON) -> None:
+        """Every response processor before the answer's has run (``response`` is rendered)."""
+
+    def token(self, text: str) -> None:
+        """The answer's LLM wrote ``text``."""
+
+    def failed(self, error: AnswerboxError) -> None:
+        """Something failed that the answer degrades around."""
 
 
 @dataclass(kw_only=True)
@@ -95,13 +107,22 @@ class PipelineContext:
 
     pipeline_id: str
     question: str | None
+    # Every search a processor sends goes through this: the caller's scope cannot be forgotten.
+    search: ScopedSearch
     generative_qa: GenerativeQAParameters | None = None
     report: AnswerboxReport = field(default_factory=AnswerboxReport)
     processor_results: list[JSON] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
+    # When the running processor's share of the pipeline's budget runs out (perf_counter time).
+    step_deadline: float = math.inf
+    listener: RunListener | None = None
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
+
+    def time_left(self) -> float:
+        """Seconds the running processor has left: its LLM calls and searches must fit in them."""
+        return max(0.0, self.step_deadline - time.perf_counter())
 
 
 C = TypeVar("C", bound=ProcessorConfig)
@@ -112,6 +133,10 @@ class Processor(ABC, Generic[C]):
 
     type_name: ClassVar[str]
     config_model: ClassVar[type[ProcessorConfig]]
+    # Its claim on the pipeline's time budget, relative to the processors after it.
+    budget_weight: ClassVar[float] = 1.0
+    # Whether it writes the answer: a stream sends the ranked hits before it runs.
+    writes_answer: ClassVar[bool] = False
 
     def __init__(self, config: C, services: Services) -> None:
         self.config = config

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from answerbox.errors import ConfigError, InvalidRequest
 
@@ -40,6 +40,8 @@ class PipelineDefinition(BaseModel):
 
     description: str | None = None
     version: int | None = None
+    # answerbox's own: the time all its processors share in one search (limits.pipeline_budget_s if unset).
+    budget_s: float | None = Field(default=None, gt=0)
     request_processors: list[ProcessorEntry] = []
     response_processors: list[ProcessorEntry] = []
     phase_results_processors: list[ProcessorEntry] = []

@@ -1,5 +1,11 @@
 """The pipeline runner: answerbox request processors → OpenSearch → answerbox response processors.
 
+Time: a pipeline has a budget (``budget_s``) that its processors share. Each, when it starts,
+gets the time left times its ``budget_weight`` over the weights of the processors still to run
+(its own included), capped by the processor timeout; what one leaves unused goes to those
+after it. So a slow chain cannot eat the answer's time. A processor reads its own share
+from ``ctx.time_left()``.
+
 Ordering rule for mixed pipelines: processor types answerbox does not implement are
 OpenSearch's own, and run inside OpenSearch, sent with the search as an inline pipeline.
 So every answerbox request processor runs before OpenSearch's request processors, and
@@ -36,7 +42,8 @@ class Pipeline:
     # The processors OpenSearch runs itself, or None when there are none.
     native: PipelineDefinition | None
     stats: PipelineStats
-    timeout_s: float
+    timeout_s: float  # one processor's cap
+    budget_s: float  # all processors of one search together
 
     @property
     def native_rag(self) -> bool:
@@ -48,6 +55,10 @@ class Pipeline:
         """The OpenSearch-side processors as an inline pipeline; empty when there are none."""
         return self.native.to_json() if self.native is not None else {}
 
+    @property
+    def writes_answer(self) -> bool:
+        return any(p.writes_answer for p in self.response_processors)
+
     async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
         return await self._phase(
             "request",
@@ -56,13 +67,29 @@ class Pipeline:
             [(p, lambda current, p=p: p.process_request(current, ctx)) for p in self.request_processors],  # type: ignore[misc]
         )
 
-    async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
-        return await self._phase(
-            "response",
-            ctx,
-            response,
-            [(p, lambda current, p=p: p.process_response(request, current, ctx)) for p in self.response_processors],  # type: ignore[misc]
-        )
+    async def process_response(
+        self, request: SearchRequest, response: JSON, ctx: PipelineContext, *, ranked: Callable[[JSON], None] | None = None
+    ) -> JSON:
+        """``ranked`` is told the response just before the first processor that writes the answer."""
+
+        def step(p: ResponseProcessor[Any]) -> Callable[[JSON], Awaitable[JSON]]:
+            async def run(current: JSON) -> JSON:
+                if ranked is not None and p is first_writer:
+                    ranked(current)
+                return await p.process_response(request, current, ctx)
+
+            return run
+
+        first_writer = next((p for p in self.response_processors if p.writes_answer), None)
+        return await self._phase("response", ctx, response, [(p, step(p)) for p in self.response_processors])
+
+    def _share(self, processor: Processor[Any], ctx: PipelineContext) -> float:
+        """The seconds ``processor`` may take now: its weighted part of the budget left."""
+        order = [*self.request_processors, *self.response_processors]
+        rest = order[order.index(processor) :]
+        left = self.budget_s - (time.perf_counter() - ctx.started)
+        share = max(0.0, left) * processor.budget_weight / sum(p.budget_weight for p in rest)
+        return min(self.timeout_s, share)
 
     async def _phase(
         self,
@@ -90,12 +117,14 @@ class Pipeline:
         self, phase: Phase, ctx: PipelineContext, processor: Processor[Any], step: Callable[[T], Awaitable[T]], value: T
     ) -> T:
         started = time.perf_counter()
+        share = self._share(processor, ctx)
+        ctx.step_deadline = started + share
         error: Exception | None = None
         try:
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout(share):
                 result = await step(value)
         except TimeoutError as exc:
-            error = TimeoutError(f"took longer than {self.timeout_s:g}s")
+            error = TimeoutError(f"took longer than its {share:.3g}s share of the pipeline's budget")
             error.__cause__ = exc
         except Exception as exc:  # noqa: BLE001 - a processor may fail in any way; ignore_failure decides
             error = exc

@@ -48,6 +48,10 @@ class ProcessorRegistry:
         count = sum(len(getattr(definition, section)) for section in NATIVE_TYPES)
         if count > limits.max_processors:
             raise ConfigError(f"pipeline [{pipeline_id}] has {count} processors, above limits.max_processors ({limits.max_processors})")
+        if definition.budget_s is not None and definition.budget_s > limits.pipeline_budget_s:
+            raise ConfigError(
+                f"pipeline [{pipeline_id}]: [budget_s] {definition.budget_s:g} is above limits.pipeline_budget_s ({limits.pipeline_budget_s:g})"
+            )
         context = ConfigContext(files_dir=services.settings.files_dir, inline=inline, max_llm_tokens=limits.max_llm_tokens)
         native: dict[str, list[ProcessorEntry]] = {}
         request: list[RequestProcessor[Any]] = []
@@ -74,5 +78,6 @@ class ProcessorRegistry:
             response_processors=response,
             native=PipelineDefinition(**native) if native else None,  # type: ignore[arg-type]
             stats=stats,
-            timeout_s=services.settings.limits.processor_timeout_s,
+            timeout_s=limits.processor_timeout_s,
+            budget_s=definition.budget_s or limits.pipeline_budget_s,
         )

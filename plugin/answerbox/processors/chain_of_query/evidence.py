@@ -1,8 +1,7 @@
 """IR's side of a Chain-of-Query: the top-1 hit for each node's query, and the reader's span in it.
 
-All queries of a chain go to OpenSearch in one ``_msearch`` sent with the caller's
-credentials, and keep the caller's own restricting clauses (``filter``, ``must_not``), so a
-node can never read more than the search it came from.
+All queries of a chain go to OpenSearch in one ``_msearch`` within the caller's scope
+(``ScopedSearch``), so a node can never read more than the search it came from.
 """
 
 from __future__ import annotations
@@ -12,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from answerbox.contract import TextSpan
 from answerbox.models import ReaderSpan
-from answerbox.pipeline.base import JSON, SearchRequest
+from answerbox.pipeline.scope import ScopedSearch
 from answerbox.processors.text.passages import Passage, passages_of
-from answerbox.query_text import restrictions as query_restrictions
 from answerbox.services import Services
 
 __all__ = ["NodeEvidence", "gather_evidence", "reference_excerpt"]
@@ -37,13 +36,9 @@ class NodeEvidence:
         start = max(0, min(middle - max_chars // 2, length - max_chars))
         return start, start + max_chars
 
-    def reference(self) -> JSON:
+    def reference(self) -> TextSpan:
         p = self.passage
-        return {"_index": p.index, "_id": p.id, "field": p.field, "start": self.span.start, "end": self.span.end}
-
-
-def _search(query: str, field: str, restrictions: JSON) -> JSON:
-    return {"size": 1, "_source": [field], "query": {"bool": {"must": [{"match": {field: query}}], **restrictions}}}
+        return TextSpan(index=p.index, id=p.id, field=p.field, start=self.span.start, end=self.span.end)
 
 
 def _top_passage(response: Any, field: str) -> Passage | None:
@@ -56,17 +51,13 @@ def _top_passage(response: Any, field: str) -> Passage | None:
 
 
 async def gather_evidence(
-    services: Services, request: SearchRequest, *, index: str | None, field: str, queries: Sequence[str]
+    services: Services, search: ScopedSearch, *, index: str | None, field: str, queries: Sequence[str]
 ) -> list[NodeEvidence | None]:
     """One entry per query, in order: its evidence, or None when nothing was found."""
     if not queries:
         return []
-    header: JSON = {"index": index} if index else {}
-    restrictions = query_restrictions(request.body.get("query"))
-    answer = await services.search.msearch(
-        searches=[(header, _search(q, field, restrictions)) for q in queries], params={}, caller=request.caller, pipeline=request.native
-    )
-    found = [_top_passage(r, field) for r in answer.get("responses", [])]
+    responses = await search.msearch([{"match": {field: q}} for q in queries], size=1, fields=[field], index=index)
+    found = [_top_passage(r, field) for r in responses]
     models = await services.models()
     spans = await asyncio.gather(
         *(models.reader.read(query, [p.text]) for query, p in zip(queries, found, strict=True) if p is not None)

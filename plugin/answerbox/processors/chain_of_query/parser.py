@@ -9,6 +9,10 @@ may be missing. Two rules carry SearChain's semantics:
 - a query the LLM gave no answer for is an unsolved query.
 
 A ``[Question]`` after the chain began is a made-up next example: parsing stops there.
+
+Where the LLM endpoint takes a schema, the chain is asked for as :data:`CHAIN_SCHEMA`'s JSON
+(the tracing prompt's as :data:`FINAL_CONTENT_SCHEMA`'s) and read into the same
+:class:`ParsedChain` by :func:`read_chain`; a reply that is not that JSON is read as text.
 """
 
 from __future__ import annotations
@@ -16,7 +20,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ChainNode", "ParsedChain", "citation_markers", "final_answer", "parse_chain"]
+from pydantic import BaseModel
+
+from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
+
+__all__ = [
+    "CHAIN_SCHEMA",
+    "FINAL_CONTENT_SCHEMA",
+    "ChainNode",
+    "ParsedChain",
+    "citation_markers",
+    "final_answer",
+    "parse_chain",
+    "read_chain",
+]
 
 _MARKER = re.compile(
     r"\[\s*(?:(?P<kind>query|answer)\s*(?P<number>\d+)?|(?P<unsolved>unsolved\s+query)"
@@ -25,6 +42,13 @@ _MARKER = re.compile(
 )
 _CITATION = re.compile(r"\[(\d+)\]")
 _FINAL_ANSWER = re.compile(r"final answer(?: is|:)\s*:?\s*(?P<answer>[^\n]+)", re.IGNORECASE)
+
+# An empty answer is the [Unsolved Query]; an empty final content is none. The paper's
+# chains have 2-4 nodes: the cap only stops a small model that repeats itself.
+CHAIN_SCHEMA = Schema(
+    "chain", object_schema(nodes=array(object_schema(query=STRING, answer=STRING), 6), final_content=STRING)
+)
+FINAL_CONTENT_SCHEMA = Schema("final_content", object_schema(final_content=STRING))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +132,39 @@ def parse_chain(text: str) -> ParsedChain:
             _answer(drafts, marker["number"], value)
     nodes = tuple(ChainNode(d.query, None if d.unsolved else d.answer) for d in drafts)
     return ParsedChain(nodes=nodes, final_content=final)
+
+
+class _JSONNode(BaseModel):
+    query: str = ""
+    answer: str = ""
+
+
+class _JSONChain(BaseModel):
+    """Either schema's JSON; read leniently, as the text format is."""
+
+    nodes: list[_JSONNode] = []
+    final_content: str = ""
+
+
+def _chain_from_json(text: str) -> ParsedChain | None:
+    chain = from_json(_JSONChain, text)
+    if chain is None:
+        return None
+    nodes: list[ChainNode] = []
+    for node in chain.nodes:
+        query, answer = " ".join(node.query.split()), " ".join(node.answer.split())
+        if not query:
+            continue
+        nodes.append(ChainNode(query, answer or None))
+        if not answer:
+            return ParsedChain(nodes=tuple(nodes), final_content=None)  # the chain ends at the unsolved query
+    return ParsedChain(nodes=tuple(nodes), final_content=chain.final_content.strip() or None)
+
+
+def read_chain(text: str, structured: bool) -> ParsedChain:
+    """The chain in an LLM reply: JSON when ``structured`` was asked for and came back, else the text format."""
+    chain = _chain_from_json(text) if structured else None
+    return chain if chain is not None else parse_chain(text)
 
 
 def citation_markers(content: str) -> list[int]:

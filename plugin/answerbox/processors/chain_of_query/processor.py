@@ -11,25 +11,28 @@ an LLM, model or search failure only degrades the chain (a warning, an abstentio
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
-from answerbox.contract import Answer, Citation
-from answerbox.errors import ConfigError, ModelError
+from answerbox.contract import Answer, ChainCitation, ChainReport, Citation, LLMUsageReport, PassagePiece
+from answerbox.errors import ModelError
 from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
 from answerbox.processors.chain_of_query.run import ChainRun, RunResult, RunSettings
 from answerbox.processors.chain_of_query.verify import NodeRecord
 from answerbox.processors.text.normalize import contains_answer
-from answerbox.services import Services
 
 __all__ = ["ChainOfQuery", "ChainOfQueryConfig"]
+
+_CHAIN_SHARE = 0.9
 
 
 class ChainOfQueryConfig(ProcessorConfig):
     index: str | None = Field(default=None, min_length=1)  # where nodes are checked; default: the searched index
     text_field: str = Field(default="text", min_length=1)  # the passage field the reader reads
     r_max: int = Field(default=5, ge=1, le=20)  # the paper's maximum number of rounds
-    budget_s: float = Field(default=20.0, gt=0)  # wall clock for all rounds and tracing
+    budget_s: float = Field(default=20.0, gt=0)  # wall clock for all rounds; the engine's share may cut it shorter
     theta: float | None = None  # the reader-confidence gate; default: the model manifest's calibrated θ
     max_tokens: LLMTokens = Field(default=256, ge=16, le=4096)
     # Two queries are the same when their normalised word sets overlap this much (Jaccard).
@@ -41,15 +44,8 @@ class ChainOfQueryConfig(ProcessorConfig):
 class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
     type_name = "chain_of_query"
     config_model = ChainOfQueryConfig
-
-    def __init__(self, config: ChainOfQueryConfig, services: Services) -> None:
-        super().__init__(config, services)
-        limit = services.settings.limits.processor_timeout_s
-        if config.budget_s >= limit:
-            raise ConfigError(
-                f"processor [{self.name}]: [budget_s] must be below limits.processor_timeout_s ({limit:g}), "
-                f"got {config.budget_s:g}"
-            )
+    budget_weight = 3.0
+    writes_answer = True
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         question = (ctx.question or "").strip()
@@ -65,13 +61,9 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             ctx.report.warn(f"chain_of_query: the reader is unavailable ({exc.reason}); the chain was skipped")
             return response
         theta = self.config.theta if self.config.theta is not None else models.manifest.theta
-        result = await ChainRun(
-            self.services,
-            self._settings(request, theta),
-            request=request,
-            question=question,
-            budget_s=self.config.budget_s,
-        ).run()
+        # Its share of the pipeline's time, less a margin for tracing and the report.
+        budget_s = min(self.config.budget_s, ctx.time_left() * _CHAIN_SHARE)
+        result = await ChainRun(self.services, self._settings(request, theta), search=ctx.search, question=question, budget_s=budget_s).run()
         for warning in result.warnings:
             ctx.report.warn(warning)
         report = _report(question, result, theta, self.config.max_reference_chars)
@@ -92,61 +84,41 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             max_reference_chars=c.max_reference_chars,
         )
 
-    def _answer(self, report: JSON) -> Answer:
+    def _answer(self, report: ChainReport) -> Answer:
         """The chain's answer for RAG clients: only verified citations, or an abstention."""
-        if report["abstained"]:
+        if report.abstained or report.final_content is None:
             return Answer(text=self.config.abstain_text, mode="chain", abstained=True)
         citations = [
-            Citation(
-                marker=c["marker"],
-                index=c["_index"],
-                id=c["_id"],
-                field=c["field"],
-                start=c["start"],
-                end=c["end"],
-                quote=c["quote"],
-            )
-            for c in report["citations"]
-            if c["verified"]
+            Citation(marker=c.marker, index=c.index, id=c.id, field=c.field, start=c.start, end=c.end, quote=c.quote)
+            for c in report.citations
+            if c.verified
         ]
-        return Answer(text=report["final_content"], citations=citations, mode="chain")
+        return Answer(text=report.final_content, citations=citations, mode="chain")
 
 
-def _citation(marker: int, record: NodeRecord, by: str) -> JSON | None:
+def _citation(marker: int, record: NodeRecord, by: Literal["marker", "answer"]) -> ChainCitation | None:
     if record.evidence is None:
         return None
-    return {
-        "marker": marker,
-        "by": by,
-        "query": record.query,
-        **record.evidence.reference(),
-        "quote": record.evidence.span.text,
-        "verified": record.verified,
-    }
+    return ChainCitation(
+        marker=marker, by=by, query=record.query, **record.evidence.reference().model_dump(), quote=record.evidence.span.text, verified=record.verified
+    )
 
 
-def _references(records: list[NodeRecord], max_chars: int) -> list[JSON]:
-    """The passages IR verified nodes with, once each, in the shape ``cited_answer`` takes as evidence."""
-    found: dict[tuple[str, str, str, int, int], JSON] = {}
+def _references(records: list[NodeRecord], max_chars: int) -> list[PassagePiece]:
+    """The passages IR verified nodes with, once each: the evidence ``cited_answer`` takes."""
+    found: dict[tuple[str, str, str, int, int], PassagePiece] = {}
     for record in records:
         if record.verified and record.evidence is not None:
             p = record.evidence.passage
             start, end = record.evidence.window(max_chars)
             found.setdefault(
                 (p.index, p.id, p.field, start, end),
-                {
-                    "_index": p.index,
-                    "_id": p.id,
-                    "field": p.field,
-                    "start": start,
-                    "end": end,
-                    "text": p.text[start:end],
-                },
+                PassagePiece(index=p.index, id=p.id, field=p.field, start=start, end=end, text=p.text[start:end]),
             )
     return list(found.values())
 
 
-def _cited(content: str, path: list[NodeRecord]) -> tuple[str, str, list[tuple[int, NodeRecord]]]:
+def _cited(content: str, path: list[NodeRecord]) -> tuple[str, Literal["marker", "answer"], list[tuple[int, NodeRecord]]]:
     """The path nodes a final content cites: its own ``[k]`` markers; when it has none (small
     LLMs drop them), the verified nodes whose answer it states in so many words, with their
     markers appended. Returns the content, how it was traced and the (marker, node) pairs."""
@@ -159,7 +131,7 @@ def _cited(content: str, path: list[NodeRecord]) -> tuple[str, str, list[tuple[i
     return content, "answer", stated
 
 
-def _report(question: str, result: RunResult, theta: float, max_reference_chars: int) -> JSON:
+def _report(question: str, result: RunResult, theta: float, max_reference_chars: int) -> ChainReport:
     """``ext.answerbox.chain``. The final content is presented only when it cites a verified
     node (else the chain abstains: text that cites nothing verified cannot be traced);
     ``verified`` is true only when every node of the path is verified."""
@@ -167,25 +139,23 @@ def _report(question: str, result: RunResult, theta: float, max_reference_chars:
     abstained = content is None or not any(record.verified for _, record in cited)
     citations = [] if abstained else [c for k, record in cited if (c := _citation(k, record, by)) is not None]
     position = {id(r): i for i, r in enumerate(result.records)}
-    return {
-        "question": question,
-        "rounds": len(result.tree),
-        "stopped": result.stopped.value,
-        "theta": theta,
-        "nodes": [r.to_json() for r in result.records],
-        "path": [position[id(r)] for r in result.path],
-        "final_content": None if abstained else content,
-        "final_answer": None if abstained or content is None else final_answer(content),
-        "unverified_content": result.final_content if abstained else None,
-        "citations": citations,
-        "references": _references(result.records, max_reference_chars),
-        "verified": not abstained and all(r.verified for r in result.path),
-        "abstained": abstained,
-        "tree": [b.to_json() for b in result.tree],
-        "llm": {
-            "calls": result.usage.calls,
-            "prompt_tokens": result.usage.prompt_tokens,
-            "completion_tokens": result.usage.completion_tokens,
-            "millis": round(result.usage.millis, 1),
-        },
-    }
+    usage = result.usage
+    return ChainReport(
+        question=question,
+        rounds=len(result.tree),
+        stopped=result.stopped.value,
+        theta=theta,
+        nodes=[r.report() for r in result.records],
+        path=[position[id(r)] for r in result.path],
+        final_content=None if abstained else content,
+        final_answer=None if abstained or content is None else final_answer(content),
+        unverified_content=result.final_content if abstained else None,
+        citations=citations,
+        references=_references(result.records, max_reference_chars),
+        verified=not abstained and all(r.verified for r in result.path),
+        abstained=abstained,
+        tree=[b.report() for b in result.tree],
+        llm=LLMUsageReport(
+            calls=usage.calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, millis=round(usage.millis, 1)
+        ),
+    )

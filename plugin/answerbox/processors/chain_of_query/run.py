@@ -16,11 +16,13 @@ import asyncio
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from answerbox.contract import BranchFeedback, BranchParent, BranchReport, DraftNode
 from answerbox.errors import LLMError, ModelError, UpstreamError, UpstreamUnavailable
 from answerbox.llm.client import Completion, Message
-from answerbox.pipeline.base import JSON, SearchRequest
+from answerbox.llm.structured import Schema
+from answerbox.pipeline.scope import ScopedSearch
 from answerbox.processors.chain_of_query.evidence import gather_evidence, reference_excerpt
-from answerbox.processors.chain_of_query.parser import ChainNode, ParsedChain, parse_chain
+from answerbox.processors.chain_of_query.parser import CHAIN_SCHEMA, FINAL_CONTENT_SCHEMA, ChainNode, ParsedChain, read_chain
 from answerbox.processors.chain_of_query.verify import Action, NodeRecord, judge_node
 from answerbox.processors.text.normalize import normalize_answer
 from answerbox.services import Services
@@ -63,15 +65,15 @@ class Branch:
     malformed: bool  # the LLM wrote no chain: ``chain`` is the question as an unsolved query
     feedback: tuple[int, Action] | None = None
 
-    def to_json(self) -> JSON:
-        return {
-            "round": self.round,
-            "parent": {"round": self.parent[0], "node": self.parent[1]} if self.parent else None,
-            "nodes": [{"query": n.query, "answer": n.answer, "unsolved": n.unsolved} for n in self.chain.nodes],
-            "final_content": self.chain.final_content,
-            "malformed": self.malformed,
-            "feedback": {"node": self.feedback[0], "action": self.feedback[1].value} if self.feedback else None,
-        }
+    def report(self) -> BranchReport:
+        return BranchReport(
+            round=self.round,
+            parent=BranchParent(round=self.parent[0], node=self.parent[1]) if self.parent else None,
+            nodes=[DraftNode(query=n.query, answer=n.answer, unsolved=n.unsolved) for n in self.chain.nodes],
+            final_content=self.chain.final_content,
+            malformed=self.malformed,
+            feedback=BranchFeedback(node=self.feedback[0], action=self.feedback[1].value) if self.feedback else None,
+        )
 
 
 @dataclass(kw_only=True)
@@ -107,15 +109,16 @@ def _tokens(query: str) -> frozenset[str]:
 
 class ChainRun:
     def __init__(
-        self, services: Services, settings: RunSettings, *, request: SearchRequest, question: str, budget_s: float
+        self, services: Services, settings: RunSettings, *, search: ScopedSearch, question: str, budget_s: float
     ) -> None:
         self._services = services
         self._settings = settings
-        self._request = request
+        self._search = search
         self._question = question
         self._budget_s = budget_s
         self._deadline = asyncio.get_running_loop().time() + budget_s
         self._result = RunResult()
+        self._structured = False  # whether the LLM is asked for JSON (set once, before the first round)
 
     async def run(self) -> RunResult:
         try:
@@ -137,12 +140,14 @@ class ChainRun:
         self._result.warnings.append(f"chain_of_query: {reason}; nothing unverified is presented as verified")
 
     async def _rounds(self) -> None:
-        prompt = self._services.prompts.get(_TEMPLATES + "coq.j2").render(question=self._question)
+        self._structured = await self._services.llm.structured(timeout_s=self._llm_timeout())
+        prompt = self._services.prompts.get(_TEMPLATES + "coq.j2").render(question=self._question, json=self._structured)
         messages: list[Message] = [{"role": "user", "content": prompt}]
         parent: tuple[int, int] | None = None
         for round_ in range(1, self._settings.r_max + 1):
-            text = await self._complete(messages, _COQ_STOP)
-            chain = parse_chain(text)
+            # A JSON reply is bounded by its schema, and the stop strings could cut it inside a string.
+            text = await self._complete(messages, None if self._structured else _COQ_STOP, CHAIN_SCHEMA)
+            chain = read_chain(text, self._structured)
             if chain.empty:
                 # A model that writes no chain does not know the answer: the question itself
                 # becomes its unsolved query, so IR can still complete it.
@@ -176,7 +181,7 @@ class ChainRun:
                 fresh.append(position)
         queries = [chain.nodes[p].query for p in fresh]
         s = self._settings
-        evidence = await gather_evidence(self._services, self._request, index=s.index, field=s.field, queries=queries)
+        evidence = await gather_evidence(self._services, self._search, index=s.index, field=s.field, queries=queries)
         for position, found in zip(fresh, evidence, strict=True):
             record = judge_node(chain.nodes[position], found, theta=s.theta, round_=round_)
             self._result.records.append(record)
@@ -213,20 +218,26 @@ class ChainRun:
         if not steps:
             return
         prompt = self._services.prompts.get(_TEMPLATES + "tracing.j2").render(
-            question=self._question, steps=[{"query": r.query, "answer": r.answer} for r in steps]
+            question=self._question, steps=[{"query": r.query, "answer": r.answer} for r in steps], json=self._structured
         )
-        text = await self._complete([{"role": "user", "content": prompt}], None)
+        text = await self._complete([{"role": "user", "content": prompt}], None, FINAL_CONTENT_SCHEMA)
         self._result.path = steps
-        self._result.final_content = parse_chain(text).final_content or text.strip() or None
+        # Unmarked text is the final content, but never a JSON reply that did not parse.
+        unmarked = None if self._structured else text.strip() or None
+        self._result.final_content = read_chain(text, self._structured).final_content or unmarked
 
-    async def _complete(self, messages: list[Message], stop: tuple[str, ...] | None) -> str:
+    def _llm_timeout(self) -> float:
         # The LLM's own timeout still applies; the budget's deadline cuts it shorter.
         remaining = self._deadline - asyncio.get_running_loop().time()
+        return min(self._services.settings.llm.timeout_s, remaining + 1.0)
+
+    async def _complete(self, messages: list[Message], stop: tuple[str, ...] | None, schema: Schema) -> str:
         completion = await self._services.llm.complete(
             messages,
             max_tokens=self._settings.max_tokens,
             stop=stop,
-            timeout_s=min(self._services.settings.llm.timeout_s, remaining + 1.0),
+            timeout_s=self._llm_timeout(),
+            schema=schema if self._structured else None,
         )
         self._result.usage.add(completion)
         return completion.text

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from answerbox.pipeline.base import JSON
+from answerbox.contract import ChainNodeReport
 from answerbox.processors.chain_of_query.evidence import NodeEvidence
 from answerbox.processors.chain_of_query.parser import ChainNode
 from answerbox.processors.text.normalize import contains_answer
@@ -50,20 +50,20 @@ class NodeRecord:
             return self.evidence.span.text
         return self.llm_answer
 
-    def to_json(self) -> JSON:
+    def report(self) -> ChainNodeReport:
         span = self.evidence.span if self.evidence is not None else None
-        return {
-            "round": self.round,
-            "query": self.query,
-            "llm_answer": self.llm_answer,
-            "reader_answer": span.text if span is not None else None,
-            "confidence": round(span.confidence, 4) if span is not None else None,
-            "answer": self.answer,
-            "source": _SOURCE[self.action],
-            "action": self.action.value,
-            "verified": self.verified,
-            "reference": self.evidence.reference() if self.evidence is not None else None,
-        }
+        return ChainNodeReport(
+            round=self.round,
+            query=self.query,
+            llm_answer=self.llm_answer,
+            reader_answer=span.text if span is not None else None,
+            confidence=round(span.confidence, 4) if span is not None else None,
+            answer=self.answer,
+            source=_SOURCE[self.action],
+            action=self.action.value,
+            verified=self.verified,
+            reference=self.evidence.reference() if self.evidence is not None else None,
+        )
 
 
 def judge_node(node: ChainNode, evidence: NodeEvidence | None, *, theta: float, round_: int) -> NodeRecord:

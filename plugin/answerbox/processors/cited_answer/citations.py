@@ -6,6 +6,10 @@ beyond the question must be found in that block. Unsupported or out-of-range mar
 removed from the text; the claim is reported as flagged. A claim the LLM left uncited may
 be attributed: the best block that passes the same check gets cited (small models often
 answer right and cite nothing).
+
+Where the LLM endpoint takes a schema, the answer is asked for as :data:`ANSWER_SCHEMA`'s JSON
+(sentences, each with the blocks it comes from); :func:`read_answer` writes it back as the
+text the check reads, each sentence's markers before its stop ("... in 1889 [2].").
 """
 
 from __future__ import annotations
@@ -14,10 +18,24 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel
+
 from answerbox.contract import Citation
+from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
 from answerbox.processors.cited_answer.evidence import Evidence, Sentence
 
-__all__ = ["Check", "Claim", "Scorer", "ClaimVerdict", "citation_of", "parse_claims", "rewrite", "words"]
+__all__ = [
+    "ANSWER_SCHEMA",
+    "Check",
+    "Claim",
+    "ClaimVerdict",
+    "Scorer",
+    "citation_of",
+    "parse_claims",
+    "read_answer",
+    "rewrite",
+    "words",
+]
 
 _GROUP = r"\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\]"
 _MARKERS = re.compile(_GROUP)
@@ -36,6 +54,40 @@ _STOPWORDS = frozenset(
 )
 
 Scorer = Callable[[str, Sequence[str]], Awaitable[list[float]]]
+
+# FreshPrompt asks for concise answers: the caps only stop a small model that repeats itself.
+ANSWER_SCHEMA = Schema(
+    "cited_answer",
+    object_schema(sentences=array(object_schema(text=STRING, blocks=array({"type": "integer"}, 3)), 8)),
+)
+
+
+class _JSONSentence(BaseModel):
+    text: str = ""
+    blocks: list[int] = []
+
+
+class _JSONAnswer(BaseModel):
+    sentences: list[_JSONSentence] = []
+
+
+def _sentence(sentence: _JSONSentence) -> str | None:
+    text = " ".join(sentence.text.split())
+    body = text.rstrip(".!?").rstrip()
+    if not body:
+        return None
+    stop = text[-1] if text[-1] in ".!?" else "."  # the check splits claims at stops
+    markers = "".join(f"[{b}]" for b in dict.fromkeys(sentence.blocks))
+    return f"{body} {markers}{stop}" if markers else f"{body}{stop}"
+
+
+def read_answer(text: str, structured: bool) -> str:
+    """The answer as ``parse_claims`` reads it: from JSON when ``structured`` was asked for and
+    came back, else the reply itself."""
+    answer = from_json(_JSONAnswer, text) if structured else None
+    if answer is None:
+        return text
+    return " ".join(s for s in map(_sentence, answer.sentences) if s)
 
 
 def words(text: str) -> set[str]:

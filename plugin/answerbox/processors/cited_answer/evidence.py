@@ -7,14 +7,13 @@ offsets), so a citation of block ``[k]`` can point at the exact supporting text 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from answerbox.contract import Citation
+from answerbox.contract import Citation, PassagePiece
 from answerbox.pipeline.base import JSON
 from answerbox.processors.text.passages import hit_key, passages_of
 from answerbox.processors.text.sentences import sentence_spans
@@ -179,25 +178,24 @@ def evidence_from_hits(hits: Sequence[JSON], fields: EvidenceFields, *, snippet_
     return found
 
 
-def evidence_from_references(references: Sequence[Any], hits: Sequence[JSON], fields: EvidenceFields) -> list[Evidence]:
-    """Blocks from pieces other processors kept: ``{_index, _id, field, start, end, text}``.
+def evidence_from_references(references: Sequence[PassagePiece], hits: Sequence[JSON], fields: EvidenceFields) -> list[Evidence]:
+    """Blocks from pieces other processors kept.
 
     Title, date and source come from the same document's hit when the response holds it.
     """
     by_id = {hit_key(h): h for h in hits}
     found = []
     for rank, ref in enumerate(references):
-        if not isinstance(ref, Mapping) or not isinstance(ref.get("text"), str) or not ref["text"].strip():
+        if not ref.text.strip():
             continue
-        index, doc_id = str(ref.get("_index", "")), str(ref.get("_id", ""))
-        start = int(ref.get("start") or 0)
+        index, doc_id = ref.index, ref.id
         hit = by_id.get((index, doc_id), {})
         found.append(
             Evidence(
                 index=index,
                 id=doc_id,
-                field=str(ref.get("field") or fields.text),
-                excerpts=(Excerpt(start, start + len(ref["text"]), ref["text"]),),
+                field=ref.field,
+                excerpts=(Excerpt(ref.start, ref.start + len(ref.text), ref.text),),
                 rank=rank,
                 source=_string(hit, fields.source) or index,
                 title=_string(hit, fields.title),

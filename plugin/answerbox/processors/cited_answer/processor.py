@@ -11,30 +11,29 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
 from answerbox.contract import Answer, FlaggedClaim
-from answerbox.errors import AnswerboxError, LLMError, LLMTimeout, ModelError
+from answerbox.errors import LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.processors.cited_answer.citations import Check, ClaimVerdict, citation_of, parse_claims, rewrite
+from answerbox.processors.cited_answer.citations import ANSWER_SCHEMA, Check, ClaimVerdict, citation_of, parse_claims, read_answer, rewrite
 from answerbox.processors.cited_answer.evidence import Evidence, EvidenceFields, evidence_from_hits, evidence_from_references, number, written_date
 from answerbox.processors.cited_answer.extractive import featured_snippet
 
 if TYPE_CHECKING:
     from answerbox.models import Models
 
-__all__ = ["AnswerEvent", "CitedAnswer", "CitedAnswerConfig", "Failure", "Token"]
+__all__ = ["CitedAnswer", "CitedAnswerConfig"]
 
 _PROMPT = "cited_answer/freshprompt.j2"
 _SYSTEM = "cited_answer/system.j2"
 _EVIDENCE_IS_DATA = "cited_answer/evidence_is_data.j2"
-# The LLM gets at most this share of the engine's per-processor time: the rest is for
-# the citation check or the extractive fallback, so a slow LLM never costs the hits.
+# The LLM gets at most this share of the processor's time left: the rest is for the
+# citation check or the extractive fallback, so a slow LLM never costs the answer.
 _LLM_SHARE = 0.7
 
 
@@ -62,86 +61,66 @@ class CitedAnswerConfig(ProcessorConfig):
     abstain_text: str = Field(default="The search results do not support an answer.", min_length=1)
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """The LLM failed mid-answer; the extractive answer follows."""
-
-    error: AnswerboxError
-
-
-AnswerEvent = Token | Failure
-
-
 class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     type_name: ClassVar[str] = "cited_answer"
     config_model: ClassVar[type[ProcessorConfig]] = CitedAnswerConfig
+    budget_weight: ClassVar[float] = 2.0
+    writes_answer: ClassVar[bool] = True
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
-        async with aclosing(self.stream(response, ctx, incremental=False)) as events:
-            async for _ in events:
-                pass
-        return response
-
-    async def stream(self, response: JSON, ctx: PipelineContext, *, incremental: bool = True) -> AsyncGenerator[AnswerEvent, None]:
-        """Answer tokens as the LLM writes them (one, the whole text, unless ``incremental``);
-        the checked answer lands in ``ctx.report.answer``."""
+        """The checked answer lands in ``ctx.report.answer``; a run's listener hears the LLM's
+        tokens as they come."""
         question = ctx.question
         if not question or not question.strip():
             ctx.report.warn("cited_answer: the search has no question text; no answer")
-            return
+            return response
         blocks = self._evidence(response, ctx)
         if not blocks:
             ctx.report.answer = self._abstain("generative" if self.services.llm.configured else "extractive")
-            return
+            return response
         if self.services.llm.configured and self.config.mode != "extractive":
-            parts: list[str] = []
-            try:
-                async for text in self._generate(question, blocks, ctx, incremental):
-                    parts.append(text)
-                    yield Token(text)
-                if not "".join(parts).strip():
-                    raise LLMError("the LLM returned no text")
-            except LLMError as exc:
-                ctx.report.warn(f"cited_answer: the LLM failed ({exc.reason}); answering extractively")
-                yield Failure(exc)
-            else:
-                answer = await self._checked("".join(parts), question, blocks, ctx)
-                if not (answer.abstained and self.config.mode == "auto"):
-                    ctx.report.answer = answer
-                    return
-                ctx.report.warn("cited_answer: no claim of the LLM's answer held up; answering extractively")
-                ctx.report.answer = await self._extractive(question, blocks, ctx, answer.flagged)
-                return
+            ctx.report.answer = await self._generative(question, blocks, ctx)
+            if ctx.report.answer is not None:
+                return response
         ctx.report.answer = await self._extractive(question, blocks, ctx)
+        return response
+
+    async def _generative(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer | None:
+        """The LLM's checked answer; None when the extractive answer must take over (``auto``:
+        no claim held up; any mode: the LLM failed)."""
+        parts: list[str] = []
+        try:
+            async for text in self._generate(question, blocks, ctx):
+                parts.append(text)
+                if ctx.listener is not None:
+                    ctx.listener.token(text)
+            if not "".join(parts).strip():
+                raise LLMError("the LLM returned no text")
+        except LLMError as exc:
+            ctx.report.warn(f"cited_answer: the LLM failed ({exc.reason}); answering extractively")
+            if ctx.listener is not None:
+                ctx.listener.failed(exc)
+            return None
+        answer = await self._checked("".join(parts), question, blocks, ctx)
+        if answer.abstained and self.config.mode == "auto":
+            ctx.report.warn("cited_answer: no claim of the LLM's answer held up; answering extractively")
+            return await self._extractive(question, blocks, ctx, answer.flagged)
+        return answer
 
     def _evidence(self, response: JSON, ctx: PipelineContext) -> list[Evidence]:
-        """The chain's references, else CRAG's refined strips, else the top hits.
-
-        A chain that verified nothing (it abstained, or its budget ran out first) hands over
-        to the strips or the hits: it found no chain, not that the hits are wrong. CRAG's
-        "incorrect" is a judgment of the hits: it leaves no evidence, and the answer abstains.
-        """
+        """What earlier processors kept (``AnswerboxReport.kept_passages``), else the top hits."""
         hits: list[JSON] = (response.get("hits") or {}).get("hits") or []
         size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
-        chain, retrieval = ctx.report.chain or {}, ctx.report.retrieval or {}
-        if "references" in chain and not chain["references"]:
+        if ctx.report.chain is not None and not ctx.report.chain.references:
             ctx.report.warn("cited_answer: the chain verified nothing; answering from the search results")
-        if chain.get("references"):
-            found = evidence_from_references(chain["references"], hits, self.config.fields)
-        elif "knowledge" in retrieval:
-            # Strips come in document order; rank them by the evaluator's score.
-            strips = sorted(retrieval["knowledge"] or [], key=lambda s: -float(s.get("score") or 0))
-            found = evidence_from_references(strips, hits, self.config.fields)
+        kept = ctx.report.kept_passages()
+        if kept is not None:
+            found = evidence_from_references(kept, hits, self.config.fields)
         else:
             found = evidence_from_hits(hits[:size], self.config.fields, snippet_chars=self.config.snippet_chars)
         return number(found, size)
 
-    def _messages(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> list[Message]:
+    def _messages(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, *, json: bool) -> list[Message]:
         qa = ctx.generative_qa
         today = self.config.current_date or datetime.now(UTC).date()
         current = written_date(today)
@@ -155,16 +134,18 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             demonstrations=self.config.demonstrations,
             premise_check=self.config.premise_check,
             user_instructions=qa.user_instructions if qa else None,
+            json=json,
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    async def _generate(
-        self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, incremental: bool
-    ) -> AsyncGenerator[str, None]:
+    async def _generate(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> AsyncGenerator[str, None]:
         qa = ctx.generative_qa
-        limit = self.services.settings.limits.processor_timeout_s * _LLM_SHARE
+        incremental = ctx.listener is not None
+        limit = ctx.time_left() * _LLM_SHARE
         timeout = min((qa.timeout if qa else None) or self.config.timeout_s or self.services.settings.llm.timeout_s, limit)
-        messages = self._messages(question, blocks, ctx)
+        # JSON only for a whole answer: a listener is shown the tokens as they come.
+        structured = not incremental and await self.services.llm.structured(timeout_s=timeout)
+        messages = self._messages(question, blocks, ctx, json=structured)
         options: dict[str, Any] = {
             "max_tokens": self.config.max_tokens,
             "model": (qa.llm_model if qa else None) or self.config.model,
@@ -175,7 +156,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         deltas = (
             cast(AsyncGenerator[str, None], self.services.llm.stream(messages, **options))
             if incremental
-            else _whole(self.services.llm.complete(messages, **options))
+            else _whole(self.services.llm.complete(messages, **options, schema=ANSWER_SCHEMA if structured else None), structured)
         )
         # A deadline per chunk, not around the loop: a timeout must never fire while the
         # consumer holds a token (it would cancel the consumer, not the LLM).
@@ -247,8 +228,8 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         return Answer(text=self.config.abstain_text, mode=mode, abstained=True, flagged=list(flagged))
 
 
-async def _whole(completion: Awaitable[Completion]) -> AsyncGenerator[str, None]:
-    yield (await completion).text
+async def _whole(completion: Awaitable[Completion], structured: bool) -> AsyncGenerator[str, None]:
+    yield read_answer((await completion).text, structured)
 
 
 def _block(evidence: Evidence) -> dict[str, Any]:

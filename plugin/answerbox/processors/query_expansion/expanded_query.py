@@ -15,14 +15,14 @@ as plain words: LLM output never reaches a query-string parser.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
+from answerbox.opensearch import JSON
 from answerbox.query_text import TextClause
 
 __all__ = ["Combine", "clean_expansion", "expanded_clause"]
 
 Combine = Literal["bool", "repeat"]
-JSON = dict[str, Any]
 
 # Chain-of-thought answers end with "So the final answer is X." / "The final answer: X": the
 # paper drops that sentence; its words are in the rationale already when they are any good.

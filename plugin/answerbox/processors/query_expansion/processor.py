@@ -25,9 +25,9 @@ from pydantic import (
     model_validator,
 )
 
+from answerbox.contract import QueryExpansionReport
 from answerbox.errors import ConfigError, LLMError, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import (
-    JSON,
     ConfigContext,
     LLMTokens,
     PipelineContext,
@@ -40,7 +40,7 @@ from answerbox.processors.query_expansion.expanded_query import (
     clean_expansion,
     expanded_clause,
 )
-from answerbox.query_text import find_text_clauses, replace_text_clauses, scope_params
+from answerbox.query_text import find_text_clauses, replace_text_clauses
 from answerbox.ttl_cache import TTLCache
 
 if TYPE_CHECKING:
@@ -202,25 +202,16 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
 
     async def _expansion(self, question: str, request: SearchRequest, ctx: PipelineContext) -> str:
         """The cleaned expansion, or "" when the original query must be used alone."""
-        report: JSON = {
-            "method": self.config.method,
-            "mode": self.config.mode,
-            "prompt": self._prompt.name,
-            "expansion": "",
-            "cached": False,
-            "cache": None,
-            "fallback": False,
-            "llm_ms": None,
-        }
-        ctx.report.query_expansion = report
-        key = self._cache_key(question, request)
-        cached, tier = self._cache.get(key), "memory"
+        report = ctx.report.query_expansion = QueryExpansionReport(method=self.config.method, mode=self.config.mode, prompt=self._prompt.name)
+        key = self._cache_key(question, request, ctx)
+        tier: Literal["memory", "index"] = "memory"
+        cached = self._cache.get(key)
         if cached is None and self.config.shared_cache:
             cached, tier = await self.services.shared_cache.get(key), "index"
             if cached is not None:
                 self._cache.put(key, cached)
         if cached is not None:
-            report.update(expansion=cached, cached=True, cache=tier)
+            report.expansion, report.cached, report.cache = cached, True, tier
             return cached
         pending = self._in_flight.get(key)
         if pending is not None:
@@ -228,7 +219,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
             text = await asyncio.shield(pending)
             if not text:
                 return self._fall_back(report, ctx, "the identical search it waited for got no expansion")
-            report.update(expansion=text, cached=True, cache="in_flight")
+            report.expansion, report.cached, report.cache = text, True, "in_flight"
             return text
         pending = self._in_flight[key] = asyncio.get_running_loop().create_future()
         text = ""
@@ -243,36 +234,40 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
                 await self.services.shared_cache.put(key, text, self.config.cache_ttl_s)
         return text
 
-    async def _ask(self, question: str, request: SearchRequest, report: JSON, ctx: PipelineContext) -> str:
+    async def _ask(self, question: str, request: SearchRequest, report: QueryExpansionReport, ctx: PipelineContext) -> str:
         """One LLM call (after the PRF search); the cleaned expansion, or "" after a fallback."""
+        # timeout_s bounds the PRF search and the LLM call together, within the processor's share
+        # of the pipeline's time (with a margin: a fallback, never a processor timeout).
+        timeout = min(self.config.timeout_s, ctx.time_left() * 0.9)
         try:
-            # timeout_s bounds the PRF search and the LLM call together.
-            async with asyncio.timeout(self.config.timeout_s):
-                passages = await self._prf_passages(request) if self.config.mode == "prf" else []
+            async with asyncio.timeout(timeout):
+                # The PRF search, or a search of no documents, checks the caller's credentials
+                # before any LLM time is spent on the request.
+                passages = await self._prf_passages(request, ctx) if self.config.mode == "prf" else await _access_checked(ctx)
                 prompt = self._prompt.render(query=question, examples=self.config.few_shot, prf=passages)
                 completion = await self.services.llm.complete(
                     [{"role": "user", "content": prompt}],
                     max_tokens=self.config.max_tokens,
                     stop=_STOP,
                     model=self._model,
-                    timeout_s=self.config.timeout_s,
+                    timeout_s=timeout,
                 )
         except (LLMError, UpstreamError, UpstreamUnavailable) as exc:
             return self._fall_back(report, ctx, exc.reason)
         except TimeoutError:
-            return self._fall_back(report, ctx, f"expansion took longer than {self.config.timeout_s:g}s")
+            return self._fall_back(report, ctx, f"expansion took longer than {timeout:.3g}s")
         text = clean_expansion(completion.text, self.config.max_expansion_terms)
-        report.update(expansion=text, llm_ms=round(completion.millis, 1))
+        report.expansion, report.llm_ms = text, round(completion.millis, 1)
         if not text:
             return self._fall_back(report, ctx, "the LLM gave no usable expansion")
         return text
 
-    def _fall_back(self, report: JSON, ctx: PipelineContext, reason: str) -> str:
-        report["fallback"] = True
+    def _fall_back(self, report: QueryExpansionReport, ctx: PipelineContext, reason: str) -> str:
+        report.fallback = True
         ctx.report.warn(f"[{self.name}] searched with the original query: {reason}")
         return ""
 
-    def _cache_key(self, question: str, request: SearchRequest) -> str:
+    def _cache_key(self, question: str, request: SearchRequest, ctx: PipelineContext) -> str:
         """(caller, model, template hash, query), plus all else that shapes the prompt.
 
         Always keyed by the caller's credentials: a cache shared across callers would tell one
@@ -284,12 +279,8 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         credentials = [h for h in request.caller.headers if h[0] != "x-opaque-id"]
         scope: list[Any] = []
         if self.config.mode == "prf":
-            scope = [request.index, request.body.get("query"), request.body.get("post_filter"), self._scope_params(request)]
+            scope = [ctx.search.scope.key(), request.body.get("query")]
         return _digest([credentials, self._model, self._prompt.sha256, self._config_digest, question, scope])
-
-    @staticmethod
-    def _scope_params(request: SearchRequest) -> dict[str, str]:
-        return scope_params(request.params)
 
     def _prf_fields(self, request: SearchRequest) -> list[str]:
         if self.config.prf_fields:
@@ -300,14 +291,14 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
             fields += [str(f).split("^")[0] for f in named if isinstance(f, str)]
         return list(dict.fromkeys(fields))
 
-    async def _prf_passages(self, request: SearchRequest) -> list[str]:
-        """The top hits of the user's own query (filters included), as one line of text each."""
-        fields = self._prf_fields(request)
-        body: JSON = {"query": request.body["query"], "size": self.config.prf_docs, "_source": fields or True}
-        if "post_filter" in request.body:
-            body["post_filter"] = request.body["post_filter"]
-        # "_none": this first search must not run the index's default pipeline, answerbox's or OpenSearch's.
-        params = {**self._scope_params(request), "search_pipeline": "_none"}
-        response = await self.services.search.search(index=request.index, body=body, params=params, caller=request.caller, pipeline=request.native)
+    async def _prf_passages(self, request: SearchRequest, ctx: PipelineContext) -> list[str]:
+        """The top hits of the user's own query, within the caller's scope, as one line of text each."""
+        response = await ctx.search.search(request.body["query"], size=self.config.prf_docs, fields=self._prf_fields(request) or None)
         hits = response.get("hits", {}).get("hits", [])
         return [" ".join(" ".join(_strings(hit.get("_source"))).split())[: self.config.prf_max_chars] for hit in hits]
+
+
+async def _access_checked(ctx: PipelineContext) -> list[str]:
+    """No passages; raises the caller's 401/403 if OpenSearch refuses the caller."""
+    await ctx.search.search({"match_none": {}}, size=0, fields=[])
+    return []

@@ -4,9 +4,8 @@ The question is rewritten into keywords by the paper's prompt (Table 7); when th
 fails or answers nothing usable, :func:`fallback_keywords` stands in, so a corrective
 search always runs. The keywords go into a ``multi_match`` (never ``query_string``: model
 text must not inject query syntax) against another index or alias, broadened with
-``operator: or`` and fuzziness, or both. The original query's ``bool.filter`` and
-``bool.must_not`` clauses come along by default: the corrective search may look
-elsewhere, but not past the restrictions the caller set.
+``operator: or`` and fuzziness, or both. It runs within the caller's scope (filters,
+``post_filter``, ``_source``): it may look elsewhere, but not past what the caller may see.
 """
 
 from __future__ import annotations
@@ -21,11 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from answerbox.errors import LLMError
 from answerbox.llm import LLMClient
 from answerbox.pipeline.base import LLMTokens
-from answerbox.processors.retrieval_evaluator.keywords import fallback_keywords, parse_keywords
+from answerbox.processors.retrieval_evaluator.keywords import KEYWORDS_SCHEMA, fallback_keywords, read_keywords
 from answerbox.prompts import Prompt
-from answerbox.query_text import restrictions as query_restrictions
 
-__all__ = ["KEYWORD_REWRITE_TEMPLATE", "CorrectiveSearchConfig", "Rewrite", "corrective_body", "rewrite_question"]
+__all__ = ["KEYWORD_REWRITE_TEMPLATE", "CorrectiveSearchConfig", "Rewrite", "corrective_query", "rewrite_question"]
 
 KEYWORD_REWRITE_TEMPLATE = "retrieval_evaluator/keyword_rewrite.j2"
 _FUZZINESS = re.compile(r"AUTO(?::\d+,\d+)?|[012]")
@@ -41,10 +39,9 @@ class CorrectiveSearchConfig(BaseModel):
     operator: Literal["or", "and"] = "or"
     fuzziness: str | None = "AUTO"
     size: int = Field(default=10, ge=1, le=100)
-    keep_filters: bool = True
     prompt: str | None = None  # replaces the Table 7 template text
     max_tokens: LLMTokens = Field(default=32, ge=1, le=256)
-    llm_timeout_s: float | None = Field(default=None, gt=0)  # None: the LLM's; capped at half the processor timeout
+    llm_timeout_s: float | None = Field(default=None, gt=0)  # None: the LLM's; capped at half the processor's time left
 
     @field_validator("fuzziness")
     @classmethod
@@ -66,28 +63,30 @@ class Rewrite:
 
 
 async def rewrite_question(llm: LLMClient, prompt: Prompt, question: str, config: CorrectiveSearchConfig, timeout_s: float) -> Rewrite:
+    structured = await llm.structured(timeout_s=timeout_s)
     # One line keeps a question's own line breaks from posing as extra prompt examples.
-    rendered = prompt.render(question=" ".join(question.split()))
+    rendered = prompt.render(question=" ".join(question.split()), json=structured)
     try:
         completion = await llm.complete(
             [{"role": "user", "content": rendered}],
             max_tokens=config.max_tokens,
-            stop=["\nquestion:"],
+            stop=None if structured else ["\nquestion:"],  # a JSON reply ends with its schema
             timeout_s=timeout_s,
+            schema=KEYWORDS_SCHEMA if structured else None,
         )
     except LLMError as exc:
         return Rewrite(tuple(fallback_keywords(question)), "fallback", exc.reason)
-    keywords = parse_keywords(completion.text, question)
+    keywords = read_keywords(completion.text, question, structured)
     if not keywords:
         return Rewrite(tuple(fallback_keywords(question)), "fallback", f"the LLM gave no keywords from the question: {completion.text!r}")
     return Rewrite(tuple(keywords), "llm")
 
 
-def corrective_body(config: CorrectiveSearchConfig, query: str, fields: Sequence[str] | None, original_query: Any) -> dict[str, Any]:
+def corrective_query(config: CorrectiveSearchConfig, query: str, fields: Sequence[str] | None) -> dict[str, Any]:
+    """The keyword query; the caller's scope (filters and all) is added by ``ScopedSearch``."""
     match: dict[str, Any] = {"query": query, "operator": config.operator}
     if fields:
         match["fields"] = list(fields)
     if config.fuzziness is not None:
         match["fuzziness"] = config.fuzziness
-    restrictions = query_restrictions(original_query) if config.keep_filters else {}
-    return {"size": config.size, "query": {"bool": {"must": [{"multi_match": match}], **restrictions}}}
+    return {"multi_match": match}

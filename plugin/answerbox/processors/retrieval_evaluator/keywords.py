@@ -6,16 +6,24 @@ prompt's examples; a keyword sharing no content word with the question is theref
 dropped. When the LLM is down or nothing usable is left, the fallback keeps the question's content words, grouped into the
 phrases that stop words separate ("In what city was Billy Carlson born?" → "city",
 "Billy Carlson born"), which is close to what the prompt asks the LLM for.
+
+Where the LLM endpoint takes a schema, the keywords are asked for as :data:`KEYWORDS_SCHEMA`'s
+JSON; :func:`read_keywords` reads either form and keeps the same keywords.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_KEYWORDS", "fallback_keywords", "parse_keywords"]
+from pydantic import BaseModel
+
+from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
+
+__all__ = ["KEYWORDS_SCHEMA", "MAX_KEYWORDS", "fallback_keywords", "parse_keywords", "read_keywords"]
 
 # "Extract at most three keywords" (paper Table 7).
 MAX_KEYWORDS = 3
+KEYWORDS_SCHEMA = Schema("keywords", object_schema(keywords=array(STRING, MAX_KEYWORDS)))
 
 _TOKEN = re.compile(r"\w+(?:['’.-]\w+)*")
 _PREFIX = re.compile(r"^\s*(?:query|keywords?)\s*:\s*", re.IGNORECASE)
@@ -37,12 +45,30 @@ def _content_words(text: str) -> set[str]:
     return {token.lower() for token in _TOKEN.findall(text)} - _STOP_WORDS
 
 
-def parse_keywords(completion: str, question: str) -> list[str]:
-    """The keywords of the first non-empty line of the LLM's answer that come from the question, at most ``MAX_KEYWORDS``."""
-    line = next((line for line in completion.splitlines() if line.strip()), "")
+def _from_question(keywords: list[str], question: str) -> list[str]:
+    """The keywords that come from the question, at most ``MAX_KEYWORDS``."""
     asked = _content_words(question)
-    keywords = [part.strip(_TRIM) for part in _PREFIX.sub("", line).split(",")]
-    return [k for k in dict.fromkeys(keywords) if _content_words(k) & asked][:MAX_KEYWORDS]
+    trimmed = (k.strip(_TRIM) for k in keywords)
+    return [k for k in dict.fromkeys(trimmed) if _content_words(k) & asked][:MAX_KEYWORDS]
+
+
+def parse_keywords(completion: str, question: str) -> list[str]:
+    """The keywords of the first non-empty line of the LLM's answer that come from the question."""
+    line = next((line for line in completion.splitlines() if line.strip()), "")
+    return _from_question(_PREFIX.sub("", line).split(","), question)
+
+
+class _JSONKeywords(BaseModel):
+    keywords: list[str] = []
+
+
+def read_keywords(completion: str, question: str, structured: bool) -> list[str]:
+    """The keywords of a reply: JSON when ``structured`` was asked for and came back, else the text format."""
+    found = from_json(_JSONKeywords, completion) if structured else None
+    if found is None:
+        return parse_keywords(completion, question)
+    # A small model may put the paper's comma-separated line into one string.
+    return _from_question([part for k in found.keywords for part in k.split(",")], question)
 
 
 def fallback_keywords(question: str) -> list[str]:

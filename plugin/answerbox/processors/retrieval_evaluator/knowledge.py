@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from answerbox.contract import KnowledgeStrip
 from answerbox.processors.text.passages import Passage
 from answerbox.processors.text.sentences import sentence_spans
 
 if TYPE_CHECKING:
     from answerbox.models import Evaluator
 
-__all__ = ["KnowledgeStrip", "Strip", "decompose", "refine", "select"]
+__all__ = ["Strip", "decompose", "refine", "select"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,24 +32,6 @@ class Strip:
     @property
     def text(self) -> str:
         return self.passage.text[self.start : self.end]
-
-
-@dataclass(frozen=True, slots=True)
-class KnowledgeStrip:
-    strip: Strip
-    score: float
-
-    def to_json(self) -> dict[str, Any]:
-        p = self.strip.passage
-        return {
-            "_index": p.index,
-            "_id": p.id,
-            "field": p.field,
-            "start": self.strip.start,
-            "end": self.strip.end,
-            "text": self.strip.text,
-            "score": round(self.score, 4),
-        }
 
 
 def decompose(passage: Passage, sentences_per_strip: int) -> list[Strip]:
@@ -64,7 +47,12 @@ def select(strips: Sequence[Strip], scores: Sequence[float], *, top_k: int, thre
     """The ``top_k`` best strips scoring at least ``threshold``, back in their original order."""
     eligible = [i for i, score in enumerate(scores) if score >= threshold]
     best = sorted(eligible, key=lambda i: scores[i], reverse=True)[:top_k]
-    return [KnowledgeStrip(strips[i], scores[i]) for i in sorted(best)]
+    return [_kept(strips[i], scores[i]) for i in sorted(best)]
+
+
+def _kept(strip: Strip, score: float) -> KnowledgeStrip:
+    p = strip.passage
+    return KnowledgeStrip(index=p.index, id=p.id, field=p.field, start=strip.start, end=strip.end, text=strip.text, score=round(score, 4))
 
 
 async def refine(

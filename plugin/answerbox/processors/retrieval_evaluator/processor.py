@@ -31,23 +31,11 @@ taken from the question, and the rewrite gets at most half the processor timeout
 slow LLM cannot time the whole processor out; a failed corrective search leaves the
 refined hits alone.
 
-``ext.answerbox.retrieval`` (a stable shape: ``cited_answer`` reads ``knowledge`` as its
-evidence)::
-
-    {
-      "verdict": "correct" | "ambiguous" | "incorrect",
-      "upper": float, "lower": float,                 # the thresholds applied
-      "scores": [{"_index", "_id", "score"}],         # scored hits, in the order OpenSearch returned them
-      "action": "refine" | "corrective_search" | "refine+corrective_search" | "discard",
-      "knowledge": [{"_index", "_id", "field", "start", "end", "text", "score"}],
-                    # _source[field][start:end] == text; refined hits first, then corrective hits,
-                    # each group in document order
-      "corrective_query": str | null,                 # the keyword query sent by the corrective search
-      "corrective": null | {"index", "keywords", "keywords_source": "llm" | "fallback",
-                            "scores": [{"_index", "_id", "score"}]},
-      "reranked": bool,
-      "dropped": int                                  # hits removed by drop_below_lower
-    }
+``ext.answerbox.retrieval`` is a ``RetrievalReport`` (``answerbox.contract``): the verdict,
+the thresholds applied, the scored hits in OpenSearch's order, the action, the knowledge
+strips (``_source[field][start:end] == text``; refined hits first, then corrective hits,
+each group in document order; ``cited_answer`` takes them as its evidence), the corrective
+search's query and scores, and how many hits ``drop_below_lower`` removed.
 """
 
 from __future__ import annotations
@@ -60,13 +48,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
+from answerbox.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalReport
 from answerbox.errors import ConfigError, ModelError, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.processors.retrieval_evaluator.corrective import KEYWORD_REWRITE_TEMPLATE, CorrectiveSearchConfig, corrective_body, rewrite_question
-from answerbox.processors.retrieval_evaluator.knowledge import KnowledgeStrip, refine
+from answerbox.processors.retrieval_evaluator.corrective import KEYWORD_REWRITE_TEMPLATE, CorrectiveSearchConfig, corrective_query, rewrite_question
+from answerbox.processors.retrieval_evaluator.knowledge import refine
 from answerbox.processors.text.passages import Passage, hit_key, passages_of
 from answerbox.prompts import Prompt
-from answerbox.query_text import scope_params
 
 if TYPE_CHECKING:
     from answerbox.models import Evaluator, ModelManifest
@@ -128,9 +116,9 @@ def _hits(response: JSON) -> list[JSON]:
     return [hit for hit in found if isinstance(hit, dict)] if isinstance(found, list) else []
 
 
-def _score_list(hits: Sequence[JSON], scores: Sequence[float]) -> list[JSON]:
+def _score_list(hits: Sequence[JSON], scores: Sequence[float]) -> list[HitScore]:
     return [
-        {"_index": index, "_id": doc_id, "score": round(score, 4)}
+        HitScore(index=index, id=doc_id, score=round(score, 4))
         for (index, doc_id), score in zip((hit_key(h) for h in hits), scores, strict=True)
     ]
 
@@ -150,7 +138,7 @@ class _Corrective:
     """What the corrective search added: its query, its report section and its refined strips."""
 
     query: str | None = None
-    details: JSON | None = None
+    details: CorrectiveReport | None = None
     strips: list[KnowledgeStrip] = field(default_factory=list)
 
 
@@ -170,11 +158,10 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             raise ConfigError(f"processor [{self.name}]: lower ({lower}) is above upper ({upper}) once the model's thresholds fill in")
         return upper, lower
 
-    def _rewrite_timeout(self, config: CorrectiveSearchConfig) -> float:
-        """The LLM's time for the rewrite: never more than half the processor's budget, so that a
+    def _rewrite_timeout(self, config: CorrectiveSearchConfig, ctx: PipelineContext) -> float:
+        """The LLM's time for the rewrite: never more than half the processor's time left, so that a
         slow LLM ends in the keyword fallback rather than in a processor timeout that loses the hits."""
-        settings = self.services.settings
-        return min(config.llm_timeout_s or settings.llm.timeout_s, settings.limits.processor_timeout_s / 2)
+        return min(config.llm_timeout_s or self.services.settings.llm.timeout_s, ctx.time_left() / 2)
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         question = (ctx.question or "").strip()
@@ -200,18 +187,18 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             else _no_corrective(),
         )
         dropped = self._apply_to_hits(response, hits, scores, lower)
-        ctx.report.retrieval = {
-            "verdict": verdict.value,
-            "upper": upper,
-            "lower": lower,
-            "scores": _score_list(scored, scores),
-            "action": _ACTIONS[verdict, self.config.corrective is not None],
-            "knowledge": [strip.to_json() for strip in internal + corrective.strips],
-            "corrective_query": corrective.query,
-            "corrective": corrective.details,
-            "reranked": self.config.rerank,
-            "dropped": dropped,
-        }
+        ctx.report.retrieval = RetrievalReport(
+            verdict=verdict.value,
+            upper=upper,
+            lower=lower,
+            scores=_score_list(scored, scores),
+            action=_ACTIONS[verdict, self.config.corrective is not None],
+            knowledge=internal + corrective.strips,
+            corrective_query=corrective.query,
+            corrective=corrective.details,
+            reranked=self.config.rerank,
+            dropped=dropped,
+        )
         return response
 
     async def _refine(
@@ -241,20 +228,17 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         ctx: PipelineContext,
     ) -> _Corrective:
         """Rewrite, search again with the caller's credentials, score and refine the hits not ``seen`` yet."""
-        rewrite = await rewrite_question(self.services.llm, prompt, question, config, self._rewrite_timeout(config))
+        rewrite = await rewrite_question(self.services.llm, prompt, question, config, self._rewrite_timeout(config, ctx))
         if rewrite.failure:
             ctx.report.warn(f"{self.name}: keyword rewrite used the question's own words: {rewrite.failure}")
         index = config.index or request.index
-        details: JSON = {"index": index, "keywords": list(rewrite.keywords), "keywords_source": rewrite.source, "scores": []}
+        details = CorrectiveReport(index=index, keywords=list(rewrite.keywords), keywords_source=rewrite.source)
         if not rewrite.keywords:
             ctx.report.warn(f"{self.name}: the question has no keywords; no corrective search")
             return _Corrective(details=details)
-        params = scope_params(request.params) if index == request.index else {}
-        body = corrective_body(config, rewrite.query, config.fields or self.config.text_fields, request.body.get("query"))
+        query = corrective_query(config, rewrite.query, config.fields or self.config.text_fields)
         try:
-            found = await self.services.search.search(
-                index=index, body=body, params=params, caller=request.caller, pipeline=request.native
-            )
+            found = await ctx.search.search(query, size=config.size, fields=self.config.text_fields, index=index)
         except (UpstreamError, UpstreamUnavailable) as exc:
             ctx.report.warn(f"{self.name}: the corrective search failed: {exc.reason}")
             return _Corrective(query=rewrite.query, details=details)
@@ -265,7 +249,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         except ModelError as exc:
             ctx.report.warn(f"{self.name}: scoring the corrective hits failed: {exc.reason}")
             return _Corrective(query=rewrite.query, details=details)
-        details["scores"] = _score_list(hits, scores)
+        details.scores = _score_list(hits, scores)
         strips = await self._refine(evaluator, question, passages, ctx)
         return _Corrective(query=rewrite.query, details=details, strips=strips)
 

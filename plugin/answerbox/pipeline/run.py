@@ -1,0 +1,226 @@
+"""A search through a pipeline, end to end: the engine's one path.
+
+    resolve → request processors → the upstream form → OpenSearch (caller's credentials)
+            → response processors → the response with ``ext.answerbox``
+
+``SearchEngine.search`` runs it for one ``_search``, ``SearchEngine.msearch`` once per line
+of an ``_msearch`` (one upstream ``_msearch`` for all lines), and a stream is the same run
+with a ``RunListener`` told of each phase as it ends. ``http/`` parses, calls this, and
+writes what comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from answerbox.config import Settings
+from answerbox.contract import GenerativeQAParameters
+from answerbox.errors import AnswerboxError, InvalidRequest
+from answerbox.opensearch import Caller, SearchBackend
+from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRequest
+from answerbox.pipeline.engine import Pipeline
+from answerbox.pipeline.resolver import PipelineResolver
+from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.query_text import question_of
+
+__all__ = ["MsearchLine", "SearchEngine", "SearchRun"]
+
+# Parameters answerbox consumes; OpenSearch must not see them once a pipeline ran here.
+OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
+# ext keys answerbox owns; OpenSearch rejects ext keys no plugin registered.
+_OWN_EXT = ("answerbox", "generative_qa_parameters")
+
+
+@dataclass(frozen=True, slots=True)
+class MsearchLine:
+    header: JSON
+    body: JSON
+    index: str | None  # the line's target, as OpenSearch reads it
+    pipeline: Pipeline | None  # None: OpenSearch runs the line alone
+
+
+class SearchRun:
+    """One search's run through its pipeline; ``ctx`` holds its report and time."""
+
+    def __init__(self, engine: SearchEngine, pipeline: Pipeline, request: SearchRequest, *, verbose: bool, listener: RunListener | None) -> None:
+        self._engine = engine
+        self.pipeline = pipeline
+        self.request = request
+        self.verbose = verbose
+        self.ctx = PipelineContext(
+            pipeline_id=pipeline.id,
+            question=question_of(request.body, request.params),
+            search=engine.scoped(pipeline, request),
+            generative_qa=engine.generative_qa(pipeline, request.body),
+            listener=listener,
+        )
+
+    async def prepare(self) -> SearchRequest:
+        """The request processors; returns the request in the form OpenSearch must receive."""
+        self.request = await self.pipeline.process_request(self.request, self.ctx)
+        # The response processors' own searches see what the search as sent sees.
+        self.ctx.search = self._engine.scoped(self.pipeline, self.request)
+        return self._upstream()
+
+    async def respond(self, response: JSON, *, search_ms: float) -> JSON:
+        """The response processors over OpenSearch's answer, then ``ext.answerbox``."""
+        self.ctx.report.timings_ms["search"] = round(search_ms, 2)
+        listener = self.ctx.listener
+        if listener is not None:
+            listener.searched(response)
+        ranked = (lambda current: listener.ranked(self._rendered(current))) if listener is not None else None
+        response = await self.pipeline.process_response(self.request, response, self.ctx, ranked=ranked)
+        return self._rendered(response)
+
+    async def run(self) -> JSON:
+        upstream = await self.prepare()
+        started = time.perf_counter()
+        response = await self._engine.backend.search(index=upstream.index, body=upstream.body, params=upstream.params, caller=upstream.caller)
+        return await self.respond(response, search_ms=(time.perf_counter() - started) * 1000)
+
+    def _upstream(self) -> SearchRequest:
+        """Our parameters and ext keys removed, OpenSearch's own processors inline."""
+        upstream = self.request.copy()
+        upstream.body.pop("search_pipeline", None)
+        for name in OWN_PARAMS:
+            upstream.params.pop(name, None)
+        ext = upstream.body.get("ext")
+        if isinstance(ext, dict):
+            for key in _OWN_EXT:
+                if not (key == "generative_qa_parameters" and self.pipeline.native_rag):
+                    ext.pop(key, None)
+            if not ext:
+                upstream.body.pop("ext")
+        # Inline even when empty: the index's default may name an answerbox pipeline OpenSearch does not know.
+        upstream.body["search_pipeline"] = self.pipeline.inline_native
+        return upstream
+
+    def _rendered(self, response: JSON) -> JSON:
+        """``response`` with the report in ``ext`` (a copy when a listener may still see changes)."""
+        report = self.ctx.report
+        if self.ctx.listener is not None:
+            response = {**response}
+        if self.pipeline.request_processors or self.pipeline.response_processors:
+            report.timings_ms["total"] = round(self.ctx.elapsed_ms(), 2)
+            ext = response["ext"] = {**response.get("ext", {})}
+            ext["answerbox"] = report.render()
+            if report.answer is not None:
+                ext["retrieval_augmented_generation"] = {"answer": report.answer.text}
+        if self.verbose:
+            response["processor_results"] = self.ctx.processor_results + response.get("processor_results", [])
+        return response
+
+
+class SearchEngine:
+    """Runs searches through their pipelines with the caller's credentials."""
+
+    def __init__(self, *, resolver: PipelineResolver, backend: SearchBackend, settings: Settings) -> None:
+        self.resolver = resolver
+        self.backend = backend
+        self._settings = settings
+
+    def start(
+        self, pipeline: Pipeline, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, listener: RunListener | None = None
+    ) -> SearchRun:
+        request = SearchRequest(index=index, body=body, params=dict(params), caller=caller)
+        return SearchRun(self, pipeline, request, verbose=params.get("verbose_pipeline") == "true", listener=listener)
+
+    async def search(self, pipeline: Pipeline, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller) -> JSON:
+        return await self.start(pipeline, index=index, body=body, params=params, caller=caller).run()
+
+    async def msearch(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
+        """Each line with a pipeline is its own run; one upstream ``_msearch`` serves them all.
+        A line's failure is that line's error object, as OpenSearch answers."""
+        runs: list[SearchRun | None] = []
+        results: list[JSON | None] = []
+        for line in lines:
+            run, error = None, None
+            if line.pipeline is not None:
+                try:
+                    run = self.start(line.pipeline, index=line.index, body=line.body, params=params, caller=caller)
+                except AnswerboxError as exc:
+                    error = exc.to_body()
+            runs.append(run)
+            results.append(error)
+        upstream = await asyncio.gather(*(_prepared(run) for run in runs))
+        live = [i for i, result in enumerate(results) if result is None and not isinstance(upstream[i], dict)]
+        for i, prepared in enumerate(upstream):
+            if isinstance(prepared, dict):
+                results[i] = prepared
+        searches = [self._upstream_line(lines[i], runs[i], upstream[i]) for i in live]
+        started = time.perf_counter()
+        own = {k: v for k, v in params.items() if k not in OWN_PARAMS}
+        answer = await self.backend.msearch(searches=searches, params=own, caller=caller, inline=False)
+        took = (time.perf_counter() - started) * 1000
+        responses = dict(zip(live, answer["responses"], strict=True))
+        finished = await asyncio.gather(*(_responded(runs[i], responses[i], took) for i in live))
+        for i, response in zip(live, finished, strict=True):
+            results[i] = response
+        return {"took": answer.get("took", round(took)), "responses": results}
+
+    @staticmethod
+    def _upstream_line(line: MsearchLine, run: SearchRun | None, prepared: Any) -> tuple[JSON, JSON]:
+        # A line answerbox runs loses its search_pipeline (its OpenSearch part is inline in the
+        # body); any other line keeps its own, for OpenSearch. The target is always explicit.
+        header = {k: v for k, v in line.header.items() if not (run is not None and k == "search_pipeline")}
+        header |= {"index": line.index} if line.index else {}
+        return header, prepared.body if run is not None else line.body
+
+    def scoped(self, pipeline: Pipeline, request: SearchRequest) -> ScopedSearch:
+        scope = SearchScope.of(caller=request.caller, index=request.index, body=request.body, params=request.params, native=pipeline.inline_native)
+        return ScopedSearch(self.backend, scope)
+
+    def generative_qa(self, pipeline: Pipeline, body: JSON) -> GenerativeQAParameters | None:
+        """``ext.generative_qa_parameters``, validated against the configured limits."""
+        ext = body.get("ext")
+        raw = ext.get("generative_qa_parameters") if isinstance(ext, dict) else None
+        if raw is None:
+            return None
+        try:
+            qa = GenerativeQAParameters.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(f"[{'.'.join(str(p) for p in e['loc'])}] {e['msg']}" for e in exc.errors())
+            raise InvalidRequest(f"invalid ext.generative_qa_parameters: {problems}") from exc
+        limits, settings = self._settings.limits, self._settings
+        for name in ("llm_question", "system_prompt", "user_instructions"):
+            if len(getattr(qa, name) or "") > limits.max_prompt_chars:
+                raise InvalidRequest(f"ext.generative_qa_parameters.{name} is longer than limits.max_prompt_chars ({limits.max_prompt_chars})")
+        if qa.context_size is not None and qa.context_size > limits.max_context_size:
+            raise InvalidRequest(f"ext.generative_qa_parameters.context_size is above limits.max_context_size ({limits.max_context_size})")
+        if qa.llm_model is not None and qa.llm_model not in (settings.llm.model, *settings.llm.allowed_models):
+            raise InvalidRequest(
+                f"ext.generative_qa_parameters.llm_model [{qa.llm_model}] is not one callers may choose (llm.allowed_models)"
+            )
+        if (qa.memory_id or qa.message_size or qa.llm_response_field) and not pipeline.native_rag:
+            # OpenSearch's own RAG processor keeps conversational memory; answerbox's do not, and
+            # a parameter that is accepted and ignored would answer as if it were honoured.
+            raise InvalidRequest(
+                "memory_id, message_size and llm_response_field need OpenSearch's retrieval_augmented_generation "
+                "processor in the pipeline: answerbox's processors keep no conversational memory"
+            )
+        return qa
+
+
+async def _prepared(run: SearchRun | None) -> SearchRequest | JSON | None:
+    """The line's upstream request, its error object, or None for a line OpenSearch runs alone."""
+    if run is None:
+        return None
+    try:
+        return await run.prepare()
+    except AnswerboxError as exc:
+        return exc.to_body()
+
+
+async def _responded(run: SearchRun | None, response: JSON, took_ms: float) -> JSON:
+    if run is None or "error" in response:
+        return response
+    try:
+        return await run.respond(response, search_ms=took_ms)
+    except AnswerboxError as exc:
+        return exc.to_body()

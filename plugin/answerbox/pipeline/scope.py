@@ -1,0 +1,134 @@
+"""The caller's scope, and the only way a processor searches: within it.
+
+A processor's own searches (the PRF search, CRAG's corrective search, a chain's node
+queries) must never read more than the caller's search could. ``ScopedSearch`` carries
+everything that narrows that search — the caller's credentials, the OpenSearch-side
+pipeline, the ``filter``/``must_not`` clauses, ``post_filter``, ``routing``/``preference``
+and the like, and ``_source`` filtering — so no processor can forget one of them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from answerbox.opensearch import JSON, Caller, SearchBackend
+from answerbox.query_text import restrictions
+
+__all__ = ["ScopedSearch", "SearchScope"]
+
+# Search parameters that decide which documents a search sees. Routing and preference name
+# shards of the caller's target, so they are kept only for searches of that same target.
+_SCOPE_PARAMS = ("routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices")
+
+
+def _patterns(value: Any) -> tuple[str, ...] | None:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list):
+        return tuple(str(v) for v in value)
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchScope:
+    """What the caller's search may see, taken from the search as the caller sent it."""
+
+    caller: Caller
+    index: str | None
+    # The pipeline's OpenSearch-side processors, inline (filter_query and the like).
+    native: JSON | None = None
+    params: Mapping[str, str]
+    filters: JSON  # {"filter": ..., "must_not": ...} of a top-level bool query
+    post_filter: Any = None
+    # _source filtering: False hides every field; includes None means all fields.
+    source_enabled: bool = True
+    includes: tuple[str, ...] | None = None
+    excludes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, *, caller: Caller, index: str | None, body: Mapping[str, Any], params: Mapping[str, str], native: JSON | None) -> SearchScope:
+        source = body.get("_source", True)
+        includes: tuple[str, ...] | None = None
+        excludes: tuple[str, ...] = ()
+        if isinstance(source, dict):
+            includes = _patterns(source.get("includes", source.get("include")))
+            excludes = _patterns(source.get("excludes", source.get("exclude"))) or ()
+        elif not isinstance(source, bool):
+            includes = _patterns(source)
+        return cls(
+            caller=caller,
+            index=index,
+            native=native,
+            params={name: params[name] for name in _SCOPE_PARAMS if name in params},
+            filters=restrictions(body.get("query")),
+            post_filter=body.get("post_filter"),
+            source_enabled=source is not False,
+            includes=includes,
+            excludes=excludes,
+        )
+
+    def readable(self, fields: Sequence[str] | None) -> list[str] | None:
+        """Of ``fields`` (None: all), those the caller's ``_source`` shows; [] when none is."""
+        if not self.source_enabled:
+            return []
+        if fields is None or self.includes is None:
+            return None if fields is None else list(fields)
+        return [f for f in fields if any(_covers(pattern, f) for pattern in self.includes)]
+
+    def body(self, query: JSON, *, size: int, fields: Sequence[str] | None, same_target: bool = True) -> JSON:
+        """A search for ``query`` that sees no more than the caller's search."""
+        readable = self.readable(fields)
+        includes = readable if readable is not None else list(self.includes or ["*"])
+        source: Any = {"includes": includes, "excludes": list(self.excludes)} if includes else False
+        body: JSON = {"size": size, "query": {"bool": {"must": [query], **self.filters}}, "_source": source}
+        if self.post_filter is not None and same_target:
+            body["post_filter"] = self.post_filter
+        return body
+
+    def key(self) -> str:
+        """A digest of the scope, for caches of results that depend on what the caller can see."""
+        # x-opaque-id names a request, not a caller.
+        credentials = [h for h in self.caller.headers if h[0] != "x-opaque-id"]
+        parts = [credentials, self.index, self.native, dict(self.params), self.filters, self.post_filter]
+        parts += [self.source_enabled, self.includes, self.excludes]
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _covers(pattern: str, field: str) -> bool:
+    # "_source": ["title"] shows "title.en" too, as OpenSearch's source filtering does.
+    return fnmatch.fnmatchcase(field, pattern) or field.startswith(pattern.rstrip("*").rstrip(".") + ".")
+
+
+class ScopedSearch:
+    """Searches on the caller's behalf, within the caller's scope: what processors get."""
+
+    def __init__(self, backend: SearchBackend, scope: SearchScope) -> None:
+        self._backend = backend
+        self.scope = scope
+
+    def _target(self, index: str | None) -> tuple[str | None, bool]:
+        target = index or self.scope.index
+        return target, target == self.scope.index
+
+    async def search(self, query: JSON, *, size: int, fields: Sequence[str] | None, index: str | None = None) -> JSON:
+        target, same = self._target(index)
+        body = self.scope.body(query, size=size, fields=fields, same_target=same)
+        params = dict(self.scope.params) if same else {}
+        return await self._backend.search(index=target, body=body, params=params, caller=self.scope.caller, pipeline=self.scope.native)
+
+    async def msearch(self, queries: Sequence[JSON], *, size: int, fields: Sequence[str] | None, index: str | None = None) -> list[Any]:
+        """One response (or error object) per query, in order."""
+        if not queries:
+            return []
+        target, same = self._target(index)
+        # _msearch takes these per search, in the header.
+        header: JSON = ({"index": target} if target else {}) | (dict(self.scope.params) if same else {})
+        searches = [(header, self.scope.body(q, size=size, fields=fields, same_target=same)) for q in queries]
+        answer = await self._backend.msearch(searches=searches, params={}, caller=self.scope.caller, pipeline=self.scope.native)
+        responses: list[Any] = answer.get("responses", [])
+        return responses

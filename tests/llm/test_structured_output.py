@@ -1,0 +1,88 @@
+"""llm.structured_output: which response_format the client sends, found by one probe in auto
+mode and remembered; against the scripted OpenAI-compatible server over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from answerbox.config import LLMSettings, Settings
+from answerbox.llm import LLMClient
+from answerbox.llm.structured import Schema, object_schema
+from answerbox.prompts import PromptLibrary
+
+from tests.support.scripted_llm import ScriptedLLM
+
+ANSWER = Schema("answer", object_schema(answer={"type": "string"}))
+MESSAGES = [{"role": "user", "content": "Who wrote Dune?"}]
+
+
+def _client(url: str, **settings: Any) -> LLMClient:
+    return LLMClient(LLMSettings(base_url=url, **settings), PromptLibrary(Settings().templates_dir))
+
+
+async def test_auto_probes_once_for_concurrent_first_calls_and_remembers(scripted_llm: tuple[ScriptedLLM, str]) -> None:
+    scripted, url = scripted_llm
+    scripted.formats, scripted.replies = ("json_schema", "json_object"), ['{"answer": "Frank Herbert"}']
+    client = _client(url)
+    try:
+        assert await asyncio.gather(*(client.structured() for _ in range(5))) == [True] * 5
+        for _ in range(2):
+            assert (await client.complete(MESSAGES, schema=ANSWER)).text == '{"answer": "Frank Herbert"}'
+        assert await client.structured()
+    finally:
+        await client.aclose()
+    assert [p["response_format"]["type"] for p in scripted.probes] == ["json_schema"]
+    expected = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER.body, "strict": True}}
+    assert [c["response_format"] for c in scripted.calls] == [expected, expected]
+
+
+async def test_a_server_refusing_json_schema_gets_json_object_with_the_schema(scripted_llm: tuple[ScriptedLLM, str]) -> None:
+    scripted, url = scripted_llm
+    scripted.formats = ("json_object",)  # llama-cpp-python's server
+    client = _client(url)
+    try:
+        assert await client.structured()
+        await client.complete(MESSAGES, schema=ANSWER)
+    finally:
+        await client.aclose()
+    assert [p["response_format"]["type"] for p in scripted.probes] == ["json_schema", "json_object"]
+    assert scripted.calls[0]["response_format"] == {"type": "json_object", "schema": ANSWER.body}
+
+
+async def test_a_server_taking_neither_form_is_remembered_as_none(scripted_llm: tuple[ScriptedLLM, str]) -> None:
+    scripted, url = scripted_llm
+    client = _client(url)
+    try:
+        assert not await client.structured()
+        assert not await client.structured()
+        await client.complete(MESSAGES, schema=ANSWER)
+    finally:
+        await client.aclose()
+    assert len(scripted.probes) == 2 and "response_format" not in scripted.calls[0]
+
+
+async def test_none_sends_no_probe_and_no_response_format(scripted_llm: tuple[ScriptedLLM, str]) -> None:
+    scripted, url = scripted_llm
+    scripted.formats = ("json_schema", "json_object")
+    client = _client(url, structured_output="none")
+    try:
+        assert not await client.structured()
+        await client.complete(MESSAGES, schema=ANSWER)
+    finally:
+        await client.aclose()
+    assert scripted.probes == [] and "response_format" not in scripted.calls[0]
+
+
+async def test_a_probe_without_an_answer_decides_nothing(scripted_llm: tuple[ScriptedLLM, str]) -> None:
+    """A server that fails at the first probe (down, overloaded) is probed again, not written off."""
+    scripted, url = scripted_llm
+    scripted.formats, scripted.fail = ("json_object",), True
+    client = _client(url)
+    try:
+        assert not await client.structured()
+        scripted.fail = False
+        assert await client.structured()
+    finally:
+        await client.aclose()
+    assert [p["response_format"]["type"] for p in scripted.probes] == ["json_schema", "json_schema", "json_object"]
