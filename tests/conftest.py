@@ -1,5 +1,10 @@
 """Shared fixtures: osmem-server (a real HTTP server speaking OpenSearch's API), answerbox
-under real uvicorn in front of it, and a scripted OpenAI-compatible LLM."""
+under real uvicorn in front of it, and a scripted OpenAI-compatible LLM.
+
+Two layers, marked here by where a test lives: everything under ``tests/unit`` is ``unit``
+(in-process, seconds in all), everything else ``integration``. ``pytest -m unit`` and
+``pytest -m integration`` run one layer alone; plain ``pytest`` (what CI runs) runs both.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +28,27 @@ from tests.support.scripted_llm import ScriptedLLM, is_probe
 from tests.support.servers import serve
 
 AnswerboxFactory = Callable[..., str]
+
+UNIT_DIR = Path(__file__).parent / "unit"
+
+
+def _in_unit_layer(path: Path) -> bool:
+    return path.is_relative_to(UNIT_DIR)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.unit if _in_unit_layer(item.path) else pytest.mark.integration)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m unit`` alone never imports the other layer's modules (torch, the browser, ...):
+    the layers are told apart by path, so none of their tests could be selected anyway."""
+    if str(config.getoption("markexpr", "")).strip() != "unit":
+        return None
+    on_the_way = _in_unit_layer(collection_path) or UNIT_DIR.is_relative_to(collection_path)
+    return None if on_the_way else True
 
 
 @pytest.fixture(scope="session")

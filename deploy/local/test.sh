@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README command 2 (and CI): install what is missing, start the real local LLM for the tests
 # marked real_llm, check lint (ruff) and types (mypy --strict on the package), and run the
-# whole test suite against osmem-server.
+# whole test suite: both layers, tests/unit in-process and the rest against osmem-server.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV=$(bash "$ROOT/deploy/local/setup.sh" test | tail -n 1)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 __all__ = [
     "AnswerboxError",
     "ClientClosedRequest",
@@ -34,7 +36,16 @@ __all__ = [
     "UpstreamError",
     "UpstreamUnavailable",
     "error_body",
+    "validation_problems",
 ]
+
+
+def validation_problems(exc: ValidationError, *, show_input: bool = False) -> str:
+    """A pydantic error as one line: ``[field.path] message`` per problem."""
+    return "; ".join(
+        f"[{'.'.join(str(p) for p in e['loc'])}] {e['msg']}" + (f" (got {e.get('input')!r})" if show_input else "")
+        for e in exc.errors()
+    )
 
 
 def error_body(status: int, error_type: str, reason: str, **extra: Any) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from answerbox.config import LLMSettings, Settings
 from answerbox.llm import LLMClient
 from answerbox.llm.structured import Schema, object_schema
@@ -37,9 +38,10 @@ async def test_auto_probes_once_for_concurrent_first_calls_and_remembers(scripte
     assert [c["response_format"] for c in scripted.calls] == [expected, expected]
 
 
-async def test_a_server_refusing_json_schema_gets_json_object_with_the_schema(scripted_llm: tuple[ScriptedLLM, str]) -> None:
+@pytest.mark.parametrize("refusal_status", [400, 422, 500], ids=["vllm", "validation", "llama-cpp-python"])
+async def test_a_server_refusing_json_schema_gets_json_object_with_the_schema(scripted_llm: tuple[ScriptedLLM, str], refusal_status: int) -> None:
     scripted, url = scripted_llm
-    scripted.formats = ("json_object",)  # llama-cpp-python's server
+    scripted.formats, scripted.refusal_status = ("json_object",), refusal_status
     client = _client(url)
     try:
         assert await client.structured()
@@ -75,9 +77,9 @@ async def test_none_sends_no_probe_and_no_response_format(scripted_llm: tuple[Sc
 
 
 async def test_a_probe_without_an_answer_decides_nothing(scripted_llm: tuple[ScriptedLLM, str]) -> None:
-    """A server that fails at the first probe (down, overloaded) is probed again, not written off."""
+    """A server that is overloaded at the first probe is probed again, not written off."""
     scripted, url = scripted_llm
-    scripted.formats, scripted.fail = ("json_object",), True
+    scripted.formats, scripted.fail, scripted.fail_status = ("json_object",), True, 503
     client = _client(url)
     try:
         assert not await client.structured()

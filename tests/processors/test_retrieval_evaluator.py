@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from answerbox.config import ModelSettings
-from answerbox.processors.retrieval_evaluator.keywords import fallback_keywords, parse_keywords
-from answerbox.processors.text.sentences import sentence_spans
+from answerbox.models.manifest import ModelManifest
 from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory, bulk_index, completions
@@ -240,27 +240,80 @@ def test_thresholds_default_to_the_manifest(make_answerbox: AnswerboxFactory, co
     assert max(scores) < 0.99 and retrieval["verdict"] == expected
 
 
-def test_rerank_orders_hits_by_evaluator_score_and_keeps_the_old_score(
-    make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client
-) -> None:
-    url = make_answerbox()
-    # Short and full of the question's words, so BM25 puts it first; it answers nothing.
-    stuffed = "Mount Everest elevation: unknown to the students of the elevation club, who never studied Everest."
-    corpus.index(index="wiki", id="stuffed", body={"text": stuffed}, refresh=True)
-    question = "What is the elevation of Mount Everest?"
-    direct = corpus.search(index="wiki", body={"query": {"match": {"text": question}}})["hits"]["hits"]
+ELEVATION_Q = "What is the elevation of Mount Everest?"
+
+
+@pytest.fixture
+def stuffed(corpus: OpenSearch) -> list[dict[str, Any]]:
+    """A passage BM25 puts first for ELEVATION_Q (short and full of its words) that answers
+    nothing; returns the engine's own hits for the question."""
+    text = "Mount Everest elevation: unknown to the students of the elevation club, who never studied Everest."
+    corpus.index(index="wiki", id="stuffed", body={"text": text}, refresh=True)
+    direct: list[dict[str, Any]] = corpus.search(index="wiki", body={"query": {"match": {"text": ELEVATION_Q}}})["hits"]["hits"]
     assert direct[0]["_id"] == "stuffed"
-    result = _search(client, url, "wiki", question, _pipeline(rerank=True))
-    hits = result["hits"]["hits"]
+    return direct
+
+
+def _rerank(client: httpx.Client, url: str, **config: Any) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
+    """Hits reranked for ELEVATION_Q, the evaluator's scores by id, and the whole response."""
+    result = _search(client, url, "wiki", ELEVATION_Q, _pipeline(rerank=True, corrective=None, **config))
+    return result["hits"]["hits"], {s["_id"]: s["score"] for s in _retrieval(result)["scores"]}, result
+
+
+def _shares(direct: list[dict[str, Any]]) -> dict[str, float]:
+    """The fusion's engine term: each hit's score over the best one's."""
+    return {h["_id"]: h["_score"] / direct[0]["_score"] for h in direct}
+
+
+def test_rerank_with_fusion_weight_0_orders_hits_by_evaluator_score_and_keeps_the_old_score(
+    make_answerbox: AnswerboxFactory, stuffed: list[dict[str, Any]], client: httpx.Client
+) -> None:
+    hits, scores, result = _rerank(client, make_answerbox(), fusion_weight=0)
     assert hits[0]["_id"] == "everest"
+    assert [h["_id"] for h in hits] == sorted(scores, key=lambda doc: -scores[doc])
     assert [h["_score"] for h in hits] == sorted((h["_score"] for h in hits), reverse=True)
     assert result["hits"]["max_score"] == hits[0]["_score"]
-    scores = {s["_id"]: s["score"] for s in _retrieval(result)["scores"]}
-    previous = {h["_id"]: h["_score"] for h in direct}
+    previous = {h["_id"]: h["_score"] for h in stuffed}
     for hit in hits:
         assert hit["_score"] == pytest.approx(scores[hit["_id"]], abs=1e-4)
         assert hit["_previous_score"] == pytest.approx(previous[hit["_id"]])
     assert "_previous_score" not in hits[0]["_source"]
+
+
+def test_rerank_fuses_the_evaluator_score_with_the_engines_share_of_its_best_score(
+    make_answerbox: AnswerboxFactory, stuffed: list[dict[str, Any]], client: httpx.Client
+) -> None:
+    url = make_answerbox()
+    alone, scores, _ = _rerank(client, url, fusion_weight=0)
+    share = _shares(stuffed)
+    assert alone[0]["_id"] == "everest" and share["everest"] < 1
+    # Just enough weight for BM25's favourite to pass the evaluator's, whatever the model's scores.
+    weight = round(1.5 * (scores["everest"] - scores["stuffed"]) / (1 - share["everest"]), 3)
+    hits, fused_run_scores, result = _rerank(client, url, fusion_weight=weight)
+    assert hits[0]["_id"] == "stuffed"
+    engine = {h["_id"]: h["_score"] for h in stuffed}
+    for hit in hits:
+        assert hit["_score"] == pytest.approx(scores[hit["_id"]] + weight * share[hit["_id"]], abs=1e-3)
+        assert hit["_previous_score"] == pytest.approx(engine[hit["_id"]])
+    assert [h["_score"] for h in hits] == sorted((h["_score"] for h in hits), reverse=True)
+    assert result["hits"]["max_score"] == hits[0]["_score"]
+    # The verdict and the reported scores stay the evaluator's.
+    assert fused_run_scores == pytest.approx(scores, abs=1e-3)
+    assert _retrieval(result)["verdict"] == "correct"
+
+
+def test_fusion_weight_defaults_to_the_manifests(
+    make_answerbox: AnswerboxFactory, stuffed: list[dict[str, Any]], client: httpx.Client, tmp_path: Path
+) -> None:
+    shipped = ModelSettings().dir
+    manifest = ModelManifest.load(shipped)
+    for name in (manifest.tokenizer, *manifest.variants.values()):
+        (tmp_path / name).symlink_to((shipped / name).resolve())
+    manifest.replace(rerank_fusion_weight=0.25).save(tmp_path)
+    hits, scores, _ = _rerank(client, make_answerbox(models={"dir": str(tmp_path)}))
+    share = _shares(stuffed)
+    for hit in hits:
+        assert hit["_score"] == pytest.approx(scores[hit["_id"]] + 0.25 * share[hit["_id"]], abs=1e-3)
 
 
 def test_drop_removes_hits_below_the_lower_threshold(
@@ -318,6 +371,7 @@ def test_evaluator_failure_leaves_the_hits_as_opensearch_returned_them(
         ({"upper": 0.2, "lower": 0.5}, "must not be above upper"),
         ({"corrective": {"fuzziness": "lots"}}, "fuzziness"),
         ({"top_n": 0}, "top_n"),
+        ({"fusion_weight": -0.5}, "fusion_weight"),
         ({"corrective": {"prompt": "{{ question "}}, "syntax error"),
     ],
 )
@@ -349,29 +403,3 @@ def test_real_llm_rewrites_the_question_for_the_corrective_search(
     assert bool(named) is (corrective["keywords_source"] == "fallback"), warnings
     assert 1 <= len(corrective["keywords"]) <= 3
     assert retrieval["corrective_query"] == " ".join(corrective["keywords"])
-
-
-def test_sentence_splitter_survives_abbreviations_decimals_and_initials() -> None:
-    text = (
-        "Dr. J. R. R. Tolkien taught at Oxford, e.g. in 1925. It cost $3.50 in the U.S. market! "
-        'Was it good? "Yes." Mr. Smith said so.\n\nA new paragraph'
-    )
-    assert [text[a:b] for a, b in sentence_spans(text)] == [
-        "Dr. J. R. R. Tolkien taught at Oxford, e.g. in 1925.",
-        "It cost $3.50 in the U.S. market!",
-        "Was it good?",
-        '"Yes."',
-        "Mr. Smith said so.",
-        "A new paragraph",
-    ]
-    assert sentence_spans("  \n ") == []
-
-
-def test_keywords_from_the_llm_and_without_it() -> None:
-    question = "Where was Henry Feilden born, and what was his occupation and his extra job?"
-    completion = "\n query: Henry Feilden, occupation, born, extra\nquestion: x"
-    assert parse_keywords(completion, question) == ["Henry Feilden", "occupation", "born"]
-    # Keywords that share no content word with the question are not extracted from it.
-    assert parse_keywords("query: Billy Carlson, the, Henry", question) == ["Henry"]
-    assert parse_keywords("   ", question) == []
-    assert fallback_keywords("In what city was Billy Carlson born?") == ["city", "Billy Carlson born"]

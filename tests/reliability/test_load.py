@@ -1,24 +1,26 @@
 """64 concurrent pipeline searches with a slow scripted LLM and one pathological document in
 the index: every search succeeds with its hits, and the event loop never stalls: a poller
-hitting a cheap endpoint throughout is always answered within a second.
+hitting a cheap endpoint throughout is always answered within 500 ms.
 
-The poller's latency includes its wait behind the other 64 requests' share of the loop (on 2
-cores, beside ONNX Runtime's threads): one clean run measured 558 ms. A blocking call on the
-loop, as the quadratic regexes were, shows as seconds."""
+answerbox runs in its own process here: in the test's process it would share one interpreter
+lock with the test's own client, and the poller would time the test, not the server. A
+blocking call on the loop, as the quadratic regexes were, shows as seconds."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 from opensearchpy import OpenSearch
 
-from tests.conftest import AnswerboxFactory, bulk_index
+from tests.conftest import bulk_index
+from tests.support.servers import serve_answerbox_process
 
 SEARCHES = 64
-STALL_MS = 1000
+STALL_MS = 500
 TOPICS = ["spice", "sand", "water", "desert", "planet", "worm", "house", "emperor"]
 DOCS = [{"_id": f"d{i}", "body": f"The {t} of Arrakis is told in chapter {i}. It matters to the {t} trade."} for i, t in enumerate(TOPICS * 3)]
 DOTS = {"_id": "dots", "body": "spice sand water desert planet worm house emperor" + "." * 60_000}
@@ -57,15 +59,19 @@ async def _burst(url: str) -> tuple[list[httpx.Response], float]:
 
 
 def test_a_burst_with_a_slow_llm_and_a_pathological_document(
-    make_answerbox: AnswerboxFactory, opensearch: OpenSearch, scripted_llm: Any, client: httpx.Client
+    osmem_url: str, opensearch: OpenSearch, scripted_llm: Any, client: httpx.Client, tmp_path: Path
 ) -> None:
     llm, llm_url = scripted_llm
     llm.delay_s, llm.replies = 1.0, ["The spice is traded on Arrakis [1]."]
     bulk_index(opensearch, "docs", [*[dict(d) for d in DOCS], dict(DOTS)])
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 10}, limits={"processor_timeout_s": 60, "pipeline_budget_s": 60})
-    assert client.put(f"{url}/_search/pipeline/load", json=PIPELINE).status_code == 200
-
-    responses, worst_ms = asyncio.run(_burst(url))
+    settings = {
+        "opensearch": {"url": osmem_url},
+        "llm": {"base_url": llm_url, "timeout_s": 10},
+        "limits": {"processor_timeout_s": 60, "pipeline_budget_s": 60},
+    }
+    with serve_answerbox_process(settings, tmp_path) as url:
+        assert client.put(f"{url}/_search/pipeline/load", json=PIPELINE).status_code == 200
+        responses, worst_ms = asyncio.run(_burst(url))
     failures = [r.text[:300] for r in responses if r.status_code != 200]
     assert not failures, failures[:3]
     assert all(r.json()["hits"]["hits"] and r.json()["ext"]["answerbox"]["answer"] for r in responses)

@@ -1,8 +1,9 @@
 """A scripted OpenAI-compatible server: answers chat completions from a script and records every call.
 
 It takes the ``response_format`` types in ``formats`` (none by default) and refuses any other
-with a 400, as a server refuses a form it does not know. The client's structured-output probe
-is answered apart (recorded in ``probes``, not ``calls``), so a script is only the real calls.
+with ``refusal_status``, as a server refuses a form it does not know (vLLM: 400;
+llama-cpp-python: 500). The client's structured-output probe is answered apart (recorded in
+``probes``, not ``calls``), so a script holds only the real calls.
 """
 
 from __future__ import annotations
@@ -25,17 +26,19 @@ Reply = str | Callable[[list[dict[str, str]]], str]
 
 @dataclass
 class ScriptedLLM:
-    """``replies`` are used in order (the last repeats); ``fail`` answers 500; ``delay_s`` stalls;
+    """``replies`` are used in order (the last repeats); ``fail`` answers ``fail_status``; ``delay_s`` stalls;
     ``raw`` is sent as the whole body instead (a broken server); ``drip_s`` sends the body one
     byte at a time with that pause between bytes (a server that never quite stops); ``formats``
     are the ``response_format`` types taken ("json_schema", "json_object")."""
 
     replies: list[Reply] = field(default_factory=lambda: ["ok"])
     fail: bool = False
+    fail_status: int = 500
     delay_s: float = 0.0
     raw: bytes | None = None
     drip_s: float = 0.0
     formats: tuple[str, ...] = ()
+    refusal_status: int = 400
     calls: list[dict[str, Any]] = field(default_factory=list)
     probes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -49,7 +52,7 @@ class ScriptedLLM:
         if is_probe(payload):
             self.probes.append(payload)
             if self.fail:
-                return _failure()
+                return self._failure()
             return self._refused(form) or JSONResponse(self._completion(payload, '{"ok": true}'))
         self.calls.append(payload)
         if form is not None and (refused := self._refused(form)):
@@ -57,7 +60,7 @@ class ScriptedLLM:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.fail:
-            return _failure()
+            return self._failure()
         media_type = "text/event-stream" if payload.get("stream") else "application/json"
         if self.raw is not None:
             return Response(self.raw, media_type=media_type)
@@ -68,11 +71,14 @@ class ScriptedLLM:
             return StreamingResponse(self._chunks(text), media_type="text/event-stream")
         return JSONResponse(self._completion(payload, text))
 
+    def _failure(self) -> Response:
+        return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=self.fail_status)
+
     def _refused(self, form: dict[str, Any]) -> Response | None:
         if form.get("type") in self.formats:
             return None
         error = {"message": f"response_format {form.get('type')!r} is not supported", "type": "invalid_request_error"}
-        return JSONResponse({"error": error}, status_code=400)
+        return JSONResponse({"error": error}, status_code=self.refusal_status)
 
     def _completion(self, payload: dict[str, Any], text: str | None = None) -> dict[str, Any]:
         text = text if text is not None else self._next(payload["messages"])
@@ -114,7 +120,3 @@ def is_probe(payload: dict[str, Any]) -> bool:
     # The schema in either form: json_schema's nested one, or json_object's own.
     schema = (form.get("json_schema") or {}).get("schema") if form.get("type") == "json_schema" else form.get("schema")
     return bool(schema == PROBE.body)
-
-
-def _failure() -> Response:
-    return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=500)

@@ -25,9 +25,10 @@ logger = logging.getLogger(__name__)
 Message = dict[str, str]
 _PROBE_TEMPLATE = "llm/structured_probe.j2"
 _PROBE_TOKENS = 16  # {"ok": true} and some room for whitespace
-# The statuses of a server that does not take the response_format it was sent (vLLM: 400,
-# llama-cpp-python's request validation: 422); others (429, 5xx) may pass, so they decide nothing.
-_REFUSED = (400, 422)
+# A server refuses a response_format it does not take with an error status (vLLM: 400;
+# llama-cpp-python: 500, its request validation failing inside the route); these alone may
+# pass with time, so they decide nothing.
+_TRANSIENT = frozenset({408, 429, 502, 503, 504})
 
 
 class _ProbeReply(BaseModel):
@@ -121,7 +122,7 @@ class LLMClient:
                 response = await client.chat.completions.create(**args)
             text = response.choices[0].message.content if response.choices else None
         except openai.APIStatusError as exc:
-            return False if exc.status_code in _REFUSED else None
+            return None if exc.status_code in _TRANSIENT else False
         except (openai.OpenAIError, TimeoutError, ValueError, TypeError, AttributeError):
             return None  # as complete() would fail: no verdict on the form
         return text is not None and from_json(_ProbeReply, text) is not None

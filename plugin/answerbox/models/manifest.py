@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,9 @@ class ModelManifest:
 
     ``score = tanh(score_scale * relevance_logit + score_offset)`` maps the relevance logit
     into CRAG's [-1, 1]; with Platt-scaled constants it is ``2 * P(passage answers) - 1``.
+    ``rerank_fusion_weight`` (chosen by ``onnx_models/fusion.py``, after calibration: it is
+    on that score's scale) is the engine score's weight when ``retrieval_evaluator`` reranks;
+    0, the default for manifests written before it, reranks by the evaluator alone.
     """
 
     task: str
@@ -37,7 +41,13 @@ class ModelManifest:
     support_lower: float = -0.9  # on one (claim, passage) pair: the citation check's floor
     score_scale: float = 0.5
     score_offset: float = 0.0
+    rerank_fusion_weight: float = 0.0  # fused = score + w · engine score / best engine score
     calibration: dict[str, Any] = field(default_factory=dict)  # how the thresholds were chosen
+
+    def __post_init__(self) -> None:
+        weight: object = self.rerank_fusion_weight
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight < 0:
+            raise ModelError(f"rerank_fusion_weight must be a finite number >= 0, not {weight!r}")
 
     def model_path(self, directory: Path, variant: str) -> Path:
         if variant not in self.variants:
@@ -60,7 +70,10 @@ class ModelManifest:
         for name in ("input_names", "output_names"):
             if name in data:
                 data[name] = tuple(data[name])
-        return cls(**data)
+        try:
+            return cls(**data)
+        except ModelError as exc:
+            raise ModelError(f"{path}: {exc.reason}") from exc
 
     def save(self, directory: Path) -> Path:
         path = directory / MANIFEST_FILE

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Protocol, T
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo
 
 from answerbox.contract import AnswerboxReport, GenerativeQAParameters
-from answerbox.errors import AnswerboxError, ConfigError
+from answerbox.errors import AnswerboxError, ConfigError, validation_problems
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.scope import ScopedSearch
 
@@ -150,9 +150,7 @@ class Processor(ABC, Generic[C]):
             config = cls.config_model.model_validate(raw, context=context)
         except ValidationError as exc:
             tag = raw.get("tag")
-            problems = "; ".join(
-                f"[{'.'.join(str(p) for p in err['loc'])}] {err['msg']} (got {err.get('input')!r})" for err in exc.errors()
-            )
+            problems = validation_problems(exc, show_input=True)
             raise ConfigError(f"processor [{cls.type_name}]{f' tag [{tag}]' if tag else ''}: {problems}") from exc
         return cls(config, services)  # type: ignore[arg-type]  # config_model is C for each subclass
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from answerbox.errors import ConfigError, InvalidRequest
+from answerbox.errors import ConfigError, InvalidRequest, validation_problems
 
 __all__ = ["PipelineDefinition", "ProcessorEntry", "validate_pipeline_id"]
 
@@ -61,8 +61,7 @@ class PipelineDefinition(BaseModel):
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
-            problems = "; ".join(f"[{'.'.join(str(p) for p in e['loc'])}] {e['msg']}" for e in exc.errors())
-            raise ConfigError(f"invalid search pipeline: {problems}") from exc
+            raise ConfigError(f"invalid search pipeline: {validation_problems(exc)}") from exc
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True, exclude_defaults=True)

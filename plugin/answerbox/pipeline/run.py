@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from answerbox.config import Settings
 from answerbox.contract import GenerativeQAParameters
-from answerbox.errors import AnswerboxError, InvalidRequest
+from answerbox.errors import AnswerboxError, InvalidRequest, validation_problems
 from answerbox.opensearch import Caller, SearchBackend
 from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRequest
 from answerbox.pipeline.engine import Pipeline
@@ -185,8 +185,7 @@ class SearchEngine:
         try:
             qa = GenerativeQAParameters.model_validate(raw)
         except ValidationError as exc:
-            problems = "; ".join(f"[{'.'.join(str(p) for p in e['loc'])}] {e['msg']}" for e in exc.errors())
-            raise InvalidRequest(f"invalid ext.generative_qa_parameters: {problems}") from exc
+            raise InvalidRequest(f"invalid ext.generative_qa_parameters: {validation_problems(exc)}") from exc
         limits, settings = self._settings.limits, self._settings
         for name in ("llm_question", "system_prompt", "user_instructions"):
             if len(getattr(qa, name) or "") > limits.max_prompt_chars:

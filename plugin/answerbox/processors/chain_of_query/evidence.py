@@ -14,7 +14,7 @@ from typing import Any
 from answerbox.contract import TextSpan
 from answerbox.models import ReaderSpan
 from answerbox.pipeline.scope import ScopedSearch
-from answerbox.processors.text.passages import Passage, passages_of
+from answerbox.processors.text.passages import Passage, hits_of, passages_of
 from answerbox.services import Services
 
 __all__ = ["NodeEvidence", "gather_evidence", "reference_excerpt"]
@@ -43,9 +43,7 @@ class NodeEvidence:
 
 def _top_passage(response: Any, field: str) -> Passage | None:
     """``field`` of the first hit, or None for an error, no hit, or a hit without that text."""
-    if not isinstance(response, dict) or "error" in response:
-        return None
-    hits = response.get("hits", {}).get("hits", [])
+    hits = hits_of(response)
     found = passages_of(hits[0], [field]) if hits else []
     return found[0] if found else None
 

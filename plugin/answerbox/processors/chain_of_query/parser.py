@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
+from answerbox.processors.text.words import FINAL_ANSWER
 
 __all__ = [
     "CHAIN_SCHEMA",
@@ -41,13 +42,10 @@ _MARKER = re.compile(
     re.IGNORECASE,
 )
 _CITATION = re.compile(r"\[(\d+)\]")
-_FINAL_ANSWER = re.compile(r"final answer(?: is|:)\s*:?\s*(?P<answer>[^\n]+)", re.IGNORECASE)
 
 # An empty answer is the [Unsolved Query]; an empty final content is none. The paper's
 # chains have 2-4 nodes: the cap only stops a small model that repeats itself.
-CHAIN_SCHEMA = Schema(
-    "chain", object_schema(nodes=array(object_schema(query=STRING, answer=STRING), 6), final_content=STRING)
-)
+CHAIN_SCHEMA = Schema("chain", object_schema(nodes=array(object_schema(query=STRING, answer=STRING), 6), final_content=STRING))
 FINAL_CONTENT_SCHEMA = Schema("final_content", object_schema(final_content=STRING))
 
 
@@ -174,6 +172,6 @@ def citation_markers(content: str) -> list[int]:
 
 def final_answer(content: str) -> str:
     """The short answer of a final content: after its last "final answer is", else the whole text."""
-    found = list(_FINAL_ANSWER.finditer(content))
+    found = [m for m in FINAL_ANSWER.finditer(content) if m["answer"].strip()]
     answer = found[-1]["answer"] if found else content
     return _CITATION.sub("", answer).strip().rstrip(".").strip()

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from answerbox.contract import Citation
 from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
 from answerbox.processors.cited_answer.evidence import Evidence, Sentence
+from answerbox.processors.text.words import FUNCTION_WORDS
 
 __all__ = [
     "ANSWER_SCHEMA",
@@ -46,12 +47,7 @@ _NUMBER = re.compile(r"\d+")
 _CLAIM = re.compile(rf"\S.*?(?:(?<![.!?])[.!?]++(?:\s*{_GROUP})*(?=\s|$)|$)", re.DOTALL)
 _WORD = re.compile(r"\w+")
 # Function words carry no claim: a sentence is not "unsupported" for saying "the" or "is".
-_STOPWORDS = frozenset(
-    "a an the and or but of to in on at by for with from as is are was were be been being it its this that these "
-    "those he she they them his her their there which who whom what when where why how than then so such not no "
-    "yes do does did has have had will would can could may might also into about after before over under up out "
-    "i we you our your one all any some more most other only same very just according answer question today ".split()
-)
+_STOPWORDS = FUNCTION_WORDS | frozenset("according answer question today".split())
 
 Scorer = Callable[[str, Sequence[str]], Awaitable[list[float]]]
 

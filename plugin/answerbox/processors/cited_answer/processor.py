@@ -23,6 +23,7 @@ from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorC
 from answerbox.processors.cited_answer.citations import ANSWER_SCHEMA, Check, ClaimVerdict, citation_of, parse_claims, read_answer, rewrite
 from answerbox.processors.cited_answer.evidence import Evidence, EvidenceFields, evidence_from_hits, evidence_from_references, number, written_date
 from answerbox.processors.cited_answer.extractive import featured_snippet
+from answerbox.processors.text.passages import hits_of
 
 if TYPE_CHECKING:
     from answerbox.models import Models
@@ -109,7 +110,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
 
     def _evidence(self, response: JSON, ctx: PipelineContext) -> list[Evidence]:
         """What earlier processors kept (``AnswerboxReport.kept_passages``), else the top hits."""
-        hits: list[JSON] = (response.get("hits") or {}).get("hits") or []
+        hits = hits_of(response)
         size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
         if ctx.report.chain is not None and not ctx.report.chain.references:
             ctx.report.warn("cited_answer: the chain verified nothing; answering from the search results")

@@ -14,19 +14,16 @@ as plain words: LLM output never reaches a query-string parser.
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from answerbox.opensearch import JSON
+from answerbox.processors.text.words import FINAL_ANSWER
 from answerbox.query_text import TextClause
 
 __all__ = ["Combine", "clean_expansion", "expanded_clause"]
 
 Combine = Literal["bool", "repeat"]
 
-# Chain-of-thought answers end with "So the final answer is X." / "The final answer: X": the
-# paper drops that sentence; its words are in the rationale already when they are any good.
-_FINAL_ANSWER = re.compile(r"(?:\bso\s+)?\bthe\s+final\s+answer(?:\s+is\b|\s*:).*$", re.IGNORECASE | re.MULTILINE)
 # Options under which "q q q q q expansion" would change which documents match.
 _PHRASE_TYPES = frozenset({"phrase", "phrase_prefix", "bool_prefix"})
 
@@ -36,7 +33,9 @@ def clean_expansion(text: str, max_terms: int) -> str:
 
     The cap keeps the query under ``indices.query.bool.max_clause_count`` and bounds its cost.
     """
-    return " ".join(_FINAL_ANSWER.sub("", text).split()[:max_terms])
+    # The paper drops a chain of thought's final-answer sentence: its words are in the
+    # rationale already when they are any good.
+    return " ".join(FINAL_ANSWER.sub("", text).split()[:max_terms])
 
 
 def _spec(clause: TextClause) -> JSON:

@@ -40,6 +40,7 @@ from answerbox.processors.query_expansion.expanded_query import (
     clean_expansion,
     expanded_clause,
 )
+from answerbox.processors.text.passages import hits_of
 from answerbox.query_text import find_text_clauses, replace_text_clauses
 from answerbox.ttl_cache import TTLCache
 
@@ -294,7 +295,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
     async def _prf_passages(self, request: SearchRequest, ctx: PipelineContext) -> list[str]:
         """The top hits of the user's own query, within the caller's scope, as one line of text each."""
         response = await ctx.search.search(request.body["query"], size=self.config.prf_docs, fields=self._prf_fields(request) or None)
-        hits = response.get("hits", {}).get("hits", [])
+        hits = hits_of(response)
         return [" ".join(" ".join(_strings(hit.get("_source"))).split())[: self.config.prf_max_chars] for hit in hits]
 
 

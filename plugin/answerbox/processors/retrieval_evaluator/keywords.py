@@ -18,6 +18,7 @@ import re
 from pydantic import BaseModel
 
 from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
+from answerbox.processors.text.words import FUNCTION_WORDS
 
 __all__ = ["KEYWORDS_SCHEMA", "MAX_KEYWORDS", "fallback_keywords", "parse_keywords", "read_keywords"]
 
@@ -28,17 +29,8 @@ KEYWORDS_SCHEMA = Schema("keywords", object_schema(keywords=array(STRING, MAX_KE
 _TOKEN = re.compile(r"\w+(?:['’.-]\w+)*")
 _PREFIX = re.compile(r"^\s*(?:query|keywords?)\s*:\s*", re.IGNORECASE)
 _TRIM = " \t\"'`“”‘’.;:[]()"
-_STOP_WORDS = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been before being below between
-    both but by can could did do does doing down during each few for from further had has have having he her
-    here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not
-    now of off on once only or other our ours ourselves out over own same she should so some such than that the
-    their theirs them themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom whose why will with would you your yours yourself yourselves
-    s name named called kind type many much one tell give list describe
-    """.split()
-)
+# A question's own framing words make no keyword either.
+_STOP_WORDS = FUNCTION_WORDS | frozenset("s name named called kind type many much tell give list describe".split())
 
 
 def _content_words(text: str) -> set[str]:

@@ -14,16 +14,29 @@ there are no hits), **ambiguous** otherwise. The thresholds come from the model 
 
 Options on the hits themselves: ``drop_below_lower`` removes scored hits under ``lower``
 (``hits.total`` is left alone, as OpenSearch's ``truncate_hits`` does); ``rerank`` sorts
-the scored hits by evaluator score, sets ``_score`` to it and, with
-``keep_previous_score``, keeps the engine's score in the hit as ``_previous_score`` (in
-the hit, not in ``_source``, so the document is returned as stored). Hits past ``top_n``
-are not scored and stay after the scored ones, unchanged.
+the scored hits by the evaluator's score fused with the engine's
+(:mod:`answerbox.processors.retrieval_evaluator.fusion`)::
+
+    _score = evaluator score + fusion_weight · engine _score / best engine _score of the scored hits
+
+sets ``_score`` to it and, with ``keep_previous_score``, keeps the engine's score in the
+hit as ``_previous_score`` (in the hit, not in ``_source``, so the document is returned as
+stored). The engine's term is scale-free (a share of the best scored hit's score), so one
+weight serves any similarity. ``fusion_weight`` defaults to the manifest's
+``rerank_fusion_weight``, chosen on training questions by ``python -m onnx_models.fusion``
+(0 in a manifest without it: the evaluator alone). Ties keep the engine's order; when the
+scored hits have no comparable engine scores (a search sorted by a field, negative
+scores), they are reranked by the evaluator alone, with a warning. The verdict, the
+thresholds, ``drop_below_lower`` and the reported scores always use the evaluator's score,
+never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones,
+unchanged.
 
 Config (defaults in brackets): ``top_n`` [10]; ``text_fields`` [every top-level string
 field of ``_source``]; ``upper`` / ``lower`` [the manifest's]; ``sentences_per_strip`` [3],
 ``strips_top_k`` [5], ``strip_threshold`` [-0.5] (CRAG's refinement); ``corrective``
 [same target, ``operator: or``, ``fuzziness: AUTO``; ``null``: none, and Incorrect only
-discards]; ``rerank`` [false], ``keep_previous_score`` [true], ``drop_below_lower`` [false].
+discards]; ``rerank`` [false], ``fusion_weight`` [the manifest's], ``keep_previous_score``
+[true], ``drop_below_lower`` [false].
 
 Failures degrade the knowledge, never the hits: an evaluator failure leaves the response
 as it came (with a warning); an LLM failure during the rewrite falls back to keywords
@@ -52,8 +65,9 @@ from answerbox.contract import CorrectiveReport, HitScore, KnowledgeStrip, Retri
 from answerbox.errors import ConfigError, ModelError, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors.retrieval_evaluator.corrective import KEYWORD_REWRITE_TEMPLATE, CorrectiveSearchConfig, corrective_query, rewrite_question
+from answerbox.processors.retrieval_evaluator.fusion import fuse
 from answerbox.processors.retrieval_evaluator.knowledge import refine
-from answerbox.processors.text.passages import Passage, hit_key, passages_of
+from answerbox.processors.text.passages import Passage, hit_key, hits_of, passages_of
 from answerbox.prompts import Prompt
 
 if TYPE_CHECKING:
@@ -82,6 +96,7 @@ class RetrievalEvaluatorConfig(ProcessorConfig):
     strip_threshold: float = Field(default=-0.5, ge=-1, le=1)
     corrective: CorrectiveSearchConfig | None = CorrectiveSearchConfig()
     rerank: bool = False
+    fusion_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # None: the manifest's
     keep_previous_score: bool = True
     drop_below_lower: bool = False
 
@@ -108,12 +123,6 @@ _ACTIONS = {
     (Verdict.INCORRECT, True): "corrective_search",
     (Verdict.INCORRECT, False): "discard",
 }
-
-
-def _hits(response: JSON) -> list[JSON]:
-    hits = response.get("hits")
-    found = hits.get("hits") if isinstance(hits, dict) else None
-    return [hit for hit in found if isinstance(hit, dict)] if isinstance(found, list) else []
 
 
 def _score_list(hits: Sequence[JSON], scores: Sequence[float]) -> list[HitScore]:
@@ -168,7 +177,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         if not question:
             ctx.report.warn(f"{self.name}: the search has no question text; retrieval was not evaluated")
             return response
-        hits = _hits(response)
+        hits = hits_of(response)
         scored = hits[: min(self.config.top_n, self.services.settings.limits.max_hits_processed)]
         passages = [passages_of(hit, self.config.text_fields) for hit in scored]
         try:
@@ -186,7 +195,8 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             if verdict is not Verdict.CORRECT and config is not None and prompt is not None
             else _no_corrective(),
         )
-        dropped = self._apply_to_hits(response, hits, scores, lower)
+        ranking = self._rank_scores(scored, scores, models.manifest, ctx) if self.config.rerank else scores
+        dropped = self._apply_to_hits(response, hits, scores, ranking, lower)
         ctx.report.retrieval = RetrievalReport(
             verdict=verdict.value,
             upper=upper,
@@ -242,7 +252,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         except (UpstreamError, UpstreamUnavailable) as exc:
             ctx.report.warn(f"{self.name}: the corrective search failed: {exc.reason}")
             return _Corrective(query=rewrite.query, details=details)
-        hits = [hit for hit in _hits(found) if hit_key(hit) not in seen]
+        hits = [hit for hit in hits_of(found) if hit_key(hit) not in seen]
         passages = [passages_of(hit, self.config.text_fields) for hit in hits]
         try:
             scores = await _score_hits(evaluator, question, passages)
@@ -253,21 +263,30 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         strips = await self._refine(evaluator, question, passages, ctx)
         return _Corrective(query=rewrite.query, details=details, strips=strips)
 
-    def _apply_to_hits(self, response: JSON, hits: list[JSON], scores: Sequence[float], lower: float) -> int:
-        """Drop and rerank the scored hits in place; return how many were dropped."""
+    def _rank_scores(self, scored: Sequence[JSON], scores: Sequence[float], manifest: ModelManifest, ctx: PipelineContext) -> list[float]:
+        """What ``rerank`` sorts by and writes to ``_score``: the evaluator's scores fused with the engine's."""
+        weight = manifest.rerank_fusion_weight if self.config.fusion_weight is None else self.config.fusion_weight
+        fused = fuse(scores, [hit.get("_score") for hit in scored], weight)
+        if fused is None:
+            ctx.report.warn(f"{self.name}: the hits have no comparable engine scores; reranked by the evaluator's score alone")
+            return list(scores)
+        return fused
+
+    def _apply_to_hits(self, response: JSON, hits: list[JSON], scores: Sequence[float], ranking: Sequence[float], lower: float) -> int:
+        """Drop (on the evaluator's ``scores``) and rerank (on ``ranking``) the scored hits in place; return how many were dropped."""
         if not scores or not (self.config.rerank or self.config.drop_below_lower):
             return 0
-        scored = list(zip(hits[: len(scores)], scores, strict=True))
+        scored = list(zip(hits[: len(scores)], scores, ranking, strict=True))
         rest = hits[len(scores) :]
-        kept = [(hit, score) for hit, score in scored if score >= lower] if self.config.drop_below_lower else scored
+        kept = [row for row in scored if row[1] >= lower] if self.config.drop_below_lower else scored
         if self.config.rerank:
-            kept.sort(key=lambda pair: pair[1], reverse=True)  # stable: ties keep the engine's order
-            for hit, score in kept:
+            kept.sort(key=lambda row: row[2], reverse=True)  # stable: ties keep the engine's order
+            for hit, _, rank_score in kept:
                 if self.config.keep_previous_score:
                     hit["_previous_score"] = hit.get("_score")
-                hit["_score"] = score
-            response["hits"]["max_score"] = kept[0][1] if kept else None
-        response["hits"]["hits"] = [hit for hit, _ in kept] + rest
+                hit["_score"] = rank_score
+            response["hits"]["max_score"] = kept[0][2] if kept else None
+        response["hits"]["hits"] = [hit for hit, _, _ in kept] + rest
         return len(scored) - len(kept)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Passage", "hit_key", "passages_of"]
+__all__ = ["Passage", "hit_key", "hits_of", "passages_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +22,13 @@ class Passage:
     id: str
     field: str
     text: str
+
+
+def hits_of(response: Any) -> list[dict[str, Any]]:
+    """The hits of a search response; [] for an error object or anything malformed."""
+    hits = response.get("hits") if isinstance(response, Mapping) else None
+    found = hits.get("hits") if isinstance(hits, Mapping) else None
+    return [hit for hit in found if isinstance(hit, dict)] if isinstance(found, list) else []
 
 
 def hit_key(hit: Mapping[str, Any]) -> tuple[str, str]:

@@ -1,0 +1,27 @@
+"""Word-level text shared by the processors: function words, and the "final answer" sentence."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["FINAL_ANSWER", "FUNCTION_WORDS"]
+
+# English function words: they carry no claim and make no keyword. Each user adds words of
+# its own domain (a question's "name" or "kind", an answer's "according").
+FUNCTION_WORDS = frozenset(
+    """
+    a about above after again against all also am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just may me might more most my
+    myself no nor not now of off on once one only or other our ours ourselves out over own same she should so
+    some such than that the their theirs them themselves then there these they this those through to too under
+    until up very was we were what when where which while who whom whose why will with would yes you your yours
+    yourself yourselves
+    """.split()
+)
+
+# Chain-of-thought and chain answers end with "So the final answer is X." / "Final answer: X";
+# ``answer`` is X, up to the end of its line.
+FINAL_ANSWER = re.compile(
+    r"(?:\bso\s+)?(?:\bthe\s+)?\bfinal\s+answer(?:\s+is\b|\s*:)\s*:?\s*(?P<answer>[^\n]*)", re.IGNORECASE
+)

@@ -1,0 +1,49 @@
+"""answerbox in-process: the real app, its lifespan run, spoken to through httpx's ASGI transport.
+
+OpenSearch is a closed local port: whatever reaches it fails at once with a 502, so a unit
+test sees when a request it expected answerbox to settle got as far as OpenSearch.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from answerbox.app import create_app
+from answerbox.config import Settings
+
+__all__ = ["closed_port", "in_process", "opensearch_error"]
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def in_process(**overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """A client for an app built from ``Settings(**overrides)``, OpenSearch unreachable."""
+    overrides.setdefault("opensearch", {}).setdefault("url", f"http://127.0.0.1:{closed_port()}")
+    app = create_app(Settings(**overrides))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://answerbox") as client:
+            yield client
+
+
+def opensearch_error(response: httpx.Response, status: int, error_type: str) -> str:
+    """Check ``response`` is OpenSearch's error envelope with this status and type; its reason."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error", "status"} and body["status"] == status
+    error = body["error"]
+    assert error["type"] == error_type and isinstance(error["reason"], str)
+    assert error["root_cause"] == [{"type": error_type, "reason": error["reason"]}]
+    reason: str = error["reason"]
+    return reason

@@ -1,0 +1,161 @@
+"""SearchScope and ScopedSearch: a processor's own search never sees more than the caller's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from answerbox.opensearch import JSON, Caller
+from answerbox.pipeline.scope import ScopedSearch, SearchScope
+
+from tests.unit.fakes import RecordingBackend
+
+QUERY: JSON = {"match": {"text": "nile"}}
+FILTER: JSON = {"term": {"tenant": "a"}}
+MUST_NOT: JSON = {"term": {"hidden": True}}
+POST_FILTER: JSON = {"term": {"lang": "en"}}
+NATIVE: JSON = {"request_processors": [{"filter_query": {"query": {"term": {"public": True}}}}]}
+
+
+def _scope(
+    body: JSON | None = None, *, index: str | None = "docs", params: dict[str, str] | None = None, headers: dict[str, str] | None = None
+) -> SearchScope:
+    return SearchScope.of(
+        caller=Caller.from_headers(headers or {}), index=index, body=body or {}, params=params or {}, native=NATIVE
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "readable"),
+    [
+        (True, ["title", "title.en", "body.text", "author"]),
+        (False, []),
+        ("title", ["title", "title.en"]),
+        (["title", "body.*"], ["title", "title.en", "body.text"]),
+        ({"includes": ["body.*"], "excludes": ["body.secret"]}, ["body.text"]),
+        ({"include": "author", "exclude": "title"}, ["author"]),
+    ],
+    ids=["true", "false", "string", "list", "includes", "include"],
+)
+def test_source_filtering_decides_which_fields_a_processor_may_read(source: Any, readable: list[str]) -> None:
+    scope = _scope({"_source": source})
+    assert scope.readable(["title", "title.en", "body.text", "author"]) == readable
+
+
+def test_excludes_are_carried_into_the_processors_search() -> None:
+    scope = _scope({"_source": {"includes": ["body.*"], "excludes": ["body.secret"]}})
+    assert scope.excludes == ("body.secret",)
+    assert scope.body(QUERY, size=3, fields=None)["_source"] == {"includes": ["body.*"], "excludes": ["body.secret"]}
+    single = _scope({"_source": {"include": "author", "exclude": "title"}})
+    assert single.body(QUERY, size=3, fields=["author"])["_source"] == {"includes": ["author"], "excludes": ["title"]}
+
+
+def test_source_false_fetches_no_source_at_all() -> None:
+    scope = _scope({"_source": False})
+    assert scope.readable(None) == []
+    assert scope.body(QUERY, size=3, fields=["text"])["_source"] is False
+    assert scope.body(QUERY, size=3, fields=None)["_source"] is False
+
+
+def test_asking_only_for_hidden_fields_fetches_no_source() -> None:
+    assert _scope({"_source": ["title"]}).body(QUERY, size=3, fields=["author"])["_source"] is False
+
+
+def test_without_source_filtering_the_fields_asked_for_are_fetched() -> None:
+    scope = _scope({"query": QUERY})
+    assert scope.readable(None) is None
+    assert scope.body(QUERY, size=3, fields=["text"])["_source"] == {"includes": ["text"], "excludes": []}
+    assert scope.body(QUERY, size=3, fields=None)["_source"] == {"includes": ["*"], "excludes": []}
+
+
+def test_filter_and_must_not_of_a_top_level_bool_are_kept_and_scoring_clauses_are_not() -> None:
+    caller_query = {"bool": {"must": [QUERY], "should": [{"match": {"title": "river"}}], "filter": [FILTER], "must_not": [MUST_NOT]}}
+    scope = _scope({"query": caller_query})
+    body = scope.body({"match": {"text": "egypt"}}, size=5, fields=None)
+    assert body["size"] == 5
+    assert body["query"] == {"bool": {"must": [{"match": {"text": "egypt"}}], "filter": [FILTER], "must_not": [MUST_NOT]}}
+
+
+def test_a_query_that_is_not_a_bool_narrows_nothing() -> None:
+    assert _scope({"query": QUERY}).body(QUERY, size=1, fields=None)["query"] == {"bool": {"must": [QUERY]}}
+
+
+def test_post_filter_is_kept_only_for_the_same_target() -> None:
+    scope = _scope({"post_filter": POST_FILTER})
+    assert scope.body(QUERY, size=1, fields=None)["post_filter"] == POST_FILTER
+    assert "post_filter" not in scope.body(QUERY, size=1, fields=None, same_target=False)
+
+
+def test_only_the_parameters_that_decide_what_is_seen_are_kept() -> None:
+    params = {"routing": "r1", "preference": "_local", "expand_wildcards": "open", "size": "50", "q": "anything", "timeout": "1s"}
+    assert dict(_scope(params=params).params) == {"routing": "r1", "preference": "_local", "expand_wildcards": "open"}
+
+
+def test_the_key_changes_with_credentials_and_filters_but_not_with_the_request_id() -> None:
+    body = {"query": {"bool": {"must": [QUERY], "filter": [FILTER]}}}
+    key = _scope(body, headers={"authorization": "Basic YTph", "x-opaque-id": "request-1"}).key()
+    assert _scope(body, headers={"authorization": "Basic YTph", "x-opaque-id": "request-2"}).key() == key
+    assert _scope(body, headers={"authorization": "Basic YTph"}).key() == key
+    assert _scope(body, headers={"authorization": "Basic Yjpi"}).key() != key
+    other_filter = {"query": {"bool": {"must": [QUERY], "filter": [{"term": {"tenant": "b"}}]}}}
+    assert _scope(other_filter, headers={"authorization": "Basic YTph"}).key() != key
+    assert _scope(body, headers={"authorization": "Basic YTph"}, params={"routing": "r2"}).key() != key
+
+
+SCOPED_BODY: JSON = {"query": {"bool": {"must": [QUERY], "filter": [FILTER]}}, "post_filter": POST_FILTER, "_source": ["text"]}
+SCOPED_PARAMS = {"routing": "r1", "preference": "_local", "expand_wildcards": "open"}
+HEADERS = {"authorization": "Basic YTph"}
+
+
+def _scoped(backend: RecordingBackend) -> ScopedSearch:
+    return ScopedSearch(backend, _scope(SCOPED_BODY, params=SCOPED_PARAMS, headers=HEADERS))
+
+
+async def test_search_runs_as_the_caller_within_the_callers_scope() -> None:
+    backend = RecordingBackend()
+    await _scoped(backend).search({"match": {"text": "egypt"}}, size=4, fields=["text", "secret"])
+    (call,) = backend.calls
+    assert (call.method, call.index, call.params, call.pipeline) == ("search", "docs", SCOPED_PARAMS, NATIVE)
+    assert call.caller.as_dict() == HEADERS
+    assert call.body == {
+        "size": 4,
+        "query": {"bool": {"must": [{"match": {"text": "egypt"}}], "filter": [FILTER]}},
+        "_source": {"includes": ["text"], "excludes": []},
+        "post_filter": POST_FILTER,
+    }
+
+
+async def test_search_of_another_index_drops_routing_preference_and_post_filter() -> None:
+    backend = RecordingBackend()
+    await _scoped(backend).search(QUERY, size=4, fields=["text"], index="archive")
+    (call,) = backend.calls
+    assert call.index == "archive" and call.params == {}
+    assert "post_filter" not in call.body
+    assert call.body["query"]["bool"]["filter"] == [FILTER] and call.pipeline == NATIVE
+
+
+async def test_msearch_puts_the_scope_parameters_in_each_header() -> None:
+    backend = RecordingBackend()
+    queries = [{"match": {"text": "a"}}, {"match": {"text": "b"}}]
+    responses = await _scoped(backend).msearch(queries, size=2, fields=["text"])
+    assert len(responses) == 2
+    (call,) = backend.calls
+    assert call.method == "msearch" and call.params == {} and call.pipeline == NATIVE and call.caller.as_dict() == HEADERS
+    headers = [header for header, _ in call.body]
+    assert headers == [{"index": "docs", **SCOPED_PARAMS}] * 2
+    assert [body["query"]["bool"]["must"] for _, body in call.body] == [[q] for q in queries]
+    assert all(body["post_filter"] == POST_FILTER for _, body in call.body)
+
+
+async def test_msearch_of_another_index_drops_routing_preference_and_post_filter() -> None:
+    backend = RecordingBackend()
+    await _scoped(backend).msearch([QUERY], size=2, fields=["text"], index="archive")
+    ((header, body),) = backend.calls[0].body
+    assert header == {"index": "archive"}
+    assert "post_filter" not in body and body["query"]["bool"]["filter"] == [FILTER]
+
+
+async def test_msearch_of_nothing_sends_nothing() -> None:
+    backend = RecordingBackend()
+    assert await _scoped(backend).msearch([], size=2, fields=None) == []
+    assert backend.calls == []

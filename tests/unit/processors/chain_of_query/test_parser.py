@@ -1,0 +1,77 @@
+"""Reading a chain of queries out of the LLM's reply: the paper's text format, leniently, and the
+JSON a structured-output endpoint returns."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from answerbox.processors.chain_of_query.parser import ChainNode, citation_markers, final_answer, parse_chain, read_chain
+
+from tests.support.chains import RIGHT_CHAIN, RIGHT_CHAIN_JSON
+
+
+def test_parser_survives_missing_numbers_extra_text_and_no_final_content() -> None:
+    text = (
+        '[Question]: "echoed question"\nSure! Here is the chain.\n'
+        "[Query]: Who wrote Dune?\nsome rambling\n[Answer]: Frank Herbert.\n"
+        "[Query 7]: When was Dune published?\n"
+        "[Query]: Where was Herbert born?\n[Answer 3]: Tacoma\n"
+        "[Question]: an invented next example\n[Query 1]: ignored\n"
+    )
+    chain = parse_chain(text)
+    assert [(n.query, n.answer) for n in chain.nodes] == [
+        ("Who wrote Dune?", "Frank Herbert."),
+        ("When was Dune published?", None),  # no answer: unsolved
+        ("Where was Herbert born?", "Tacoma"),
+    ]
+    assert chain.final_content is None and chain.nodes[1].unsolved
+
+
+def test_parser_ends_the_chain_at_the_unsolved_query() -> None:
+    chain = parse_chain(
+        "[Query 1]: Who is the performer?\n[Answer 1]: Kevin Drew\n[Query 2]: Where born?\n"
+        "[Unsolved Query]: Where was Kevin Drew born?\n[Answer 2]: made up\n[Final Content]: made up [1]."
+    )
+    assert [(n.query, n.answer) for n in chain.nodes] == [
+        ("Who is the performer?", "Kevin Drew"),
+        ("Where was Kevin Drew born?", None),
+    ]
+    assert chain.final_content is None
+    assert parse_chain("no markers at all").empty
+
+
+def test_final_answer_and_markers() -> None:
+    content = (
+        "Drew was born in Toronto [2]. Buses leave from Toronto Coach Terminal [3][2]. "
+        "So the final answer is Toronto Coach Terminal [3]."
+    )
+    assert final_answer(content) == "Toronto Coach Terminal"
+    assert citation_markers(content) == [2, 3]
+
+
+def test_a_json_chain_reads_as_its_text_form_does() -> None:
+    assert read_chain(RIGHT_CHAIN_JSON, structured=True) == parse_chain(RIGHT_CHAIN)
+
+
+def test_an_empty_answer_is_an_unsolved_query_that_ends_the_chain() -> None:
+    reply = json.dumps(
+        {
+            "nodes": [
+                {"query": "Who is the performer?", "answer": "Kevin Drew"},
+                {"query": "Where was Kevin Drew born?", "answer": " "},
+                {"query": "made up", "answer": "made up"},
+            ],
+            "final_content": "made up [1].",
+        }
+    )
+    chain = read_chain(reply, structured=True)
+    assert chain.nodes == (ChainNode("Who is the performer?", "Kevin Drew"), ChainNode("Where was Kevin Drew born?", None))
+    assert chain.final_content is None
+    final = read_chain('{"final_content": "Drew was born in Toronto [1]."}', structured=True).final_content
+    assert final == "Drew was born in Toronto [1]."
+
+
+@pytest.mark.parametrize("reply", [RIGHT_CHAIN, RIGHT_CHAIN_JSON[:80], '{"nodes": "not a list"}'], ids=["text", "cut-off", "wrong-shape"])
+def test_a_chain_reply_that_is_not_the_json_is_read_as_text(reply: str) -> None:
+    assert read_chain(reply, structured=True) == parse_chain(reply)
