@@ -11,8 +11,8 @@
     ├── ModelError (500, model_exception)
     ├── LLMError (502, llm_exception)
     │   └── LLMTimeout (504, llm_timeout_exception)
-    └── UpstreamError (OpenSearch's status and body, kept unchanged)
-        └── UpstreamUnavailable (502/503/504, connect/timeout failures reaching OpenSearch)
+    ├── UpstreamError (OpenSearch's status and body, kept unchanged)
+    └── UpstreamUnavailable (502/503/504, connect/timeout failures reaching OpenSearch)
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.exceptions import HTTPException
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -42,7 +43,11 @@ class _WithSecurityHeaders:
                 MutableHeaders(scope=message).update(SECURITY_HEADERS)
             await send(message)
 
-        await self._app(scope, receive, send_with_headers)
+        try:
+            await self._app(scope, receive, send_with_headers)
+        except HTTPException as exc:
+            # StaticFiles raises its 404: answered here, it carries the headers too.
+            await PlainTextResponse(exc.detail, status_code=exc.status_code)(scope, receive, send_with_headers)
 
 
 async def _to_directory(request: Request) -> Response:

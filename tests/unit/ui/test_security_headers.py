@@ -28,3 +28,10 @@ async def test_the_page_is_html_and_its_modules_are_javascript(app_client: httpx
 async def test_the_bare_path_redirects_to_the_directory_keeping_the_query(app_client: httpx.AsyncClient) -> None:
     response = await app_client.get(UI_PATH, params={"index": "squad"})
     assert response.status_code == 308 and response.headers["location"] == "ui/?index=squad"
+
+
+async def test_a_missing_ui_file_is_a_404_with_the_security_headers(app_client: httpx.AsyncClient) -> None:
+    response = await app_client.get(f"{UI_PATH}/missing.js")
+    assert response.status_code == 404
+    for name, value in SECURITY_HEADERS.items():
+        assert response.headers[name] == value
