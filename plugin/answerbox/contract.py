@@ -189,13 +189,10 @@ class ChainReport(BaseModel):
     llm: LLMUsageReport
 
 
-class Citation(BaseModel):
+class Citation(TextSpan):
+    """A checked citation: the span of a hit that the answer's ``[marker]`` rests on."""
+
     marker: int
-    index: str = Field(serialization_alias="_index")
-    id: str = Field(serialization_alias="_id")
-    field: str
-    start: int
-    end: int
     quote: str
     support: float | None = None
 

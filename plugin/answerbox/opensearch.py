@@ -20,7 +20,7 @@ from opensearchpy.exceptions import ConnectionTimeout, TransportError
 from answerbox.config import OpenSearchSettings
 from answerbox.errors import UpstreamError, UpstreamUnavailable
 
-__all__ = ["Caller", "OpenSearchClients", "SearchBackend", "ensure_index", "translate"]
+__all__ = ["JSON", "Caller", "OpenSearchClients", "SearchBackend", "ensure_index", "translate", "with_pipeline"]
 
 # Headers that identify the caller to OpenSearch's security plugin.
 _CREDENTIAL_HEADERS = ("authorization", "cookie", "securitytenant", "x-opaque-id")
@@ -95,7 +95,7 @@ class SearchBackend:
         """``pipeline`` is the OpenSearch-side part of the running pipeline (``ctx.native``), so a
         processor's own searches get the same ``filter_query`` and the like as the user's search."""
         result: JSON = await translate(
-            self._client.search(index=index, body=_with_pipeline(body, pipeline), params=dict(params), headers=caller.as_dict())
+            self._client.search(index=index, body=with_pipeline(body, pipeline), params=dict(params), headers=caller.as_dict())
         )
         return result
 
@@ -113,13 +113,13 @@ class SearchBackend:
         ``inline=False`` sends the bodies as they are: a caller's own lines, each already
         carrying the pipeline OpenSearch must run (or none, to leave it to OpenSearch)."""
         lines: list[JSON] = [
-            line for header, body in searches for line in (header, _with_pipeline(body, pipeline) if inline else body)
+            line for header, body in searches for line in (header, with_pipeline(body, pipeline) if inline else body)
         ]
         result: JSON = await translate(self._client.msearch(body=lines, params=dict(params), headers=caller.as_dict()))
         return result
 
 
-def _with_pipeline(body: JSON, pipeline: JSON | None) -> JSON:
+def with_pipeline(body: JSON, pipeline: JSON | None) -> JSON:
     """Every search answerbox sends names its OpenSearch-side pipeline inline (empty when there is
     none): an index default naming an answerbox pipeline would otherwise be rejected by OpenSearch."""
     if "search_pipeline" in body:

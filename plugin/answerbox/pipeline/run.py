@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from answerbox.config import Settings
 from answerbox.contract import GenerativeQAParameters
 from answerbox.errors import AnswerboxError, InvalidRequest, validation_problems
-from answerbox.opensearch import Caller, SearchBackend
+from answerbox.opensearch import Caller, SearchBackend, with_pipeline
 from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRequest
 from answerbox.pipeline.engine import Pipeline
 from answerbox.pipeline.resolver import PipelineResolver
@@ -32,7 +32,7 @@ from answerbox.query_text import question_of
 __all__ = ["MsearchLine", "SearchEngine", "SearchRun"]
 
 # Parameters answerbox consumes; OpenSearch must not see them once a pipeline ran here.
-OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
+_OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
 # ext keys answerbox owns; OpenSearch rejects ext keys no plugin registered.
 _OWN_EXT = ("answerbox", "generative_qa_parameters")
 
@@ -88,7 +88,7 @@ class SearchRun:
         """Our parameters and ext keys removed, OpenSearch's own processors inline."""
         upstream = self.request.copy()
         upstream.body.pop("search_pipeline", None)
-        for name in OWN_PARAMS:
+        for name in _OWN_PARAMS:
             upstream.params.pop(name, None)
         ext = upstream.body.get("ext")
         if isinstance(ext, dict):
@@ -98,7 +98,7 @@ class SearchRun:
             if not ext:
                 upstream.body.pop("ext")
         # Inline even when empty: the index's default may name an answerbox pipeline OpenSearch does not know.
-        upstream.body["search_pipeline"] = self.pipeline.inline_native
+        upstream.body = with_pipeline(upstream.body, self.pipeline.inline_native)
         return upstream
 
     def _rendered(self, response: JSON) -> JSON:
@@ -155,7 +155,7 @@ class SearchEngine:
                 results[i] = prepared
         searches = [self._upstream_line(lines[i], runs[i], upstream[i]) for i in live]
         started = time.perf_counter()
-        own = {k: v for k, v in params.items() if k not in OWN_PARAMS}
+        own = {k: v for k, v in params.items() if k not in _OWN_PARAMS}
         answer = await self.backend.msearch(searches=searches, params=own, caller=caller, inline=False)
         took = (time.perf_counter() - started) * 1000
         responses = dict(zip(live, answer["responses"], strict=True))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from starlette.datastructures import MutableHeaders
-from starlette.requests import Request
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
