@@ -98,16 +98,28 @@ async def score_pairs(
 
 
 def platt(z: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> tuple[float, float]:
-    """Logistic regression of y on z (Newton's method, lightly regularised)."""
-    a, b = 1.0, 0.0
-    for _ in range(50):
-        p = 1 / (1 + np.exp(-(a * z + b)))
+    """Logistic regression of y on z, lightly regularised: Newton's method from zero with step
+    halving, so the likelihood never gets worse. (Plain Newton from a = 1 diverged once the
+    relevance logits grew large: saturated probabilities leave the Hessian near singular.)"""
+
+    def loss(a: float, b: float) -> float:
+        t = a * z + b
+        return float(np.sum(np.logaddexp(0.0, t) - y * t) + 0.5e-3 * a * a)
+
+    a, b = 0.0, 0.0
+    current = loss(a, b)
+    for _ in range(100):
+        p = 0.5 * (1 + np.tanh((a * z + b) / 2))  # the logistic function, without overflow
         w = p * (1 - p) + 1e-9
         grad = np.array([np.sum((p - y) * z) + 1e-3 * a, np.sum(p - y)])
         hess = np.array([[np.sum(w * z * z) + 1e-3, np.sum(w * z)], [np.sum(w * z), np.sum(w)]])
         step = np.linalg.solve(hess, grad)
-        a, b = a - step[0], b - step[1]
-        if np.abs(step).max() < 1e-8:
+        scale = 1.0
+        while loss(a - scale * step[0], b - scale * step[1]) > current and scale > 1e-6:
+            scale /= 2
+        a, b = a - scale * step[0], b - scale * step[1]
+        current = loss(a, b)
+        if np.abs(scale * step).max() < 1e-8:
             break
     return float(a), float(b)
 

@@ -1,0 +1,26 @@
+"""The Platt fit behind the evaluator's score: it must converge however large the logits are."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnx_models.calibrate import platt
+
+
+@pytest.mark.parametrize("spread", [1.0, 8.0, 40.0])
+def test_platt_recovers_the_slope_and_stays_finite_for_large_logits(spread: float) -> None:
+    rng = np.random.default_rng(0)
+    z = rng.normal(0.0, spread, 4000)
+    # Labels drawn from a known logistic curve in z / spread: slope 1.5 / spread, offset -0.5.
+    y = (rng.random(4000) < 1 / (1 + np.exp(-(1.5 * z / spread - 0.5)))).astype(np.float64)
+    a, b = platt(z, y)
+    assert np.isfinite([a, b]).all()
+    assert a * spread == pytest.approx(1.5, rel=0.15) and b == pytest.approx(-0.5, abs=0.15)
+
+
+def test_platt_on_separable_scores_is_steep_but_finite() -> None:
+    z = np.array([-12.0, -9.0, -7.0, 7.0, 9.0, 12.0])
+    y = np.array([0.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    a, b = platt(z, y)
+    assert np.isfinite([a, b]).all() and a > 0
