@@ -76,6 +76,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RetrievalEvaluator", "RetrievalEvaluatorConfig", "Verdict", "judge"]
 
+# The share of the processor's time its model work may take: the rest returns the hits.
+_WORK_SHARE = 0.9
 # A hit without text cannot support an answer: it scores as the worst possible passage.
 _NO_TEXT_SCORE = -1.0
 
@@ -181,20 +183,26 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         scored = hits[: min(self.config.top_n, self.services.settings.limits.max_hits_processed)]
         passages = [passages_of(hit, self.config.text_fields) for hit in scored]
         try:
-            models = await self.services.models()
-            scores = await _score_hits(models.evaluator, question, passages)
+            # Within its share of the pipeline's time: under load the model's queue may be too
+            # long, and then the hits go on unjudged rather than the search failing.
+            async with asyncio.timeout(ctx.time_left() * _WORK_SHARE):
+                models = await self.services.models()
+                scores = await _score_hits(models.evaluator, question, passages)
+                upper, lower = self._thresholds(models.manifest)
+                verdict = judge(scores, upper, lower)
+                config, prompt = self.config.corrective, self._prompt
+                internal, corrective = await asyncio.gather(
+                    self._refine(models.evaluator, question, passages, ctx) if verdict is not Verdict.INCORRECT else _no_strips(),
+                    self._corrective(config, prompt, models.evaluator, question, request, {hit_key(h) for h in scored}, ctx)
+                    if verdict is not Verdict.CORRECT and config is not None and prompt is not None
+                    else _no_corrective(),
+                )
         except ModelError as exc:
             ctx.report.warn(f"{self.name}: the retrieval evaluator failed; hits are unchanged: {exc.reason}")
             return response
-        upper, lower = self._thresholds(models.manifest)
-        verdict = judge(scores, upper, lower)
-        config, prompt = self.config.corrective, self._prompt
-        internal, corrective = await asyncio.gather(
-            self._refine(models.evaluator, question, passages, ctx) if verdict is not Verdict.INCORRECT else _no_strips(),
-            self._corrective(config, prompt, models.evaluator, question, request, {hit_key(h) for h in scored}, ctx)
-            if verdict is not Verdict.CORRECT and config is not None and prompt is not None
-            else _no_corrective(),
-        )
+        except TimeoutError:
+            ctx.report.warn(f"{self.name}: the evaluator did not finish in its share of the pipeline's time; hits are unchanged")
+            return response
         ranking = self._rank_scores(scored, scores, models.manifest, ctx) if self.config.rerank else scores
         dropped = self._apply_to_hits(response, hits, scores, ranking, lower)
         ctx.report.retrieval = RetrievalReport(
