@@ -61,7 +61,6 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
     prompts = PromptLibrary(settings.templates_dir)
     services = Services(
         settings,
-        clients.search,
         LLMClient(settings.llm, prompts),
         prompts,
         SharedCache(clients.service, settings.opensearch.cache_index),

@@ -84,7 +84,7 @@ async def ensure_index(client: AsyncOpenSearch, index: str, body: JSON) -> None:
 
 
 class SearchBackend:
-    """Searches run on the caller's behalf: the only way processors reach OpenSearch."""
+    """Searches run on the caller's behalf; processors reach it only through ``ScopedSearch``."""
 
     def __init__(self, client: AsyncOpenSearch) -> None:
         self._client = client

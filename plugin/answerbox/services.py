@@ -1,5 +1,5 @@
-"""What processors share: settings, OpenSearch on the caller's behalf, the LLM, prompts, models,
-and a cache shared by replicas.
+"""What processors share: settings, the LLM, prompts, models, and a cache shared by replicas.
+(OpenSearch on the caller's behalf comes per search, as ``ctx.search``.)
 
 Built once per app in the lifespan; processors receive it at construction and do no I/O
 until they run. ONNX models load lazily on first use, off the event loop.
@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from answerbox.config import Settings
 from answerbox.llm import LLMClient
-from answerbox.opensearch import SearchBackend
 from answerbox.prompts import PromptLibrary
 from answerbox.shared_cache import SharedCache
 
@@ -24,10 +23,9 @@ __all__ = ["Services"]
 
 class Services:
     def __init__(
-        self, settings: Settings, search: SearchBackend, llm: LLMClient, prompts: PromptLibrary, shared_cache: SharedCache
+        self, settings: Settings, llm: LLMClient, prompts: PromptLibrary, shared_cache: SharedCache
     ) -> None:
         self.settings = settings
-        self.search = search
         self.shared_cache = shared_cache
         self.llm = llm
         self.prompts = prompts

@@ -124,6 +124,14 @@ class PipelineContext:
         """Seconds the running processor has left: its LLM calls and searches must fit in them."""
         return max(0.0, self.step_deadline - time.perf_counter())
 
+    def time_for_work(self) -> float:
+        """What the processor's own work may take: its time left less a margin, so that work out
+        of time can still degrade (a fallback, a warning) before the engine's timeout fails it."""
+        return self.time_left() * _WORK_SHARE
+
+
+# The share of its time left a processor's own work may take (see time_for_work).
+_WORK_SHARE = 0.9
 
 C = TypeVar("C", bound=ProcessorConfig)
 

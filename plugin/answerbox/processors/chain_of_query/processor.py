@@ -25,8 +25,6 @@ from answerbox.processors.text.normalize import contains_answer
 
 __all__ = ["ChainOfQuery", "ChainOfQueryConfig"]
 
-_CHAIN_SHARE = 0.9
-
 
 class ChainOfQueryConfig(ProcessorConfig):
     index: str | None = Field(default=None, min_length=1)  # where nodes are checked; default: the searched index
@@ -62,7 +60,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             return response
         theta = self.config.theta if self.config.theta is not None else models.manifest.theta
         # Its share of the pipeline's time, less a margin for tracing and the report.
-        budget_s = min(self.config.budget_s, ctx.time_left() * _CHAIN_SHARE)
+        budget_s = min(self.config.budget_s, ctx.time_for_work())
         result = await ChainRun(self.services, self._settings(request, theta), search=ctx.search, question=question, budget_s=budget_s).run()
         for warning in result.warnings:
             ctx.report.warn(warning)

@@ -36,8 +36,6 @@ _EVIDENCE_IS_DATA = "cited_answer/evidence_is_data.j2"
 # The LLM gets at most this share of the processor's time left: the rest is for the
 # citation check or the extractive fallback, so a slow LLM never costs the answer.
 _LLM_SHARE = 0.7
-# The extractive answer's share of what is left: the rest is for the engine to wrap up.
-_EXTRACTIVE_SHARE = 0.9
 
 
 class CitedAnswerConfig(ProcessorConfig):
@@ -216,7 +214,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         """The reader's featured snippet; ``flagged`` are the LLM's claims it replaces."""
         try:
             # Within the time left: under load an abstention, never a failed search.
-            async with asyncio.timeout(ctx.time_left() * _EXTRACTIVE_SHARE):
+            async with asyncio.timeout(ctx.time_for_work()):
                 models = await self.services.models()
                 answer = await featured_snippet(question, blocks, models, min_support=self._min_support(models), flagged=flagged)
         except ModelError as exc:

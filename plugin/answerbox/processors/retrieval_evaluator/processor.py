@@ -76,8 +76,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RetrievalEvaluator", "RetrievalEvaluatorConfig", "Verdict", "judge"]
 
-# The share of the processor's time its model work may take: the rest returns the hits.
-_WORK_SHARE = 0.9
 # A hit without text cannot support an answer: it scores as the worst possible passage.
 _NO_TEXT_SCORE = -1.0
 
@@ -185,7 +183,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         try:
             # Within its share of the pipeline's time: under load the model's queue may be too
             # long, and then the hits go on unjudged rather than the search failing.
-            async with asyncio.timeout(ctx.time_left() * _WORK_SHARE):
+            async with asyncio.timeout(ctx.time_for_work()):
                 models = await self.services.models()
                 scores = await _score_hits(models.evaluator, question, passages)
                 upper, lower = self._thresholds(models.manifest)
