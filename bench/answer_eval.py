@@ -21,18 +21,25 @@ the texts the real LLM wrote: the same answers, checked by the models as they ar
 times are those of a zero-latency LLM: the gap between the first token and the answer is
 the check.
 
-Rows are appended to ``$ANSWERBOX_BENCH_DIR/answer_eval/<mode>.jsonl`` so a run resumes.
+``--pipeline embedded`` and ``--pipeline readme`` run the embedded default's pipeline and
+the README's admin pipeline instead (expansion, evaluator, chain: whatever they hold), with
+answerbox's default limits: the numbers a new user gets.
+
+Rows are appended to ``$ANSWERBOX_BENCH_DIR/answer_eval/<run>.jsonl`` so a run resumes.
 Use an LLM server that finishes every stream: llama.cpp's ``--interrupt_requests False``.
 
     PYTHONPATH=plugin python -m bench.answer_eval --sample 300 --modes extractive generative replay
+    PYTHONPATH=plugin python -m bench.answer_eval --sample 300 --modes generative --pipeline embedded
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import os
+import re
 import statistics
 import time
 from collections.abc import Sequence
@@ -42,12 +49,14 @@ from typing import Any
 
 import httpx
 from answerbox.app import create_app
-from answerbox.config import ModelSettings, Settings
+from answerbox.config import REPO_ROOT, ModelSettings, Settings
+from answerbox.embedded import SAMPLE_PIPELINE
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.processors.cited_answer.citations import parse_claims
 from answerbox.processors.cited_answer.evidence import EvidenceFields, evidence_from_hits, number
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
+from bench.stats import quantile
 from onnx_models.squad import (
     DEV_FILE,
     Paragraph,
@@ -94,7 +103,19 @@ def _load_corpus(client: httpx.Client, url: str, paragraphs: Sequence[Paragraph]
     assert not response.json()["errors"]
 
 
+def _readme_pipeline() -> dict[str, Any]:
+    """The admin pipeline the README registers, read from its curl so the bench runs what users copy."""
+    curl = re.search(r"_search/pipeline/answers -H '[^']*' -d '([^']*)'", (REPO_ROOT / "README.md").read_text())
+    if curl is None:
+        raise SystemExit("README.md registers no pipeline 'answers'")
+    return dict(json.loads(curl[1]))
+
+
 def _pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    if args.pipeline == "embedded":
+        return SAMPLE_PIPELINE
+    if args.pipeline == "readme":
+        return _readme_pipeline()
     config = {
         "size": args.size,
         "snippet_chars": args.snippet_chars,
@@ -163,7 +184,9 @@ def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: 
         "contains": not answer["abstained"] and _contains_answer(answer["text"], question.answers),
         "raw_contains": _contains_answer(raw, question.answers),
         "cited_right": [right(c["_id"]) for c in answer["citations"]],
-        "raw_cited_right": [right(doc) for doc in _raw_citations(raw, seen["hits"], args)],
+        "cited_support": [c.get("support") for c in answer["citations"]],
+        # Only the bench's own pipeline numbers its evidence as _raw_citations does.
+        "raw_cited_right": [right(doc) for doc in _raw_citations(raw, seen["hits"], args)] if args.pipeline == "answers" else None,
         "gold_in_hits": paragraph.id in {h["_id"] for h in seen["hits"][: args.size]},
         "at": seen["at"],
         "errors": len(seen["errors"]),
@@ -171,25 +194,30 @@ def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: 
     }
 
 
-def _rows(mode: str) -> dict[str, dict[str, Any]]:
-    path = CACHE_DIR / "answer_eval" / f"{mode}.jsonl"
+def _rows(name: str) -> dict[str, dict[str, Any]]:
+    path = CACHE_DIR / "answer_eval" / f"{name}.jsonl"
     return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
 
 
-def _append(mode: str, row: dict[str, Any]) -> None:
-    path = CACHE_DIR / "answer_eval" / f"{mode}.jsonl"
+def _append(name: str, row: dict[str, Any]) -> None:
+    path = CACHE_DIR / "answer_eval" / f"{name}.jsonl"
     with path.open("a") as out:
         out.write(json.dumps(row) + "\n")
 
 
-def _run(client: httpx.Client, url: str, mode: str, sample: list[tuple[Paragraph, Question]], texts: dict[str, str], args: argparse.Namespace) -> None:
-    done = _rows(mode)
+def _run(client: httpx.Client, url: str, name: str, sample: list[tuple[Paragraph, Question]], texts: dict[str, str], args: argparse.Namespace) -> None:
+    done = _rows(name)
     todo = [(p, q) for p, q in sample if q.id not in done]
     started = time.perf_counter()
     for n, (paragraph, question) in enumerate(todo, 1):
-        _append(mode, _row(_stream(client, url, question.text), paragraph, question, texts, args))
+        _append(name, _row(_stream(client, url, question.text), paragraph, question, texts, args))
         if n % 25 == 0:
-            print(f"  {mode}: {n}/{len(todo)} in {time.perf_counter() - started:.0f}s", flush=True)
+            print(f"  {name}: {n}/{len(todo)} in {time.perf_counter() - started:.0f}s", flush=True)
+
+
+def _run_name(args: argparse.Namespace, mode: str) -> str:
+    """Where a run's rows go: the bench's own cited-answer pipeline keeps the bare mode."""
+    return mode if args.pipeline == "answers" else f"{args.pipeline}-{mode}"
 
 
 def _replay_llm(stack: ExitStack, sample: list[tuple[Paragraph, Question]]) -> tuple[str, list[tuple[Paragraph, Question]]]:
@@ -214,41 +242,39 @@ def _search_times(client: httpx.Client, url: str, sample: list[tuple[Paragraph, 
     return times
 
 
-def _pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
 def _share(flags: Sequence[bool]) -> str:
     return f"{100 * sum(flags) / len(flags):.1f}% ({sum(flags)}/{len(flags)})" if flags else "n/a (0)"
 
 
-def _report(mode: str, sample: list[tuple[Paragraph, Question]], search_times: list[float]) -> None:
-    rows = _rows(mode)
+def _report(name: str, mode: str, sample: list[tuple[Paragraph, Question]], search_times: list[float]) -> None:
+    rows = _rows(name)
     rows_in = [rows[q.id] for _, q in sample if q.id in rows]
     if not rows_in:
         return
     n = len(rows_in)
-    print(f"\n== {mode}: {n} questions ==")
+    print(f"\n== {name}: {n} questions ==")
     print(f"gold paragraph among the evidence: {_share([r['gold_in_hits'] for r in rows_in])}")
     print(f"abstained: {_share([r['abstained'] for r in rows_in])}; LLM errors: {sum(r['errors'] for r in rows_in)}")
+    modes = collections.Counter(r["mode"] for r in rows_in if not r["abstained"])
+    print(f"answers by mode: {dict(modes)}; with a warning: {_share([bool(r['warnings']) for r in rows_in])}")
     if mode == "extractive":
         print(f"EM {100 * statistics.mean(r['em'] for r in rows_in):.2f}  F1 {100 * statistics.mean(r['f1'] for r in rows_in):.2f}")
     else:  # generative, or its replay: the recorded LLM texts checked again by the current models
         checked, raw_text = _share([r["contains"] for r in rows_in]), _share([r["raw_contains"] for r in rows_in])
         print(f"gold-answer containment: checked answer {checked}, raw LLM text {raw_text}")
-        raw = [ok for r in rows_in for ok in r["raw_cited_right"]]
-        print(f"citations per answer: raw {len(raw) / n:.2f}, after the check {sum(len(r['cited_right']) for r in rows_in) / n:.2f}")
-        print(f"unsupported-citation rate before the check: {_share([not ok for ok in raw])}")
+        if all(r.get("raw_cited_right") is not None for r in rows_in):
+            raw = [ok for r in rows_in for ok in r["raw_cited_right"]]
+            print(f"citations per answer: raw {len(raw) / n:.2f}, after the check {sum(len(r['cited_right']) for r in rows_in) / n:.2f}")
+            print(f"unsupported-citation rate before the check: {_share([not ok for ok in raw])}")
     kept = [ok for r in rows_in for ok in r["cited_right"]]
     print(f"citation precision: {_share(kept)}; unsupported-citation rate after the check: {_share([not ok for ok in kept])}")
     for event in ("hits", "token", "answer"):
         times = [r["at"][event] * 1000 for r in rows_in if event in r["at"]]
         if times:
-            print(f"stream time to first {event:<6}: p50 {_pct(times, 0.5):8.1f} ms  p95 {_pct(times, 0.95):8.1f} ms  (n={len(times)})")
+            print(f"stream time to first {event:<6}: p50 {quantile(times, 0.5):8.1f} ms  p95 {quantile(times, 0.95):8.1f} ms  (n={len(times)})")
     if search_times:
         ms = [t * 1000 for t in search_times]
-        print(f"full _search response (same pipeline): p50 {_pct(ms, 0.5):8.1f} ms  p95 {_pct(ms, 0.95):8.1f} ms  (n={len(ms)})")
+        print(f"full _search response (same pipeline): p50 {quantile(ms, 0.5):8.1f} ms  p95 {quantile(ms, 0.95):8.1f} ms  (n={len(ms)})")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -263,7 +289,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--search-sample", type=int, default=10, help="questions also timed through plain _search")
     parser.add_argument("--llm-url", default="http://127.0.0.1:8081/v1")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument(
+        "--pipeline",
+        choices=("answers", "embedded", "readme"),
+        default="answers",
+        help="answers: cited_answer alone, shaped by the options above; embedded: the embedded default's pipeline;"
+        " readme: the README's admin pipeline. The last two run with answerbox's default limits and LLM timeout.",
+    )
     args = parser.parse_args(argv)
+    if args.pipeline != "answers" and "replay" in args.modes:
+        parser.error("replay re-checks one LLM answer per question: only with --pipeline answers")
 
     paragraphs = _dev()
     texts = {p.id: p.context for p in paragraphs}
@@ -286,19 +321,23 @@ def main(argv: Sequence[str] | None = None) -> None:
                 questions = sample
                 llm: dict[str, Any] = {}
                 if mode == "generative":
-                    llm = {"base_url": args.llm_url, "model": "smollm2", "timeout_s": 240}
+                    llm = {"base_url": args.llm_url, "model": "smollm2"}
                 elif mode == "replay":
                     replay_url, questions = _replay_llm(stack, sample)
                     llm = {"base_url": replay_url}
-                settings = Settings.load(opensearch={"url": osmem.url}, llm=llm, limits={"processor_timeout_s": 400, "pipeline_budget_s": 400})
+                limits: dict[str, Any] = {}
+                if args.pipeline == "answers":  # the bench's own pipeline measures the answer, not the time limits
+                    limits = {"processor_timeout_s": 400, "pipeline_budget_s": 400}
+                    llm |= {"timeout_s": 240} if mode == "generative" else {}
+                settings = Settings.load(opensearch={"url": osmem.url}, llm=llm, limits=limits)
                 url = stack.enter_context(serve(create_app(settings)))
                 client.put(f"{url}/_search/pipeline/answers", json=_pipeline(args)).raise_for_status()
                 _stream(client, url, "warm up")  # loads the models: not part of any question's time
                 print(f"{mode}: {len(questions)} questions", flush=True)
-                _run(client, url, mode, questions, texts, args)
+                _run(client, url, _run_name(args, mode), questions, texts, args)
                 search_times[mode] = _search_times(client, url, cold[: args.search_sample])
     for mode in args.modes:
-        _report(mode, sample, search_times.get(mode, []))
+        _report(_run_name(args, mode), mode, sample, search_times.get(mode, []))
 
 
 if __name__ == "__main__":

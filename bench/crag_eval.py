@@ -42,6 +42,7 @@ from answerbox.config import ModelSettings, Settings
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
+from bench.stats import quantile
 from onnx_models.squad import DEV_FILE, Paragraph, Question, load_squad, normalize_answer, sample_questions
 from tests.support.servers import serve
 
@@ -140,11 +141,6 @@ async def run_both(
     return [full for full, _ in pairs], [holdout for _, holdout in pairs]
 
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def report(name: str, questions: Sequence[tuple[Paragraph, Question]], outcomes: Sequence[Outcome], recall: bool) -> dict[str, Any]:
     verdicts = collections.Counter(o.verdict for o in outcomes)
     n = len(outcomes)
@@ -166,11 +162,11 @@ def report(name: str, questions: Sequence[tuple[Paragraph, Question]], outcomes:
             for v in VERDICTS
             if verdicts.get(v)
         },
-        "best_score_quantiles": {f"p{q}": round(_quantile([o.best for o in outcomes], q / 100), 4) for q in (5, 10, 25, 50, 75, 90)},
+        "best_score_quantiles": {f"p{q}": round(quantile([o.best for o in outcomes], q / 100), 4) for q in (5, 10, 25, 50, 75, 90)},
         "latency_ms": {
             "mean": round(statistics.fmean(o.millis for o in outcomes), 1),
-            "p50": round(_quantile([o.millis for o in outcomes], 0.5), 1),
-            "p95": round(_quantile([o.millis for o in outcomes], 0.95), 1),
+            "p50": round(quantile([o.millis for o in outcomes], 0.5), 1),
+            "p95": round(quantile([o.millis for o in outcomes], 0.95), 1),
         },
     }
     if recall:
@@ -202,7 +198,7 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     for summary in summaries:
         print(json.dumps(summary), flush=True)
     # A query-level lower: Incorrect for at most 5% of questions whose gold paragraph is indexed.
-    lower = _quantile([o.best for o in full], 0.05)
+    lower = quantile([o.best for o in full], 0.05)
     shares = [sum(o.best < lower for o in outcomes) / len(outcomes) for outcomes in (full, holdout)]
     print(f"query-level lower {lower:.4f} (p5 of the best score, gold indexed): Incorrect {shares[0]:.3f} full, {shares[1]:.3f} holdout")
     return summaries

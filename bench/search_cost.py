@@ -30,6 +30,7 @@ from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
 from bench.crag_eval import dev_paragraphs, index_paragraphs
+from bench.stats import quantile
 from onnx_models.squad import normalize_answer, sample_questions
 from tests.support.servers import serve
 
@@ -50,11 +51,6 @@ def model_at_revision(revision: str, folder: str, target: Path) -> Path:
         blob = subprocess.run(["git", "show", f"{revision}:{folder}/{name}"], cwd=REPO_ROOT, capture_output=True, check=True)
         (target / name).write_bytes(blob.stdout)
     return target
-
-
-def _quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _search(http: httpx.Client, url: str, question: str) -> tuple[float, str]:
@@ -91,8 +87,8 @@ def bench(args: argparse.Namespace, baseline: Path) -> dict[str, Any]:
     for name, path in models.items():
         summary[name] = {
             "model": str(path),
-            "p50_ms": round(_quantile(millis[name], 0.5), 1),
-            "p99_ms": round(_quantile(millis[name], 0.99), 1),
+            "p50_ms": round(quantile(millis[name], 0.5), 1),
+            "p99_ms": round(quantile(millis[name], 0.99), 1),
             "mean_ms": round(statistics.fmean(millis[name]), 1),
             "answer_contains_gold": round(contains[name] / len(questions), 4),
         }

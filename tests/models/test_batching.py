@@ -4,7 +4,7 @@ import asyncio
 import threading
 
 import pytest
-from answerbox.models.batching import MicroBatcher, QueueFull
+from answerbox.models.batching import MicroBatcher, QueueFull, partition
 
 
 class Recorder:
@@ -35,9 +35,23 @@ async def test_batches_respect_max_batch_and_are_sorted_by_length() -> None:
     batcher: MicroBatcher[str, str] = MicroBatcher(model, max_batch=4, max_wait_s=0.05)
     items = ["aaaa", "a", "aaa", "aa", "aaaaa", "aaaaaa"]
     assert await batcher.submit(items) == [i.upper() for i in items]
-    assert [len(b) for b in model.batches] == [4, 2]
-    assert model.batches[0] == ["a", "aa", "aaa", "aaaa"]
+    assert len(model.batches) == 2 and all(len(b) <= 4 for b in model.batches)
+    assert [item for batch in model.batches for item in batch] == sorted(items, key=len)
     batcher.close()
+
+
+def test_short_items_are_not_padded_to_long_ones() -> None:
+    # A search's ten titles (a dozen tokens) and ten passages (~190): one batch of 16 would pad
+    # six titles to 190 tokens; apart, each batch pads to its own length.
+    lengths = [12] * 10 + [190] * 10
+    assert partition(lengths, max_batch=16) == [range(0, 10), range(10, 20)]
+
+
+def test_similar_items_share_one_batch_up_to_max_batch() -> None:
+    assert partition([100, 101, 102, 104], max_batch=16) == [range(0, 4)]
+    batches = partition([50] * 20, max_batch=16)
+    assert len(batches) == 2 and all(len(b) <= 16 for b in batches) and [i for b in batches for i in b] == list(range(20))
+    assert partition([], max_batch=4) == []
 
 
 async def test_a_lone_caller_waits_at_most_max_wait() -> None:

@@ -211,8 +211,8 @@ def test_ambiguous_verdict_keeps_both_sets_without_duplicates(
     scripted.replies = ["Nile, countries, cross"]
     url = make_answerbox(llm={"base_url": llm_url})
     # An upper above every fixture's score makes the Nile passage ambiguous, whatever the model.
-    # Every strip is kept, so the knowledge shows both sets whole.
-    pipeline = _pipeline(top_n=1, strip_threshold=-1.0, strips_top_k=20, upper=0.95)
+    # Every passage is refined (lower -1) and every strip kept, so the knowledge shows both sets whole.
+    pipeline = _pipeline(top_n=1, strip_threshold=-1.0, strips_top_k=20, upper=0.95, lower=-1.0)
     result = _search(client, url, "wiki", NILE_Q, pipeline, size=1)
     retrieval = _retrieval(result)
     assert retrieval["verdict"] == "ambiguous"
@@ -227,6 +227,20 @@ def test_ambiguous_verdict_keeps_both_sets_without_duplicates(
     assert {doc for doc, _ in knowledge} == {"nile", *corrective}
     assert knowledge[0][0] == "nile" and len(set(knowledge)) == len(knowledge)
     _assert_exact_offsets(retrieval["knowledge"], corpus)
+
+
+def test_only_the_best_passages_at_or_above_lower_are_refined(make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client) -> None:
+    # Every wiki document is judged; strips of any score would be kept, but only the passages
+    # the evaluator did not rule out are cut into strips, and at most strips_top_k of them.
+    url = make_answerbox()
+    pipeline = _pipeline(strip_threshold=-1.0, strips_top_k=20, corrective=None)
+    retrieval = _retrieval(_search_all(client, url, "wiki", CORRECT_Q, pipeline))
+    scores = {s["_id"]: s["score"] for s in retrieval["scores"]}
+    refined = {s["_id"] for s in retrieval["knowledge"]}
+    assert "eiffel" in refined and refined == {doc for doc, score in scores.items() if score >= VERDICT_THRESHOLDS["lower"]}
+    assert len(refined) < len(scores)
+    one = _retrieval(_search_all(client, url, "wiki", CORRECT_Q, _pipeline(strip_threshold=-1.0, strips_top_k=1, lower=-1.0, corrective=None)))
+    assert {s["_id"] for s in one["knowledge"]} == {"eiffel"}
 
 
 def test_thresholds_default_to_the_manifest(make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client) -> None:
@@ -247,7 +261,9 @@ ELEVATION_Q = "What is the elevation of Mount Everest?"
 def stuffed(corpus: OpenSearch) -> list[dict[str, Any]]:
     """A passage BM25 puts first for ELEVATION_Q (short and full of its words) that answers
     nothing; returns the engine's own hits for the question."""
-    text = "Mount Everest elevation: unknown to the students of the elevation club, who never studied Everest."
+    # Far below the Everest article in the evaluator's eyes (about 0.1 against 0.6): int8 scores
+    # move a few hundredths with what shares their batch, so a close pair would flip.
+    text = "The Everest elevation club meets on Mondays; members of the Mount Everest elevation club like tea."
     corpus.index(index="wiki", id="stuffed", body={"text": text}, refresh=True)
     direct: list[dict[str, Any]] = corpus.search(index="wiki", body={"query": {"match": {"text": ELEVATION_Q}}})["hits"]["hits"]
     assert direct[0]["_id"] == "stuffed"

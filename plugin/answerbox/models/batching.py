@@ -2,9 +2,11 @@
 
 Callers ``await submit(items)``. A worker task collects pending items until ``max_batch``
 are waiting or the oldest has waited ``max_wait_s``, then takes everything pending as one
-round, sorts the round by length (so each batch pads to similar lengths) and runs it in
-batches of at most ``max_batch`` on a single worker thread: inference never blocks the
-event loop, and one batch runs at a time so ONNX Runtime's own threads are not oversubscribed.
+round, sorts the round by length and cuts it into batches of at most ``max_batch`` where
+padding would cost more than another model call (:func:`partition`: a search's short title
+fields do not pad to its long passages), and runs them on a single worker thread: inference
+never blocks the event loop, and one batch runs at a time so ONNX Runtime's own threads are
+not oversubscribed.
 
 Work nobody waits for is not done: a caller that gave up (a timeout, a client that left) is
 dropped from every batch not yet started. The queue is bounded: past ``max_pending`` items a
@@ -14,6 +16,7 @@ submit fails at once with ``QueueFull`` rather than queueing work no caller will
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence, Sized
@@ -21,10 +24,31 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-__all__ = ["BatchStats", "MicroBatcher", "QueueFull"]
+__all__ = ["BatchStats", "MicroBatcher", "QueueFull", "partition"]
 
 T = TypeVar("T", bound=Sized)
 R = TypeVar("R")
+
+# What one more model call costs, in padded positions (items x length): the per-call work
+# of ONNX Runtime, about that of a 64-token window on MiniLM.
+BATCH_COST = 64
+
+
+def partition(lengths: Sequence[int], max_batch: int, batch_cost: int = BATCH_COST) -> list[range]:
+    """Cut items of ascending ``lengths`` into consecutive batches of at most ``max_batch`` items,
+    with the least padded size (each batch pads to its longest) plus ``batch_cost`` per batch."""
+    best = [0.0] + [math.inf] * len(lengths)  # best[j]: the cheapest cut of the first j items
+    start = [0] * (len(lengths) + 1)
+    for j in range(1, len(lengths) + 1):
+        for i in range(max(0, j - max_batch), j):
+            cost = best[i] + (j - i) * lengths[j - 1] + batch_cost
+            if cost < best[j]:
+                best[j], start[j] = cost, i
+    batches, j = [], len(lengths)
+    while j:
+        batches.append(range(start[j], j))
+        j = start[j]
+    return batches[::-1]
 
 
 @dataclass
@@ -106,9 +130,9 @@ class MicroBatcher(Generic[T, R]):
             round_, self._pending = self._pending, []
             live = [entry for entry in round_ if not entry[1].done()]  # drop cancelled callers
             live.sort(key=lambda entry: len(entry[0]))
-            for start in range(0, len(live), self._max_batch):
+            for batch in partition([len(entry[0]) for entry in live], self._max_batch):
                 # Callers may have given up while earlier batches of this round ran.
-                chunk = [entry for entry in live[start : start + self._max_batch] if not entry[1].done()]
+                chunk = [entry for entry in live[batch.start : batch.stop] if not entry[1].done()]
                 if not chunk:
                     continue
                 began = time.monotonic()

@@ -35,6 +35,7 @@ __all__ = [
     "parse_claims",
     "read_answer",
     "rewrite",
+    "without_echoed_fields",
     "words",
 ]
 
@@ -46,6 +47,8 @@ _NUMBER = re.compile(r"\d+")
 # costs one scan, not one per dot (which was quadratic).
 _CLAIM = re.compile(rf"\S.*?(?:(?<![.!?])[.!?]++(?:\s*{_GROUP})*(?=\s|$)|$)", re.DOTALL)
 _WORD = re.compile(r"\w+")
+# The field labels of an evidence block (templates/cited_answer/freshprompt.j2) at a line's start.
+_ECHOED_FIELD = re.compile(r"^[ \t]*(?:(?:source|date|title|highlight)[ \t]*:[^\n]*(?:\n|$)|snippet[ \t]*:[ \t]*)", re.MULTILINE)
 # Function words carry no claim: a sentence is not "unsupported" for saying "the" or "is".
 _STOPWORDS = FUNCTION_WORDS | frozenset("according answer question today".split())
 
@@ -84,6 +87,12 @@ def read_answer(text: str, structured: bool) -> str:
     if answer is None:
         return text
     return " ".join(s for s in map(_sentence, answer.sentences) if s)
+
+
+def without_echoed_fields(answer: str) -> str:
+    """The answer without the evidence blocks' layout a small model copies into it: the
+    ``source:``/``date:``/``title:``/``highlight:`` lines go, a ``snippet:`` label leaves its text."""
+    return _ECHOED_FIELD.sub("", answer).strip()
 
 
 def words(text: str) -> set[str]:

@@ -20,7 +20,7 @@ from answerbox.contract import Answer, FlaggedClaim
 from answerbox.errors import LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.processors.cited_answer.citations import ANSWER_SCHEMA, Check, ClaimVerdict, citation_of, parse_claims, read_answer, rewrite
+from answerbox.processors.cited_answer.citations import ANSWER_SCHEMA, Check, ClaimVerdict, citation_of, parse_claims, read_answer, rewrite, without_echoed_fields
 from answerbox.processors.cited_answer.evidence import Evidence, EvidenceFields, evidence_from_hits, evidence_from_references, number, written_date
 from answerbox.processors.cited_answer.extractive import featured_snippet
 from answerbox.processors.text.passages import hits_of
@@ -55,9 +55,13 @@ class CitedAnswerConfig(ProcessorConfig):
     prompt: str | None = Field(default=None, min_length=1, description="Jinja2 text replacing freshprompt.j2")
     check_citations: bool = True
     attribute_uncited: bool = Field(default=True, description="cite an uncited sentence's best block when it passes the check")
-    # The evaluator score a cited block (or the featured snippet's passage) needs; None: the
-    # model's calibrated support_lower: 95% of passages holding the answer score above it.
+    # The evaluator score a cited block needs; None: the model's calibrated support_lower: 95%
+    # of passages holding the answer score above it.
     min_support: float | None = Field(default=None, ge=-1, le=1)
+    # The score the featured snippet's passage needs. Scores are calibrated as 2P - 1, so 0 is
+    # even odds that the passage holds the answer: a snippet, unlike an LLM's claim that it
+    # checks, is the answer on its own, and below even odds abstaining is the better answer.
+    snippet_min_support: float = Field(default=0.0, ge=-1, le=1)
     min_coverage: float = Field(default=0.5, ge=0, le=1, description="share of a claim's new words the block must hold")
     abstain_text: str = Field(default="The search results do not support an answer.", min_length=1)
 
@@ -181,6 +185,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             return None
 
     async def _checked(self, text: str, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer:
+        text = without_echoed_fields(text)
         claims = parse_claims(text)
         cited = [c for c in claims if c.markers]
         uncited = [c for c in claims if not c.markers] if self.config.attribute_uncited else []
@@ -216,7 +221,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             # Within the time left: under load an abstention, never a failed search.
             async with asyncio.timeout(ctx.time_for_work()):
                 models = await self.services.models()
-                answer = await featured_snippet(question, blocks, models, min_support=self._min_support(models), flagged=flagged)
+                answer = await featured_snippet(question, blocks, models, min_support=self.config.snippet_min_support, flagged=flagged)
         except ModelError as exc:
             ctx.report.warn(f"cited_answer: the reader is unavailable, no extractive answer: {exc.reason}")
             answer = None

@@ -7,7 +7,8 @@ some hit scores >= ``upper``, **incorrect** when every hit scores < ``lower`` (s
 there are no hits), **ambiguous** otherwise. The thresholds come from the model manifest
 (``crag_upper`` / ``crag_lower``) unless the pipeline sets ``upper`` / ``lower``.
 
-- correct → knowledge refinement of the hits (:mod:`answerbox.processors.retrieval_evaluator.knowledge`);
+- correct → knowledge refinement of the hits (:mod:`answerbox.processors.retrieval_evaluator.knowledge`):
+  of the ``strips_top_k`` best passages scoring at least ``lower``, where the kept strips come from;
 - incorrect → the hits are discarded as knowledge; a corrective search
   (:mod:`answerbox.processors.retrieval_evaluator.corrective`) runs and its hits are scored and refined;
 - ambiguous → both; corrective hits already among the scored hits are left out.
@@ -132,14 +133,31 @@ def _score_list(hits: Sequence[JSON], scores: Sequence[float]) -> list[HitScore]
     ]
 
 
-async def _score_hits(evaluator: Evaluator, question: str, passages: Sequence[Sequence[Passage]]) -> list[float]:
+@dataclass(frozen=True, slots=True)
+class _Scores:
+    """The evaluator's scores of some hits: per hit (its best passage) and per passage."""
+
+    hits: list[float]
+    passages: list[tuple[Passage, float]]
+
+    def worth_refining(self, lower: float, top_k: int) -> list[Passage]:
+        """The passages whose strips may become knowledge: the ``top_k`` best scoring at least
+        ``lower``, in document order. At most ``top_k`` strips are kept, and a strip of a
+        passage the evaluator ruled irrelevant as a whole almost never beats those of the
+        passages it ruled relevant; scoring their strips would be most of a search's model work."""
+        eligible = [i for i, (_, score) in enumerate(self.passages) if score >= lower]
+        best = sorted(eligible, key=lambda i: self.passages[i][1], reverse=True)[:top_k]
+        return [self.passages[i][0] for i in sorted(best)]
+
+
+async def _score_hits(evaluator: Evaluator, question: str, passages: Sequence[Sequence[Passage]]) -> _Scores:
     """One evaluator call for every passage of every hit; a hit scores as its best passage."""
     flat = await evaluator.score(question, [p.text for group in passages for p in group])
     scores, offset = [], 0
     for group in passages:
         scores.append(max(flat[offset : offset + len(group)], default=_NO_TEXT_SCORE))
         offset += len(group)
-    return scores
+    return _Scores(scores, list(zip((p for group in passages for p in group), flat, strict=True)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,13 +203,14 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             # long, and then the hits go on unjudged rather than the search failing.
             async with asyncio.timeout(ctx.time_for_work()):
                 models = await self.services.models()
-                scores = await _score_hits(models.evaluator, question, passages)
+                judged = await _score_hits(models.evaluator, question, passages)
+                scores = judged.hits
                 upper, lower = self._thresholds(models.manifest)
                 verdict = judge(scores, upper, lower)
                 config, prompt = self.config.corrective, self._prompt
                 internal, corrective = await asyncio.gather(
-                    self._refine(models.evaluator, question, passages, ctx) if verdict is not Verdict.INCORRECT else _no_strips(),
-                    self._corrective(config, prompt, models.evaluator, question, request, {hit_key(h) for h in scored}, ctx)
+                    self._refine(models.evaluator, question, judged, lower, ctx) if verdict is not Verdict.INCORRECT else _no_strips(),
+                    self._corrective(config, prompt, models.evaluator, question, request, {hit_key(h) for h in scored}, lower, ctx)
                     if verdict is not Verdict.CORRECT and config is not None and prompt is not None
                     else _no_corrective(),
                 )
@@ -217,14 +236,12 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         )
         return response
 
-    async def _refine(
-        self, evaluator: Evaluator, question: str, passages: Sequence[Sequence[Passage]], ctx: PipelineContext
-    ) -> list[KnowledgeStrip]:
+    async def _refine(self, evaluator: Evaluator, question: str, scores: _Scores, lower: float, ctx: PipelineContext) -> list[KnowledgeStrip]:
         try:
             return await refine(
                 evaluator,
                 question,
-                [p for group in passages for p in group],
+                scores.worth_refining(lower, self.config.strips_top_k),
                 sentences_per_strip=self.config.sentences_per_strip,
                 top_k=self.config.strips_top_k,
                 threshold=self.config.strip_threshold,
@@ -241,6 +258,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         question: str,
         request: SearchRequest,
         seen: set[tuple[str, str]],
+        lower: float,
         ctx: PipelineContext,
     ) -> _Corrective:
         """Rewrite, search again with the caller's credentials, score and refine the hits not ``seen`` yet."""
@@ -265,8 +283,8 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         except ModelError as exc:
             ctx.report.warn(f"{self.name}: scoring the corrective hits failed: {exc.reason}")
             return _Corrective(query=rewrite.query, details=details)
-        details.scores = _score_list(hits, scores)
-        strips = await self._refine(evaluator, question, passages, ctx)
+        details.scores = _score_list(hits, scores.hits)
+        strips = await self._refine(evaluator, question, scores, lower, ctx)
         return _Corrective(query=rewrite.query, details=details, strips=strips)
 
     def _rank_scores(self, scored: Sequence[JSON], scores: Sequence[float], manifest: ModelManifest, ctx: PipelineContext) -> list[float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from answerbox.processors.cited_answer.citations import parse_claims, read_answer
+from answerbox.processors.cited_answer.citations import parse_claims, read_answer, without_echoed_fields
 
 
 def test_a_json_answer_is_written_back_as_cited_sentences() -> None:
@@ -27,3 +27,12 @@ def test_a_json_answer_is_written_back_as_cited_sentences() -> None:
     ]
     assert read_answer('{"sentences": [{"text": "Frank', structured=True) == '{"sentences": [{"text": "Frank'
     assert read_answer(reply, structured=False) == reply
+
+
+def test_an_echoed_evidence_layout_leaves_only_the_snippets_text() -> None:
+    # SmolLM2 often answers by copying a block as the prompt lays it out.
+    echoed = "source: squad\ntitle: Normans\ndate: Mar 3, 2015\nsnippet: In 1191, Richard left Messina [2].\nhighlight: Messina"
+    assert without_echoed_fields(echoed) == "In 1191, Richard left Messina [2]."
+    # Only a label at a line's start is the layout's: words inside a sentence stay.
+    sentence = "The film's title: Dune, from the source: the novel [1]."
+    assert without_echoed_fields(sentence) == sentence
