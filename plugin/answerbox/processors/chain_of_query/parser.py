@@ -12,11 +12,14 @@ A ``[Question]`` after the chain began is a made-up next example: parsing stops 
 
 Where the LLM endpoint takes a schema, the chain is asked for as :data:`CHAIN_SCHEMA`'s JSON
 (the tracing prompt's as :data:`FINAL_CONTENT_SCHEMA`'s) and read into the same
-:class:`ParsedChain` by :func:`read_chain`; a reply that is not that JSON is read as text.
+:class:`ParsedChain` by :func:`read_chain`; a reply cut off by ``max_tokens`` keeps the nodes
+it finished, and a reply that is not that JSON is read as text.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from dataclasses import dataclass
 
@@ -144,8 +147,24 @@ class _JSONChain(BaseModel):
     final_content: str = ""
 
 
+# A node object written whole: a reply cut off by ``max_tokens`` keeps the nodes before the cut.
+_JSON_NODE = re.compile(r'\{\s*"query"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"answer"\s*:\s*("(?:[^"\\]|\\.)*")\s*\}')
+
+
+def _cut_off_chain(text: str) -> _JSONChain | None:
+    """The whole nodes of a JSON chain that stops short (a small model repeating itself runs
+    into ``max_tokens``); None when not one node was finished."""
+    if not text.lstrip().startswith("{"):
+        return None
+    nodes = []
+    for query, answer in _JSON_NODE.findall(text):
+        with contextlib.suppress(ValueError):
+            nodes.append(_JSONNode(query=json.loads(query), answer=json.loads(answer)))
+    return _JSONChain(nodes=nodes) if nodes else None
+
+
 def _chain_from_json(text: str) -> ParsedChain | None:
-    chain = from_json(_JSONChain, text)
+    chain = from_json(_JSONChain, text) or _cut_off_chain(text)
     if chain is None:
         return None
     nodes: list[ChainNode] = []

@@ -72,6 +72,14 @@ def test_an_empty_answer_is_an_unsolved_query_that_ends_the_chain() -> None:
     assert final == "Drew was born in Toronto [1]."
 
 
-@pytest.mark.parametrize("reply", [RIGHT_CHAIN, RIGHT_CHAIN_JSON[:80], '{"nodes": "not a list"}'], ids=["text", "cut-off", "wrong-shape"])
+def test_a_json_chain_cut_off_by_max_tokens_keeps_the_nodes_it_finished() -> None:
+    performer = 'Who is the "performer"?'  # escaped in the JSON
+    nodes = [{"query": performer, "answer": "Kevin Drew"}, {"query": "Where was Kevin Drew born?", "answer": "Toronto"}]
+    reply = json.dumps({"nodes": nodes, "final_content": "Drew was born in Toronto [2]."})
+    chain = read_chain(reply[: reply.index("Toronto")], structured=True)
+    assert chain.nodes == (ChainNode(performer, "Kevin Drew"),) and chain.final_content is None
+
+
+@pytest.mark.parametrize("reply", [RIGHT_CHAIN, '{"nodes": [{"query": "Who is', '{"nodes": "not a list"}'], ids=["text", "cut-off-before-a-node", "wrong-shape"])
 def test_a_chain_reply_that_is_not_the_json_is_read_as_text(reply: str) -> None:
     assert read_chain(reply, structured=True) == parse_chain(reply)
