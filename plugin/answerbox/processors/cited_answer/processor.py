@@ -20,7 +20,16 @@ from answerbox.contract import Answer, FlaggedClaim
 from answerbox.errors import LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.processors.cited_answer.citations import ANSWER_SCHEMA, Check, ClaimVerdict, citation_of, parse_claims, read_answer, rewrite, without_echoed_fields
+from answerbox.processors.cited_answer.citations import (
+    ANSWER_SCHEMA,
+    Check,
+    ClaimVerdict,
+    citation_of,
+    parse_claims,
+    read_answer,
+    rewrite,
+    without_echoed_fields,
+)
 from answerbox.processors.cited_answer.evidence import Evidence, EvidenceFields, evidence_from_hits, evidence_from_references, number, written_date
 from answerbox.processors.cited_answer.extractive import featured_snippet
 from answerbox.processors.text.passages import hits_of

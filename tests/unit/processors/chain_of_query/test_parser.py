@@ -80,6 +80,8 @@ def test_a_json_chain_cut_off_by_max_tokens_keeps_the_nodes_it_finished() -> Non
     assert chain.nodes == (ChainNode(performer, "Kevin Drew"),) and chain.final_content is None
 
 
-@pytest.mark.parametrize("reply", [RIGHT_CHAIN, '{"nodes": [{"query": "Who is', '{"nodes": "not a list"}'], ids=["text", "cut-off-before-a-node", "wrong-shape"])
+@pytest.mark.parametrize(
+    "reply", [RIGHT_CHAIN, '{"nodes": [{"query": "Who is', '{"nodes": "not a list"}'], ids=["text", "cut-off-before-a-node", "wrong-shape"]
+)
 def test_a_chain_reply_that_is_not_the_json_is_read_as_text(reply: str) -> None:
     assert read_chain(reply, structured=True) == parse_chain(reply)
