@@ -43,11 +43,12 @@ def test_chain_asked_for_as_json_is_verified_as_the_text_one_is(
     assert call["response_format"] == {"type": "json_object", "schema": CHAIN_SCHEMA.body}
     assert call["stop"] is None  # the paper's stop strings could cut a JSON string
     prompt = call["messages"][0]["content"]
-    assert "Write the reasoning chain as JSON" in prompt
+    # The form comes from the schema: no JSON example a small model could copy.
     assert prompt.endswith(
-        """"final_content": "Arthur's Magazine started in 1844 [1]. First for Women started in 1989 [2]. """
-        """So Arthur's Magazine was started first. So the final answer is Arthur's Magazine."}"""
+        "Write the reasoning chain for this [Question] as JSON: each node a [Query] with its [Answer], where an empty"
+        ' "answer" is an [Unsolved Query] and ends the chain, then the [Final Content] (empty if none).'
     )
+    assert '{"nodes"' not in prompt
     assert len(scripted.probes) == 2
 
 
