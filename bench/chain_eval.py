@@ -178,6 +178,12 @@ def summarise(name: str, results: Sequence[dict[str, Any]]) -> dict[str, Any]:
             / max(1, sum(len(c.get("tree", [])) for c in chains)),
             4,
         ),
+        # Rounds whose reply ran into max_tokens: read up to the cut (a cut-off answer is unsolved).
+        "cut_off_rounds_share": round(
+            sum(b.get("cut_off", False) for c in chains for b in c.get("tree", []))
+            / max(1, sum(len(c.get("tree", [])) for c in chains)),
+            4,
+        ),
         "nodes_checked": sum(sources.values()),
         "node_share": {s: round(sources.get(s, 0) / nodes, 4) for s in ("llm", "corrected", "completed")},
         "corrections": corrections(results),

@@ -159,6 +159,7 @@ class BranchReport(BaseModel):
     nodes: list[DraftNode]
     final_content: str | None
     malformed: bool
+    cut_off: bool  # the LLM's reply ran into max_tokens: what it finished is read
     feedback: BranchFeedback | None
 
 

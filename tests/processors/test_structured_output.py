@@ -52,6 +52,26 @@ def test_chain_asked_for_as_json_is_verified_as_the_text_one_is(
     assert len(scripted.probes) == 2
 
 
+def test_a_chain_cut_off_inside_its_answer_is_an_unsolved_query_for_ir(
+    opensearch: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory, client: httpx.Client
+) -> None:
+    # What SmolLM2 does with a schema: the query is written, the answer repeats itself until max_tokens.
+    bulk_index(opensearch, "wiki", [dict(d) for d in DOCS], {"properties": {"text": {"type": "text"}}})
+    scripted, llm_url = scripted_llm
+    query = "Where do greyhound buses in Toronto leave from?"
+    looping = json.dumps({"nodes": [{"query": query, "answer": "The answer is: " * 60}], "final_content": ""})
+    scripted.formats, scripted.replies, scripted.cut_at_max_tokens = ("json_object",), [looping], True
+    url = make_answerbox(llm={"base_url": llm_url}, limits={"processor_timeout_s": 120, "pipeline_budget_s": 120})
+    response = client.post(f"{url}/wiki/_search", json=chain_search(theta=CONFIDENT, r_max=1, max_tokens=40))
+    chain = response.json()["ext"]["answerbox"]["chain"]
+    [branch] = chain["tree"]
+    assert branch["cut_off"] is True and branch["malformed"] is False, branch
+    assert branch["nodes"] == [{"query": query, "answer": None, "unsolved": True}]
+    [node] = chain["nodes"]
+    assert (node["query"], node["source"], node["reference"]["_id"]) == (query, "completed", "terminal")
+    assert not any("wrote no [Query]" in w for w in response.json()["ext"]["answerbox"]["warnings"])
+
+
 @pytest.mark.parametrize(
     ("formats", "structured_output", "reply"),
     [

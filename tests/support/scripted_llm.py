@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ class ScriptedLLM:
     """``replies`` are used in order (the last repeats); ``fail`` answers ``fail_status``; ``delay_s`` stalls;
     ``raw`` is sent as the whole body instead (a broken server); ``drip_s`` sends the body one
     byte at a time with that pause between bytes (a server that never quite stops); ``formats``
-    are the ``response_format`` types taken ("json_schema", "json_object")."""
+    are the ``response_format`` types taken ("json_schema", "json_object"); ``cut_at_max_tokens``
+    ends a reply longer than the request's ``max_tokens`` (one word a token) there, as a server does."""
 
     replies: list[Reply] = field(default_factory=lambda: ["ok"])
     fail: bool = False
@@ -39,6 +41,7 @@ class ScriptedLLM:
     drip_s: float = 0.0
     formats: tuple[str, ...] = ()
     refusal_status: int = 400
+    cut_at_max_tokens: bool = False
     calls: list[dict[str, Any]] = field(default_factory=list)
     probes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -82,12 +85,16 @@ class ScriptedLLM:
 
     def _completion(self, payload: dict[str, Any], text: str | None = None) -> dict[str, Any]:
         text = text if text is not None else self._next(payload["messages"])
+        words = list(re.finditer(r"\S+", text))
+        cut = self.cut_at_max_tokens and len(words) > payload.get("max_tokens", len(words))
+        if cut:
+            text = text[: words[payload["max_tokens"] - 1].end()]
         return {
             "id": "chatcmpl-scripted",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": payload.get("model", "scripted"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length" if cut else "stop"}],
             "usage": {"prompt_tokens": 10, "completion_tokens": len(text.split()), "total_tokens": 10 + len(text.split())},
         }
 

@@ -41,6 +41,7 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     millis: float
+    cut_off: bool = False  # the reply ran into max_tokens
 
 
 class LLMClient:
@@ -160,8 +161,8 @@ class LLMClient:
             # server dripping a byte at a time would otherwise stretch forever.
             async with asyncio.timeout(args["timeout"]):
                 response = await client.chat.completions.create(**args)
-            message = response.choices[0].message if response.choices else None
-            text = message.content if message is not None else None
+            choice = response.choices[0] if response.choices else None
+            text = choice.message.content if choice is not None else None
         if text is None:
             raise LLMError("the LLM returned no text")
         usage = response.usage
@@ -170,6 +171,7 @@ class LLMClient:
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             millis=(time.perf_counter() - started) * 1000,
+            cut_off=choice is not None and choice.finish_reason == "length",
         )
 
     async def stream(

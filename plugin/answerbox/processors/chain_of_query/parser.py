@@ -13,7 +13,8 @@ A ``[Question]`` after the chain began is a made-up next example: parsing stops 
 Where the LLM endpoint takes a schema, the chain is asked for as :data:`CHAIN_SCHEMA`'s JSON
 (the tracing prompt's as :data:`FINAL_CONTENT_SCHEMA`'s) and read into the same
 :class:`ParsedChain` by :func:`read_chain`; a reply cut off by ``max_tokens`` keeps the nodes
-it finished, and a reply that is not that JSON is read as text.
+it finished (a node cut off inside its answer is an unsolved query), and a reply that is not
+that JSON is read as text.
 """
 
 from __future__ import annotations
@@ -147,19 +148,29 @@ class _JSONChain(BaseModel):
     final_content: str = ""
 
 
-# A node object written whole: a reply cut off by ``max_tokens`` keeps the nodes before the cut.
-_JSON_NODE = re.compile(r'\{\s*"query"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"answer"\s*:\s*("(?:[^"\\]|\\.)*")\s*\}')
+_STRING = r'"(?:[^"\\]|\\.)*'  # a JSON string up to its closing quote (not included)
+# A node whose query and answer were written whole (the reply may end before its "}").
+_JSON_NODE = re.compile(r'\{\s*"query"\s*:\s*(' + _STRING + r'")\s*,\s*"answer"\s*:\s*(' + _STRING + r'")\s*(?:\}|\Z)')
+# A node cut off inside its answer (perhaps inside an escape): the query was written whole.
+_CUT_ANSWER = re.compile(r'\{\s*"query"\s*:\s*(' + _STRING + r'")\s*,\s*"answer"\s*:\s*' + _STRING + r"\\?\Z")
 
 
 def _cut_off_chain(text: str) -> _JSONChain | None:
-    """The whole nodes of a JSON chain that stops short (a small model repeating itself runs
-    into ``max_tokens``); None when not one node was finished."""
+    """The nodes of a JSON chain that stops short; None when not one query was finished.
+
+    A small model that repeats itself runs into ``max_tokens``, most often inside its first
+    answer. The nodes written whole are kept, and a node whose answer was cut off keeps its
+    query as an unsolved one: an answer that never ended is no answer, so IR answers it.
+    """
     if not text.lstrip().startswith("{"):
         return None
     nodes = []
     for query, answer in _JSON_NODE.findall(text):
         with contextlib.suppress(ValueError):
             nodes.append(_JSONNode(query=json.loads(query), answer=json.loads(answer)))
+    if cut := _CUT_ANSWER.search(text):
+        with contextlib.suppress(ValueError):
+            nodes.append(_JSONNode(query=json.loads(cut[1])))
     return _JSONChain(nodes=nodes) if nodes else None
 
 

@@ -63,6 +63,7 @@ class Branch:
     parent: tuple[int, int] | None
     chain: ParsedChain
     malformed: bool  # the LLM wrote no chain: ``chain`` is the question as an unsolved query
+    cut_off: bool  # the reply ran into max_tokens
     feedback: tuple[int, Action] | None = None
 
     def report(self) -> BranchReport:
@@ -72,6 +73,7 @@ class Branch:
             nodes=[DraftNode(query=n.query, answer=n.answer, unsolved=n.unsolved) for n in self.chain.nodes],
             final_content=self.chain.final_content,
             malformed=self.malformed,
+            cut_off=self.cut_off,
             feedback=BranchFeedback(node=self.feedback[0], action=self.feedback[1].value) if self.feedback else None,
         )
 
@@ -146,8 +148,8 @@ class ChainRun:
         parent: tuple[int, int] | None = None
         for round_ in range(1, self._settings.r_max + 1):
             # A JSON reply is bounded by its schema, and the stop strings could cut it inside a string.
-            text = await self._complete(messages, None if self._structured else _COQ_STOP, CHAIN_SCHEMA)
-            chain = read_chain(text, self._structured)
+            reply = await self._complete(messages, None if self._structured else _COQ_STOP, CHAIN_SCHEMA)
+            chain = read_chain(reply.text, self._structured)
             if chain.empty:
                 # A model that writes no chain does not know the answer: the question itself
                 # becomes its unsolved query, so IR can still complete it.
@@ -157,7 +159,11 @@ class ChainRun:
                 )
             question_only = ParsedChain(nodes=(ChainNode(self._question, None),), final_content=None)
             branch = Branch(
-                round=round_, parent=parent, chain=question_only if chain.empty else chain, malformed=chain.empty
+                round=round_,
+                parent=parent,
+                chain=question_only if chain.empty else chain,
+                malformed=chain.empty,
+                cut_off=reply.cut_off,
             )
             self._result.tree.append(branch)
             failing = await self._traverse(branch.chain, round_)
@@ -168,7 +174,7 @@ class ChainRun:
                 return
             position, record = failing
             branch.feedback = (position, record.action)
-            messages += [{"role": "assistant", "content": text}, {"role": "user", "content": self._feedback(record)}]
+            messages += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": self._feedback(record)}]
             parent = (round_, position)
 
     async def _traverse(self, chain: ParsedChain, round_: int) -> tuple[int, NodeRecord] | None:
@@ -220,7 +226,7 @@ class ChainRun:
         prompt = self._services.prompts.get(_TEMPLATES + "tracing.j2").render(
             question=self._question, steps=[{"query": r.query, "answer": r.answer} for r in steps], json=self._structured
         )
-        text = await self._complete([{"role": "user", "content": prompt}], None, FINAL_CONTENT_SCHEMA)
+        text = (await self._complete([{"role": "user", "content": prompt}], None, FINAL_CONTENT_SCHEMA)).text
         self._result.path = steps
         # Unmarked text is the final content, but never a JSON reply that did not parse.
         unmarked = None if self._structured else text.strip() or None
@@ -231,7 +237,7 @@ class ChainRun:
         remaining = self._deadline - asyncio.get_running_loop().time()
         return min(self._services.settings.llm.timeout_s, remaining + 1.0)
 
-    async def _complete(self, messages: list[Message], stop: tuple[str, ...] | None, schema: Schema) -> str:
+    async def _complete(self, messages: list[Message], stop: tuple[str, ...] | None, schema: Schema) -> Completion:
         completion = await self._services.llm.complete(
             messages,
             max_tokens=self._settings.max_tokens,
@@ -240,4 +246,4 @@ class ChainRun:
             schema=schema if self._structured else None,
         )
         self._result.usage.add(completion)
-        return completion.text
+        return completion

@@ -72,12 +72,23 @@ def test_an_empty_answer_is_an_unsolved_query_that_ends_the_chain() -> None:
     assert final == "Drew was born in Toronto [1]."
 
 
-def test_a_json_chain_cut_off_by_max_tokens_keeps_the_nodes_it_finished() -> None:
+def test_a_json_chain_cut_off_by_max_tokens_keeps_its_nodes_and_a_cut_answer_is_unsolved() -> None:
     performer = 'Who is the "performer"?'  # escaped in the JSON
     nodes = [{"query": performer, "answer": "Kevin Drew"}, {"query": "Where was Kevin Drew born?", "answer": "Toronto"}]
     reply = json.dumps({"nodes": nodes, "final_content": "Drew was born in Toronto [2]."})
-    chain = read_chain(reply[: reply.index("Toronto")], structured=True)
-    assert chain.nodes == (ChainNode(performer, "Kevin Drew"),) and chain.final_content is None
+    whole = (ChainNode(performer, "Kevin Drew"), ChainNode("Where was Kevin Drew born?", "Toronto"))
+    assert read_chain(reply[: reply.index("final_content")], structured=True).nodes == whole
+    assert read_chain(reply[: reply.index("}")], structured=True).nodes == whole[:1]  # cut before the node's "}"
+    # Cut inside the second answer: its query stands, unsolved, for IR to answer.
+    chain = read_chain(reply[: reply.index("Toronto") + 3], structured=True)
+    assert chain.nodes == (whole[0], ChainNode("Where was Kevin Drew born?", None)) and chain.final_content is None
+
+
+def test_a_first_answer_that_runs_into_max_tokens_leaves_its_query_unsolved() -> None:
+    # SmolLM2 with a schema: the query is written, then the answer repeats itself until max_tokens.
+    reply = '{\n  "nodes": [\n    {\n      "query": "What else did Pamela Jelimo win?",\n      "answer": "' + "The answer is: " * 40
+    assert read_chain(reply, structured=True).nodes == (ChainNode("What else did Pamela Jelimo win?", None),)
+    assert read_chain(reply + "\\", structured=True).nodes == (ChainNode("What else did Pamela Jelimo win?", None),)  # inside an escape
 
 
 @pytest.mark.parametrize(
