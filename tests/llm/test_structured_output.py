@@ -8,13 +8,15 @@ from typing import Any
 
 import pytest
 from answerbox.config import LLMSettings, Settings
+from answerbox.errors import LLMError
 from answerbox.llm import LLMClient
-from answerbox.llm.structured import Schema, object_schema
+from answerbox.llm.structured import Schema, object_schema, string
 from answerbox.prompts import PromptLibrary
 
 from tests.support.scripted_llm import ScriptedLLM
 
 ANSWER = Schema("answer", object_schema(answer={"type": "string"}))
+CAPPED = Schema("answer", object_schema(answer=string(20)))
 MESSAGES = [{"role": "user", "content": "Who wrote Dune?"}]
 
 
@@ -88,3 +90,54 @@ async def test_a_probe_without_an_answer_decides_nothing(scripted_llm: tuple[Scr
     finally:
         await client.aclose()
     assert [p["response_format"]["type"] for p in scripted.probes] == ["json_schema", "json_schema", "json_object"]
+
+
+@pytest.mark.parametrize("form", ["json_schema", "json_object"])
+async def test_string_caps_are_sent_where_the_server_takes_them(scripted_llm: tuple[ScriptedLLM, str], form: str) -> None:
+    scripted, url = scripted_llm
+    scripted.formats, scripted.replies = (form,), ['{"answer": "Frank Herbert"}']
+    client = _client(url, structured_output=form)
+    try:
+        for _ in range(2):
+            assert (await client.complete(MESSAGES, schema=CAPPED)).text == '{"answer": "Frank Herbert"}'
+    finally:
+        await client.aclose()
+    assert [c["response_format"] == response_format_of(form, CAPPED) for c in scripted.calls] == [True, True]
+
+
+@pytest.mark.parametrize("refusal_status", [400, 422, 500])
+async def test_a_server_refusing_string_caps_gets_the_schema_without_them_from_then_on(
+    scripted_llm: tuple[ScriptedLLM, str], refusal_status: int
+) -> None:
+    """OpenAI's strict mode documents no maxLength: the first refusal is retried uncapped and remembered."""
+    scripted, url = scripted_llm
+    scripted.formats, scripted.caps, scripted.refusal_status = ("json_schema",), False, refusal_status
+    scripted.replies = ['{"answer": "Frank Herbert"}']
+    client = _client(url)
+    try:
+        for _ in range(2):
+            assert (await client.complete(MESSAGES, schema=CAPPED)).text == '{"answer": "Frank Herbert"}'
+    finally:
+        await client.aclose()
+    sent = [c["response_format"]["json_schema"]["schema"] for c in scripted.calls]
+    assert sent == [CAPPED.body, ANSWER.body, ANSWER.body]  # refused once, then never capped again
+
+
+async def test_an_overloaded_server_is_not_taken_to_refuse_caps(scripted_llm: tuple[ScriptedLLM, str]) -> None:
+    scripted, url = scripted_llm
+    scripted.formats, scripted.fail, scripted.fail_status = ("json_schema",), True, 503
+    client = _client(url, structured_output="json_schema")
+    try:
+        with pytest.raises(LLMError):
+            await client.complete(MESSAGES, schema=CAPPED)
+        scripted.fail = False
+        await client.complete(MESSAGES, schema=CAPPED)
+    finally:
+        await client.aclose()
+    assert [c["response_format"]["json_schema"]["schema"] for c in scripted.calls] == [CAPPED.body, CAPPED.body]
+
+
+def response_format_of(form: str, schema: Schema) -> dict[str, Any]:
+    if form == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": schema.name, "schema": schema.body, "strict": True}}
+    return {"type": "json_object", "schema": schema.body}

@@ -2,7 +2,8 @@
 
 It takes the ``response_format`` types in ``formats`` (none by default) and refuses any other
 with ``refusal_status``, as a server refuses a form it does not know (vLLM: 400;
-llama-cpp-python: 500). The client's structured-output probe is answered apart (recorded in
+llama-cpp-python: 500); with ``caps`` false it refuses a schema that caps string lengths
+too. The client's structured-output probe is answered apart (recorded in
 ``probes``, not ``calls``), so a script holds only the real calls.
 """
 
@@ -30,7 +31,8 @@ class ScriptedLLM:
     """``replies`` are used in order (the last repeats); ``fail`` answers ``fail_status``; ``delay_s`` stalls;
     ``raw`` is sent as the whole body instead (a broken server); ``drip_s`` sends the body one
     byte at a time with that pause between bytes (a server that never quite stops); ``formats``
-    are the ``response_format`` types taken ("json_schema", "json_object"); ``cut_at_max_tokens``
+    are the ``response_format`` types taken ("json_schema", "json_object"), ``caps`` whether their schemas may
+    hold ``maxLength``; ``cut_at_max_tokens``
     ends a reply longer than the request's ``max_tokens`` (one word a token) there, as a server does."""
 
     replies: list[Reply] = field(default_factory=lambda: ["ok"])
@@ -41,6 +43,7 @@ class ScriptedLLM:
     drip_s: float = 0.0
     formats: tuple[str, ...] = ()
     refusal_status: int = 400
+    caps: bool = True
     cut_at_max_tokens: bool = False
     calls: list[dict[str, Any]] = field(default_factory=list)
     probes: list[dict[str, Any]] = field(default_factory=list)
@@ -78,9 +81,13 @@ class ScriptedLLM:
         return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=self.fail_status)
 
     def _refused(self, form: dict[str, Any]) -> Response | None:
-        if form.get("type") in self.formats:
+        if form.get("type") not in self.formats:
+            message = f"response_format {form.get('type')!r} is not supported"
+        elif not self.caps and '"maxLength"' in json.dumps(form):
+            message = "'maxLength' is not permitted in a schema"
+        else:
             return None
-        error = {"message": f"response_format {form.get('type')!r} is not supported", "type": "invalid_request_error"}
+        error = {"message": message, "type": "invalid_request_error"}
         return JSONResponse({"error": error}, status_code=self.refusal_status)
 
     def _completion(self, payload: dict[str, Any], text: str | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
 from answerbox.config import LLMSettings
@@ -53,6 +54,7 @@ class LLMClient:
         # None until auto's probe has an answer; a probe cut short by an error decides nothing.
         self._mode: StructuredMode | None = None if settings.structured_output == "auto" else settings.structured_output
         self._probe_lock = asyncio.Lock()  # concurrent first calls probe once
+        self._caps_taken: bool | None = None  # whether schemas may cap string lengths; None: not yet known
         self._client = (
             openai.AsyncOpenAI(
                 base_url=settings.base_url,
@@ -153,14 +155,13 @@ class LLMClient:
     ) -> Completion:
         """The reply; with ``schema``, JSON fitting it where the endpoint supports that (see :meth:`structured`)."""
         client, args = self._request(messages, max_tokens, stop, model, timeout_s)
-        if schema is not None and (form := response_format(await self._structured_mode(timeout_s), schema)):
-            args["response_format"] = form
+        mode = await self._structured_mode(timeout_s) if schema is not None else "none"
         started = time.perf_counter()
         with self._translated(timeout_s):
-            # The client's timeout bounds each read; this bounds the whole reply, which a
-            # server dripping a byte at a time would otherwise stretch forever.
-            async with asyncio.timeout(args["timeout"]):
-                response = await client.chat.completions.create(**args)
+            if schema is None or mode == "none":
+                response = await self._create(client, args)
+            else:
+                response = await self._create_structured(client, args, mode, schema)
             choice = response.choices[0] if response.choices else None
             text = choice.message.content if choice is not None else None
         if text is None:
@@ -173,6 +174,35 @@ class LLMClient:
             millis=(time.perf_counter() - started) * 1000,
             cut_off=choice is not None and choice.finish_reason == "length",
         )
+
+    async def _create(self, client: openai.AsyncOpenAI, args: dict[str, Any]) -> ChatCompletion:
+        # The client's timeout bounds each read; this bounds the whole reply, which a
+        # server dripping a byte at a time would otherwise stretch forever.
+        async with asyncio.timeout(args["timeout"]):
+            response: ChatCompletion = await client.chat.completions.create(**args)
+        return response
+
+    async def _create_structured(
+        self, client: openai.AsyncOpenAI, args: dict[str, Any], mode: StructuredMode, schema: Schema
+    ) -> ChatCompletion:
+        """The first capped schema a server refuses is sent again without its string caps;
+        if that is taken, the server gets no caps from then on."""
+        capped = schema.capped and self._caps_taken is not False
+        args["response_format"] = response_format(mode, schema if capped else schema.uncapped())
+        if not capped or self._caps_taken:
+            return await self._create(client, args)
+        try:
+            response = await self._create(client, args)
+        except openai.APIStatusError as exc:
+            if exc.status_code in _TRANSIENT:
+                raise
+            args["response_format"] = response_format(mode, schema.uncapped())
+            response = await self._create(client, args)
+            logger.info("the LLM at %s refuses string length caps in schemas: sending none", self.settings.base_url)
+            self._caps_taken = False
+            return response
+        self._caps_taken = True
+        return response
 
     async def stream(
         self,

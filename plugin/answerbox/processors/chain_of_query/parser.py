@@ -13,8 +13,8 @@ A ``[Question]`` after the chain began is a made-up next example: parsing stops 
 Where the LLM endpoint takes a schema, the chain is asked for as :data:`CHAIN_SCHEMA`'s JSON
 (the tracing prompt's as :data:`FINAL_CONTENT_SCHEMA`'s) and read into the same
 :class:`ParsedChain` by :func:`read_chain`; a reply cut off by ``max_tokens`` keeps the nodes
-it finished (a node cut off inside its answer is an unsolved query), and a reply that is not
-that JSON is read as text.
+it finished (a node cut off inside its answer, or whose answer filled the schema's cap, is an
+unsolved query), and a reply that is not that JSON is read as text.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
+from answerbox.llm.structured import Schema, array, from_json, object_schema, string
 from answerbox.processors.text.words import FINAL_ANSWER
 
 __all__ = [
@@ -48,9 +48,18 @@ _MARKER = re.compile(
 _CITATION = re.compile(r"\[(\d+)\]")
 
 # An empty answer is the [Unsolved Query]; an empty final content is none. The paper's
-# chains have 2-4 nodes: the cap only stops a small model that repeats itself.
-CHAIN_SCHEMA = Schema("chain", object_schema(nodes=array(object_schema(query=STRING, answer=STRING), 6), final_content=STRING))
-FINAL_CONTENT_SCHEMA = Schema("final_content", object_schema(final_content=STRING))
+# chains have 2-4 nodes of a short query and a shorter answer: the caps only stop a small
+# model that repeats itself, so that its first node closes well within a chain's max_tokens
+# (SmolLM2 looped inside its first query or answer until max_tokens in most unparsable rounds).
+_QUERY_CHARS, _ANSWER_CHARS, _FINAL_CHARS = 200, 150, 600
+CHAIN_SCHEMA = Schema(
+    "chain",
+    object_schema(
+        nodes=array(object_schema(query=string(_QUERY_CHARS), answer=string(_ANSWER_CHARS)), 6),
+        final_content=string(_FINAL_CHARS),
+    ),
+)
+FINAL_CONTENT_SCHEMA = Schema("final_content", object_schema(final_content=string(_FINAL_CHARS)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +189,9 @@ def _chain_from_json(text: str) -> ParsedChain | None:
         return None
     nodes: list[ChainNode] = []
     for node in chain.nodes:
-        query, answer = " ".join(node.query.split()), " ".join(node.answer.split())
+        # An answer that filled its cap was cut off there, as by max_tokens: it never ended, so IR answers it.
+        filled = len(node.answer) >= _ANSWER_CHARS
+        query, answer = " ".join(node.query.split()), "" if filled else " ".join(node.answer.split())
         if not query:
             continue
         nodes.append(ChainNode(query, answer or None))

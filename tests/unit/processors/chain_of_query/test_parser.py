@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from answerbox.processors.chain_of_query.parser import ChainNode, citation_markers, final_answer, parse_chain, read_chain
+from answerbox.processors.chain_of_query.parser import CHAIN_SCHEMA, ChainNode, citation_markers, final_answer, parse_chain, read_chain
 
 from tests.support.chains import RIGHT_CHAIN, RIGHT_CHAIN_JSON
 
@@ -89,6 +89,15 @@ def test_a_first_answer_that_runs_into_max_tokens_leaves_its_query_unsolved() ->
     reply = '{\n  "nodes": [\n    {\n      "query": "What else did Pamela Jelimo win?",\n      "answer": "' + "The answer is: " * 40
     assert read_chain(reply, structured=True).nodes == (ChainNode("What else did Pamela Jelimo win?", None),)
     assert read_chain(reply + "\\", structured=True).nodes == (ChainNode("What else did Pamela Jelimo win?", None),)  # inside an escape
+
+
+def test_an_answer_that_fills_the_schemas_cap_is_unsolved() -> None:
+    # With capped strings the grammar closes a looping answer at its cap: it never ended either.
+    cap = CHAIN_SCHEMA.body["properties"]["nodes"]["items"]["properties"]["answer"]["maxLength"]
+    looped = ("The answer is that " * 20)[:cap]
+    nodes = [{"query": "Who is the performer?", "answer": looped[:-1]}, {"query": "Where was he born?", "answer": looped}]
+    chain = read_chain(json.dumps({"nodes": nodes, "final_content": ""}), structured=True)
+    assert chain.nodes == (ChainNode("Who is the performer?", " ".join(looped[:-1].split())), ChainNode("Where was he born?", None))
 
 
 @pytest.mark.parametrize(
