@@ -31,6 +31,22 @@ def test_export_writes_variants_tokenizer_and_manifest(tiny_export: Path) -> Non
     json.loads((tiny_export / "manifest.json").read_text())
 
 
+def _float_linear_nodes(model_path: Path) -> tuple[list[str], int]:
+    """The MatMul/Gemm nodes left in float, and how many were quantized."""
+    import onnx
+
+    nodes = onnx.load(str(model_path)).graph.node
+    weighted = [n.name for n in nodes if n.op_type in ("MatMul", "Gemm") and "/attention/self/MatMul" not in n.name]
+    return sorted(weighted), sum(n.op_type == "MatMulInteger" for n in nodes)
+
+
+def test_int8_keeps_the_output_heads_in_fp32(tiny_export: Path) -> None:
+    """The heads are a sliver of the compute; int8 rounding would land on the logits themselves."""
+    kept, quantized = _float_linear_nodes(tiny_export / "model.int8.onnx")
+    assert kept == ["/qa_outputs/MatMul", "/relevance/Gemm_MatMul"]  # ONNX Runtime splits a Gemm into MatMul + Add
+    assert quantized >= 6 * tiny_config().num_hidden_layers  # every encoder projection is int8
+
+
 def test_export_rejects_unknown_variant(tiny_checkpoint: Path, tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="int4"):
         export_model(tiny_checkpoint, tmp_path, variants=("int4",))
@@ -73,6 +89,8 @@ def test_standard_qa_checkpoint_exports_through_optimum(tiny_checkpoint: Path, t
     assert manifest.output_names == ("start_logits", "end_logits")
     assert manifest.variants == {"int8": "model.int8.onnx"}
     assert not (tmp_path / "onnx" / "model.fp32.onnx").exists()
+    kept, quantized = _float_linear_nodes(tmp_path / "onnx" / "model.int8.onnx")
+    assert len(kept) == 1 and "qa_outputs" in kept[0] and quantized > 0
 
 
 def test_models_export_cli(tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

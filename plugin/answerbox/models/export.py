@@ -20,7 +20,7 @@ from pathlib import Path
 from answerbox.errors import ModelError
 from answerbox.models.manifest import ModelManifest
 
-__all__ = ["TASKS", "VARIANTS", "export_model"]
+__all__ = ["TASKS", "VARIANTS", "export_model", "output_heads", "to_int8"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def export_model(
     if "fp16" in variants:
         files["fp16"] = _to_fp16(fp32, out_dir / "model.fp16.onnx").name
     if "int8" in variants:
-        files["int8"] = _to_int8(fp32, out_dir / "model.int8.onnx").name
+        files["int8"] = to_int8(fp32, out_dir / "model.int8.onnx").name
     if "fp32" not in variants:
         fp32.unlink()
         del files["fp32"]
@@ -147,7 +147,8 @@ def _to_fp16(fp32: Path, target: Path) -> Path:
     return target
 
 
-def _to_int8(fp32: Path, target: Path) -> Path:
+def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None) -> Path:
+    """Dynamic int8 of ``fp32``; the nodes in ``keep_fp32`` (default: :func:`output_heads`) stay fp32."""
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
 
     # Dynamic quantization: int8 weights, activations quantized per batch at run time; no
@@ -156,8 +157,38 @@ def _to_int8(fp32: Path, target: Path) -> Path:
     # 7-bit weights (reduce_range): CPUs without VNNI (AVX2, plain AVX-512) multiply u8·s8
     # pairs into saturating int16 sums, which 8-bit weights overflow; 7-bit ones cannot, so
     # every x86-64 CPU computes the same logits (an AVX2 CPU's error was 12x an AVX-512's).
-    quantize_dynamic(str(fp32), str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
+    keep = output_heads(fp32) if keep_fp32 is None else list(keep_fp32)
+    # ONNX Runtime rewrites each Gemm as a MatMul named "<gemm>_MatMul" before it matches names.
+    keep += [f"{name}_MatMul" for name in keep]
+    quantize_dynamic(
+        str(fp32), str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=keep
+    )
     return target
+
+
+def output_heads(model_path: Path) -> list[str]:
+    """The last MatMul/Gemm on every path to a graph output: the heads whose logits are the answer.
+
+    They are a sliver of the compute (384→2 and 384→1 here), so int8 saves nothing there,
+    while its rounding lands on the span and relevance logits unsoftened by any later layer.
+    """
+    import onnx
+
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    producer = {out: node for node in graph.node for out in node.output}
+    heads: list[str] = []
+    seen: set[str] = set()
+    pending = [o.name for o in graph.output]
+    while pending:
+        node = producer.get(pending.pop())
+        if node is None or node.name in seen:
+            continue
+        seen.add(node.name)
+        if node.op_type in ("MatMul", "Gemm"):
+            heads.append(node.name)
+        else:
+            pending.extend(node.input)
+    return sorted(heads)
 
 
 def _copy_tokenizer(checkpoint_dir: Path, target: Path) -> None:

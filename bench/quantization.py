@@ -1,0 +1,102 @@
+"""What int8 costs in reader accuracy, and what keeping some nodes in fp32 buys back.
+
+    PYTHONPATH=plugin:. python -m bench.quantization --limit 2000
+
+Quantizes the model directory's fp32 graph once per candidate (dynamic int8 as
+``answerbox models export`` does, with another set of nodes kept in fp32), then reads the
+same seeded SQuAD v1.1 dev questions with their gold paragraphs through each, and with the
+fp32 graph itself, in this run. Prints EM/F1, F1 against fp32, and pairs/s at batch 1 and 16
+(the ratio to fp32's in the same run).
+
+Candidates: ``none`` (every MatMul int8), ``heads`` (the export's default: the output heads
+in fp32), ``heads+last_layer`` (and the last encoder layer), ``heads+ffn_out`` (and every
+feed-forward down-projection, whose GELU inputs carry the outliers int8 clips worst).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import onnx
+from answerbox.config import ModelSettings
+from answerbox.models import load_models
+from answerbox.models.export import output_heads, to_int8
+from answerbox.models.manifest import ModelManifest
+from answerbox.models.session import CPU
+from answerbox.models.windows import WindowTokenizer, load_tokenizer
+
+from bench.model_throughput import onnx_runner, pairs_per_s
+from bench.reader_eval import evaluate
+from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_questions
+
+_LAYER = re.compile(r"/layer\.(\d+)/")
+
+
+def candidates(fp32: Path) -> dict[str, list[str]]:
+    graph = onnx.load(str(fp32), load_external_data=False).graph
+    linear = [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm")]
+    heads = output_heads(fp32)
+    last = max((int(m[1]) for n in linear if (m := _LAYER.search(n))), default=-1)
+    return {
+        "none": [],
+        "heads": heads,
+        "heads+last_layer": heads + [n for n in linear if f"/layer.{last}/" in n],
+        "heads+ffn_out": heads + [n for n in linear if n.endswith("/output/dense/MatMul") and "/attention/" not in n],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
+    parser.add_argument("--data", type=Path, default=default_tarball())
+    parser.add_argument("--limit", type=int, default=2000, help="seeded sample of dev questions")
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=96, help="windows timed per configuration")
+    parser.add_argument("--only", nargs="*", help="candidates to run (default: all)")
+    args = parser.parse_args()
+
+    manifest = ModelManifest.load(args.model_dir)
+    fp32 = manifest.model_path(args.model_dir, "fp32")
+    paragraphs = load_squad([DEV_FILE], args.data)
+    questions = sample_questions(paragraphs, args.limit, args.seed)
+    tokenizer = WindowTokenizer(
+        load_tokenizer(args.model_dir / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride
+    )
+    windows = [tokenizer.windows(q.text, [p.context])[0] for p, q in questions[: args.pairs]]
+
+    def measure(directory: Path, variant: str) -> dict[str, float]:
+        models = load_models(ModelSettings(dir=directory, variant=variant, providers=[CPU]))
+        try:
+            result = evaluate(models, questions)
+        finally:
+            models.close()
+        run = onnx_runner(ModelManifest.load(directory).model_path(directory, variant), 0)
+        speed = {f"pairs_per_s_batch_{b}": pairs_per_s(run, windows, b) for b in (1, 16)}
+        return {"em": result["em"], "f1": result["f1"], **speed}
+
+    rows = {"fp32": measure(args.model_dir, "fp32")}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, keep in candidates(fp32).items():
+            if args.only and name not in args.only:
+                continue
+            directory = Path(tmp) / name
+            directory.mkdir()
+            shutil.copyfile(args.model_dir / manifest.tokenizer, directory / manifest.tokenizer)
+            to_int8(fp32, directory / "model.int8.onnx", keep_fp32=keep)
+            manifest.replace(variants={"int8": "model.int8.onnx"}).save(directory)
+            rows[name] = {"fp32_nodes": len(keep), **measure(directory, "int8")}
+    base = rows["fp32"]
+    for row in rows.values():
+        row["f1_minus_fp32"] = round(row["f1"] - base["f1"], 2)
+        for b in (1, 16):
+            row[f"speed_vs_fp32_batch_{b}"] = round(row[f"pairs_per_s_batch_{b}"] / base[f"pairs_per_s_batch_{b}"], 2)
+    print(json.dumps({"questions": len(questions), "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
