@@ -31,9 +31,9 @@ class ScriptedLLM:
     """``replies`` are used in order (the last repeats); ``fail`` answers ``fail_status``; ``delay_s`` stalls;
     ``raw`` is sent as the whole body instead (a broken server); ``drip_s`` sends the body one
     byte at a time with that pause between bytes (a server that never quite stops); ``formats``
-    are the ``response_format`` types taken ("json_schema", "json_object"), ``caps`` whether their schemas may
-    hold ``maxLength``; ``cut_at_max_tokens``
-    ends a reply longer than the request's ``max_tokens`` (one word a token) there, as a server does."""
+    are the ``response_format`` types taken ("json_schema", "json_object"), ``caps`` whether their
+    schemas may hold ``maxLength``; ``cut_at_max_tokens`` ends a reply longer than the request's
+    ``max_tokens`` (one word a token) there, as a server does."""
 
     replies: list[Reply] = field(default_factory=lambda: ["ok"])
     fail: bool = False

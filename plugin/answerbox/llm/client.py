@@ -158,10 +158,10 @@ class LLMClient:
         mode = await self._structured_mode(timeout_s) if schema is not None else "none"
         started = time.perf_counter()
         with self._translated(timeout_s):
-            if schema is None or mode == "none":
-                response = await self._create(client, args)
-            else:
+            if schema is not None and mode != "none":
                 response = await self._create_structured(client, args, mode, schema)
+            else:
+                response = await self._create(client, args)
             choice = response.choices[0] if response.choices else None
             text = choice.message.content if choice is not None else None
         if text is None:
