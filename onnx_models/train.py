@@ -71,12 +71,13 @@ def span_labels(window: Window, answer_start: int, answer_end: int) -> tuple[int
     return (start, end) if start <= end else None
 
 
-def hard_negatives(paragraphs: Sequence[Paragraph]) -> dict[tuple[str, str], Paragraph]:
-    """(paragraph id, question id) → best BM25 paragraph of the same article without the answer."""
+def hard_negatives(paragraphs: Sequence[Paragraph], depth: int = 1) -> dict[tuple[str, str], list[Paragraph]]:
+    """(paragraph id, question id) → the ``depth`` best BM25 paragraphs of the same article
+    without the answer, best first."""
     by_article: dict[str, list[Paragraph]] = defaultdict(list)
     for p in paragraphs:
         by_article[p.article].append(p)
-    out: dict[tuple[str, str], Paragraph] = {}
+    out: dict[tuple[str, str], list[Paragraph]] = {}
     for members in by_article.values():
         if len(members) < 2:
             continue
@@ -86,10 +87,13 @@ def hard_negatives(paragraphs: Sequence[Paragraph]) -> dict[tuple[str, str], Par
             for q in gold.questions:
                 answers = [normalize_answer(a) for a in q.answers]
                 ranked = sorted(zip(bm25.scores(q.text), range(len(members)), strict=True), reverse=True)
-                for _, i in ranked:
-                    if members[i] is not gold and not any(a and a in normalized[i] for a in answers):
-                        out[(gold.id, q.id)] = members[i]
-                        break
+                found = [
+                    members[i]
+                    for _, i in ranked
+                    if members[i] is not gold and not any(a and a in normalized[i] for a in answers)
+                ]
+                if found:
+                    out[(gold.id, q.id)] = found[:depth]
     return out
 
 
@@ -100,8 +104,9 @@ def build_examples(
     max_questions: int,
     random_negatives: float,
     rng: random.Random,
+    hard_negatives_from: int = 1,
 ) -> list[Example]:
-    negatives = hard_negatives(paragraphs)
+    negatives = hard_negatives(paragraphs, hard_negatives_from)
     pairs = [(p, q) for p in paragraphs for q in p.questions]
     rng.shuffle(pairs)
     examples: list[Example] = []
@@ -115,7 +120,11 @@ def build_examples(
         if positive is None:
             continue
         examples.append(Example(positive[0], *positive[1], relevant=1.0))
-        chosen = [negatives[(gold.id, q.id)]] if (gold.id, q.id) in negatives else []
+        # One hard negative per question, drawn among the article's best few: another epoch
+        # then sees other near misses at the same cost. A single candidate draws nothing, so
+        # the default recipe's data order is the one earlier runs trained on.
+        pool = negatives.get((gold.id, q.id), [])
+        chosen = [rng.choice(pool)] if len(pool) > 1 else pool[:1]
         if rng.random() < random_negatives:
             other = rng.choice(paragraphs)
             if other.article != gold.article:
@@ -173,7 +182,7 @@ def _progress_log(out: Path) -> Iterator[None]:
 
 def _recipe(args: argparse.Namespace) -> dict[str, str]:
     """The arguments that decide the data, its order and the schedule: a resume must keep them."""
-    keys = ("seed", "max_questions", "random_negatives", "max_length", "stride", "batch_size", "epochs", "lr",
+    keys = ("seed", "max_questions", "random_negatives", "hard_negatives_from", "max_length", "stride", "batch_size", "epochs", "lr",
             "max_steps", "train_embeddings", "init", "encoder")  # fmt: skip
     return {k: str(getattr(args, k)) for k in keys}
 
@@ -201,6 +210,7 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
         max_questions=args.max_questions,
         random_negatives=args.random_negatives,
         rng=random.Random(args.seed),
+        hard_negatives_from=args.hard_negatives_from,
     )
     positives = sum(e.relevant for e in examples)
     log.info("%d windows (%d with an answer) from %d paragraphs", len(examples), positives, len(paragraphs))
@@ -313,6 +323,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--max-questions", type=int, default=1_000_000, help="subset for the CPU time budget")
     parser.add_argument("--random-negatives", type=float, default=0.25, help="probability of an easy negative")
+    parser.add_argument(
+        "--hard-negatives-from", type=int, default=1, help="draw the hard negative among the article's K best BM25"
+    )
     parser.add_argument("--max-length", type=int, default=192)
     parser.add_argument("--stride", type=int, default=48)
     parser.add_argument("--batch-size", type=int, default=16)

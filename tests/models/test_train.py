@@ -1,5 +1,6 @@
 """Training runs are resumable: a run stopped and resumed ends with the same weights as one
-that ran through, and a resume with another recipe is refused."""
+that ran through, and a resume with another recipe is refused. Hard negatives are the
+article's best BM25 paragraphs without the answer."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from onnx_models.squad import TRAIN_FILES
-from onnx_models.train import parse_args, train
+from onnx_models.squad import TRAIN_FILES, Paragraph, Question
+from onnx_models.train import hard_negatives, parse_args, train
 
 _MEMBER_DIR = "bigbench-1.0.0/bigbench/benchmark_tasks/squad_shifts/"
 TOPICS = ["apples grow on trees", "rivers flow to the sea", "bees make honey", "owls hunt at night"]
@@ -76,3 +77,21 @@ def test_a_resume_with_another_recipe_is_refused(tiny_checkpoint: Path, tarball:
     train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--max-minutes", "1e-9")))
     with pytest.raises(SystemExit, match="other settings: lr"):
         train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--resume", "--lr", "0.5")))
+
+
+def test_hard_negatives_are_the_articles_best_paragraphs_without_the_answer() -> None:
+    texts = [
+        "the bridge opened in 1932 over the harbour",  # gold
+        "the bridge over the harbour was painted grey",
+        "ferries crossed the harbour before the bridge",
+        "the bridge toll paid for it by 1932",  # holds the answer: never a negative
+        "wool was the colony's first export",
+    ]
+    question = Question(id="q", text="when did the bridge over the harbour open?", answers=("1932",), answer_starts=(23,))
+    paragraphs = [Paragraph(id=f"p{i}", article="bridge", context=t, questions=(question,) if i == 0 else ())
+                  for i, t in enumerate(texts)]  # fmt: skip
+    other = Paragraph(id="x", article="other", context="the bridge over the harbour", questions=())
+    one = hard_negatives([*paragraphs, other])
+    three = hard_negatives([*paragraphs, other], depth=3)
+    assert [p.id for p in one[("p0", "q")]] == ["p1"]
+    assert [p.id for p in three[("p0", "q")]] == ["p1", "p2", "p4"]
