@@ -21,19 +21,17 @@ class ReaderSpan:
     Like DPR's reader, a span is always extracted (SearChain's completion step uses it
     whatever the confidence); whether to believe it is the caller's call:
     ``confidence`` is the relevance logit of the chosen window (SearChain's f, compare
-    with ``manifest.theta``). ``score`` is the span's start+end logit.
+    with ``manifest.theta``).
     """
 
     text: str
     start: int
     end: int
     confidence: float
-    relevance: float
-    score: float = 0.0
 
 
-def best_span(output: WindowOutput, max_answer_tokens: int) -> tuple[int, int, float] | None:
-    """(first token, last token, start+end logit) of the best span inside the passage chunk."""
+def best_span(output: WindowOutput, max_answer_tokens: int) -> tuple[int, int] | None:
+    """(first token, last token) of the span with the best start+end logit inside the passage chunk."""
     w = output.window
     if output.start_logits is None or output.end_logits is None:
         raise ModelError("this model has no span head: it can score passages but not read them")
@@ -49,7 +47,7 @@ def best_span(output: WindowOutput, max_answer_tokens: int) -> tuple[int, int, f
     scores = np.where((offsets >= 0) & (offsets < max_answer_tokens), scores, -np.inf)
     flat = int(np.argmax(scores))
     s, e = divmod(flat, n)
-    return lo + s, lo + e, float(scores[s, e])
+    return lo + s, lo + e
 
 
 class Reader:
@@ -67,11 +65,10 @@ class Reader:
     def _span(self, passage: str, outputs: list[WindowOutput]) -> ReaderSpan:
         # DPR: the most relevant window is the one read; its relevance is the confidence.
         chosen = max(outputs, key=lambda o: o.relevance)
-        relevance = chosen.relevance
         found = best_span(chosen, self._max_answer_tokens)
         if found is None:
-            return ReaderSpan("", 0, 0, confidence=relevance, relevance=relevance)
-        first, last, score = found
+            return ReaderSpan("", 0, 0, confidence=chosen.relevance)
+        first, last = found
         offsets = chosen.window.offsets
         start, end = offsets[first][0], offsets[last][1]
-        return ReaderSpan(passage[start:end], start, end, confidence=relevance, relevance=relevance, score=score)
+        return ReaderSpan(passage[start:end], start, end, confidence=chosen.relevance)

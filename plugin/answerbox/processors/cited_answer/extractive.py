@@ -1,4 +1,4 @@
-"""The featured snippet: the reader's best span over the evidence, cited, with no LLM at all."""
+"""The featured snippet: the reader's span in the best-scored evidence passage, cited, with no LLM at all."""
 
 from __future__ import annotations
 
@@ -17,9 +17,12 @@ __all__ = ["featured_snippet"]
 async def featured_snippet(
     question: str, evidence: Sequence[Evidence], models: Models, *, min_support: float, flagged: Sequence[FlaggedClaim] = ()
 ) -> Answer | None:
-    """The best non-empty span, cited by the sentence holding it; None when no passage holds
-    an answer good enough. ``flagged``: an LLM's claims this answer stands in for. Best: the passage's relevance logit plus the span's start+end logit
-    (on SQuAD dev, 29.2 EM against 27.5 for relevance alone, 28.3 for the span alone)."""
+    """The span the reader finds in the passage the evaluator scores highest (DPR's reader:
+    choose the passage, then the span in it), cited by the sentence holding it; None when
+    that passage scores below ``min_support``. ``flagged``: an LLM's claims this answer
+    stands in for. Adding the span's start+end logit to the choice, as an earlier model
+    needed, now picks a passage without the answer more often: citation precision 87.7%
+    against 90.2% for the score alone, 500 SQuAD dev questions (seed 7), no LLM."""
     snippets = [e.snippet for e in evidence]
     spans = await models.reader.read(question, snippets)
     # Same forward pass as the reader's (the encoder caches it): the calibrated support.
@@ -27,7 +30,7 @@ async def featured_snippet(
     found = [(span, score, block) for span, score, block in zip(spans, scores, evidence, strict=True) if span.text.strip()]
     if not found:
         return None
-    span, score, block = max(found, key=lambda f: f[0].confidence + f[0].score)
+    span, score, block = max(found, key=lambda f: f[1])
     if score < min_support:
         return None
     sentence = block.locate(span.start)
