@@ -345,7 +345,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--checkpoint-minutes", type=float, default=10)
     parser.add_argument("--log-every", type=int, default=20)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.hard_negatives_from < 1:
+        parser.error("--hard-negatives-from must be at least 1")
+    return args
 
 
 if __name__ == "__main__":
