@@ -8,8 +8,8 @@ records the evidence ``cited_answer`` hands to ``featured_snippet`` and, on that
 evidence, applies each rule: the passage with the best
 
 - ``score``: the evaluator's calibrated score (what ships);
-- ``score + span``: relevance logit + the span's start+end logit (the rule before);
-- ``score + span - null``: the same, minus the [CLS] no-answer logit of the window;
+- ``relevance + span``: relevance logit + the span's start+end logit (the rule before);
+- ``relevance + span - null``: the same, minus the [CLS] no-answer logit of the window;
 - ``rank``: the first passage of the pipeline's order.
 
 Each is gated as the processor gates (score ≥ ``snippet_min_support``, 0). Prints, per rule,
@@ -56,8 +56,8 @@ class Candidate:
 
 RULES: dict[str, Callable[[Candidate], float]] = {
     "score (shipped)": lambda c: c.score,
-    "score + span": lambda c: c.relevance + c.span,
-    "score + span - null": lambda c: c.relevance + c.span - c.null,
+    "relevance + span": lambda c: c.relevance + c.span,
+    "relevance + span - null": lambda c: c.relevance + c.span - c.null,
     "rank": lambda c: -c.rank,
 }
 

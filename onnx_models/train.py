@@ -87,13 +87,13 @@ def hard_negatives(paragraphs: Sequence[Paragraph], depth: int = 1) -> dict[tupl
             for q in gold.questions:
                 answers = [normalize_answer(a) for a in q.answers]
                 ranked = sorted(zip(bm25.scores(q.text), range(len(members)), strict=True), reverse=True)
-                found = [
+                without_answer = (
                     members[i]
                     for _, i in ranked
                     if members[i] is not gold and not any(a and a in normalized[i] for a in answers)
-                ]
-                if found:
-                    out[(gold.id, q.id)] = found[:depth]
+                )
+                if found := list(itertools.islice(without_answer, depth)):
+                    out[(gold.id, q.id)] = found
     return out
 
 
