@@ -2,11 +2,17 @@
 
     PYTHONPATH=plugin python -m bench.model_throughput
 
-1. pairs/s at batch 1 and 16: ONNX int8, ONNX fp32, PyTorch eager (from the training checkpoint);
+1. pairs/s at batch 1 and 16: ONNX int8, ONNX fp32, PyTorch eager (from the training checkpoint),
+   and int8 over PyTorch;
 2. per-batch padding vs padding every batch to max_length (int8, batch 16);
 3. int8's F1 delta against fp32 on a sample of dev questions;
 4. the micro-batcher: 16 concurrent callers vs one caller at a time, through ``reader.read``:
    throughput ratio and the added wait (time queued before the batch starts), p50/p99.
+
+A 2-core VM's neighbours slow single passes by up to a third, at random: so every
+configuration of 1. and 2. is timed once per round, the rounds interleave them, and each
+reports its median over ``--rounds``; a ratio is the median of the per-round ratios, whose
+two sides ran seconds apart.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,15 +39,35 @@ from onnx_models.squad import DEV_FILE, Paragraph, Question, data_dir, default_t
 Batch = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def pairs_per_s(
-    run: Callable[[Batch], object], windows: Sequence[Window], batch: int, pad_to: int | None = None
-) -> float:
-    batches = [pad_windows(windows[i : i + batch], pad_to) for i in range(0, len(windows), batch)]
-    run(batches[0])  # warm-up: first-run allocations and graph setup
-    started = time.perf_counter()
-    for b in batches:
-        run(b)
-    return round(len(windows) / (time.perf_counter() - started), 1)
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """One configuration: an engine fed the windows in batches of ``batch``, padded to ``pad_to``."""
+
+    run: Callable[[Batch], object]
+    batch: int
+    pad_to: int | None = None
+
+
+def interleaved_pairs_per_s(configs: dict[str, Timed], windows: Sequence[Window], rounds: int) -> dict[str, list[float]]:
+    """pairs/s of every configuration in each of ``rounds`` rounds, the configurations taking turns."""
+    fed = {
+        name: [pad_windows(windows[i : i + c.batch], c.pad_to) for i in range(0, len(windows), c.batch)]
+        for name, c in configs.items()
+    }
+    for name, c in configs.items():
+        c.run(fed[name][0])  # warm-up: first-run allocations and graph setup
+    out: dict[str, list[float]] = {name: [] for name in configs}
+    for _ in range(rounds):
+        for name, c in configs.items():
+            started = time.perf_counter()
+            for b in fed[name]:
+                c.run(b)
+            out[name].append(len(windows) / (time.perf_counter() - started))
+    return out
+
+
+def median_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> float:
+    return round(statistics.median(a / b for a, b in zip(numerator, denominator, strict=True)), 2)
 
 
 def onnx_runner(path: Path, threads: int) -> Callable[[Batch], object]:
@@ -96,7 +123,8 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, default=data_dir() / "train_out", help="the PyTorch checkpoint exported")
     parser.add_argument("--data", type=Path, default=default_tarball())
     parser.add_argument("--pairs", type=int, default=96, help="windows timed per configuration")
-    parser.add_argument("--f1-sample", type=int, default=300, help="dev questions for the int8 vs fp32 F1 delta")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (medians are reported)")
+    parser.add_argument("--f1-sample", type=int, default=1000, help="dev questions for the int8 vs fp32 F1 delta")
     parser.add_argument("--requests", type=int, default=128, help="requests for the micro-batcher comparison")
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = all cores)")
     parser.add_argument("--seed", type=int, default=3)
@@ -116,18 +144,23 @@ def main() -> None:
         "onnx_fp32": onnx_runner(manifest.model_path(args.model_dir, "fp32"), args.threads),
         "torch_eager": torch_runner(args.checkpoint, args.threads),
     }
-    throughput = {
-        name: {f"batch_{b}": pairs_per_s(run, windows, b) for b in (1, 16)}
-        for name, run in engines.items()
-        if run is not None
+    configs = {
+        f"{name}/batch_{b}": Timed(run, b) for name, run in engines.items() if run is not None for b in (1, 16)
     }
-    report["pairs_per_s"] = throughput
     int8 = engines["onnx_int8"]
     assert int8 is not None
-    report["padding_int8_batch16"] = {
-        "per_batch": throughput["onnx_int8"]["batch_16"],
-        "fixed_max_length": pairs_per_s(int8, windows, 16, pad_to=manifest.max_length),
-    }
+    configs["onnx_int8/batch_16/fixed_max_length"] = Timed(int8, 16, pad_to=manifest.max_length)
+    timed = interleaved_pairs_per_s(configs, windows, args.rounds)
+    report["rounds"] = args.rounds
+    report["pairs_per_s_median"] = {name: round(statistics.median(v), 1) for name, v in timed.items()}
+    report["pairs_per_s_range"] = {name: [round(min(v), 1), round(max(v), 1)] for name, v in timed.items()}
+    if engines["torch_eager"] is not None:
+        report["int8_over_torch"] = {
+            f"batch_{b}": median_ratio(timed[f"onnx_int8/batch_{b}"], timed[f"torch_eager/batch_{b}"]) for b in (1, 16)
+        }
+    report["padding_int8_batch16_fixed_over_per_batch"] = median_ratio(
+        timed["onnx_int8/batch_16/fixed_max_length"], timed["onnx_int8/batch_16"]
+    )
 
     questions = sample_questions(paragraphs, args.f1_sample, args.seed + 1)
     f1 = {}

@@ -11,7 +11,8 @@ article (easy). Negatives point their span at [CLS] (index 0) and have relevance
 The run is resumable: every ``--checkpoint-minutes`` (and when it stops: ``--max-minutes``,
 SIGTERM, SIGINT) it writes ``OUT/checkpoint.pt`` with weights, optimizer, scheduler, the
 position in the data order and the RNG states; ``--resume`` goes on from there exactly.
-Progress (step, loss, steps/s, ETA) goes to ``OUT/train.log``.
+Progress (step, loss, steps/s, ETA) goes to ``OUT/train.log``. ``--keep-weights`` also keeps
+every checkpoint's weights, for ``onnx_models.average``.
 """
 
 from __future__ import annotations
@@ -247,6 +248,8 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
         state.seconds += now - last_save
         last_save = now
         save_state(args.out, state, model, optimizer, scheduler)
+        if args.keep_weights:
+            model.save(args.out / "weights" / f"step-{state.step}", tokenizer_dir)
 
     # The batch order is a pure function of the seed and the examples: skipping the batches
     # already trained on puts a resumed run exactly where the stopped one was.
@@ -344,6 +347,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--max-minutes", type=float, default=0, help="stop cleanly on a checkpoint after this many minutes"
     )
     parser.add_argument("--checkpoint-minutes", type=float, default=10)
+    parser.add_argument(
+        "--keep-weights", action="store_true", help="also keep each checkpoint's weights in OUT/weights/step-N (to average)"
+    )
     parser.add_argument("--log-every", type=int, default=20)
     args = parser.parse_args(argv)
     if args.hard_negatives_from < 1:

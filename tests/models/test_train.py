@@ -1,6 +1,6 @@
 """Training runs are resumable: a run stopped and resumed ends with the same weights as one
 that ran through, and a resume with another recipe is refused. Hard negatives are the
-article's best BM25 paragraphs without the answer."""
+article's best BM25 paragraphs without the answer. Kept weights average into a checkpoint."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from answerbox.models.modeling import ReaderEvaluatorModel
 from safetensors.torch import load_file
 
+from onnx_models.average import average
 from onnx_models.squad import TRAIN_FILES, Paragraph, Question
+from onnx_models.tiny import tiny_config
 from onnx_models.train import hard_negatives, parse_args, train
 
 _MEMBER_DIR = "bigbench-1.0.0/bigbench/benchmark_tasks/squad_shifts/"
@@ -95,3 +98,25 @@ def test_hard_negatives_are_the_articles_best_paragraphs_without_the_answer() ->
     three = hard_negatives([*paragraphs, other], depth=3)
     assert [p.id for p in one[("p0", "q")]] == ["p1"]
     assert [p.id for p in three[("p0", "q")]] == ["p1", "p2", "p4"]
+
+
+def test_kept_weights_average_into_a_checkpoint(tiny_checkpoint: Path, tarball: Path, tmp_path: Path) -> None:
+    # Stopped after one step, resumed to the end: two checkpoints, two kept weight sets.
+    train(parse_args(_args(tarball, tiny_checkpoint, tmp_path / "run", "--max-minutes", "1e-9", "--keep-weights")))
+    train(parse_args(_args(tarball, tiny_checkpoint, tmp_path / "run", "--resume", "--keep-weights")))
+    kept = sorted((tmp_path / "run" / "weights").iterdir())
+    assert [p.name for p in kept] == ["step-1", "step-24"]
+    assert all(torch.equal(a, b) for a, b in zip(_weights(kept[1]).values(), _weights(tmp_path / "run").values(), strict=True))
+    average(kept, tmp_path / "mean")
+    first, last, mean = _weights(kept[0]), _weights(kept[1]), _weights(tmp_path / "mean")
+    assert any(not torch.equal(first[k], last[k]) for k in first)
+    assert all(torch.allclose(mean[k], (first[k] + last[k]) / 2) for k in first if first[k].is_floating_point())
+
+
+
+def test_average_refuses_checkpoints_of_other_shapes(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    config = tiny_config()
+    config.num_hidden_layers = 1
+    ReaderEvaluatorModel(config).save(tmp_path / "one-layer", tiny_checkpoint)
+    with pytest.raises(SystemExit, match="does not have the parameters"):
+        average([tiny_checkpoint, tmp_path / "one-layer"], tmp_path / "mean")

@@ -1,0 +1,57 @@
+"""Average the weights of reader-evaluator checkpoints fine-tuned from one another (a model soup).
+
+    PYTHONPATH=plugin python -m onnx_models.average CHECKPOINT_A CHECKPOINT_B OUT
+
+Two runs that continue from the same weights lie in one basin; the mean of their weights
+often scores better than either, at no training cost. Every checkpoint must have the
+parameters of the first, whose config and tokenizer go with the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from answerbox.models.modeling import ReaderEvaluatorModel
+
+__all__ = ["average"]
+
+log = logging.getLogger(__name__)
+
+
+def average(checkpoints: Sequence[Path], out: Path) -> Path:
+    if len(checkpoints) < 2:
+        raise SystemExit("average needs at least two checkpoints")
+    models = [ReaderEvaluatorModel.load(path) for path in checkpoints]
+    states = [model.state_dict() for model in models]
+    shapes = {name: value.shape for name, value in states[0].items()}
+    for path, state in zip(checkpoints[1:], states[1:], strict=True):
+        if {name: value.shape for name, value in state.items()} != shapes:
+            raise SystemExit(f"{path} does not have the parameters of {checkpoints[0]}")
+    # Integer buffers (position ids) are equal in every checkpoint; only floats are averaged.
+    mean = {
+        name: torch.stack([s[name] for s in states]).mean(dim=0) if value.is_floating_point() else value
+        for name, value in states[0].items()
+    }
+    models[0].load_state_dict(mean)
+    models[0].save(out, checkpoints[0])
+    log.info("averaged %d checkpoints into %s", len(checkpoints), out)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoints", type=Path, nargs="+", help="reader-evaluator checkpoint directories")
+    parser.add_argument("out", type=Path, help="checkpoint directory to write")
+    args = parser.parse_args(argv)
+    average(args.checkpoints, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    raise SystemExit(main(sys.argv[1:]))
