@@ -9,7 +9,7 @@
 4. the micro-batcher: 16 concurrent callers vs one caller at a time, through ``reader.read``:
    throughput ratio and the added wait (time queued before the batch starts), p50/p99.
 
-A 2-core VM's neighbours slow single passes by up to a third, at random: so every
+A 2-core VM's neighbours slow single passes by up to half, at random: so every
 configuration of 1. and 2. is timed once per round, the rounds interleave them, and each
 reports its median over ``--rounds``; a ratio is the median of the per-round ratios, whose
 two sides ran seconds apart.
