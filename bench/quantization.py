@@ -10,8 +10,7 @@ fp32 graph itself, in this run. Prints EM/F1, F1 against fp32, and pairs/s at ba
 
 Candidates: ``none`` (every MatMul int8), ``heads`` (the export's default: the output heads
 in fp32), ``heads+last_layer`` (and the last encoder layer), ``heads+ffn_out`` (and every
-feed-forward down-projection, whose GELU inputs carry the outliers int8 clips worst),
-``heads+smoothed`` (the heads in fp32, the rest smoothed first: ``onnx_models.smooth``).
+feed-forward down-projection, whose GELU inputs carry the outliers int8 clips worst).
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
 from bench.model_throughput import Timed, interleaved_pairs_per_s, onnx_runner
 from bench.reader_eval import evaluate
-from onnx_models.smooth import ALPHAS, SEED, WINDOWS, calibration_feeds, smoothed_int8
 from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_questions
 
 _LAYER = re.compile(r"/layer\.(\d+)/")
@@ -49,7 +47,6 @@ def candidates(fp32: Path) -> dict[str, list[str]]:
         "heads": heads,
         "heads+last_layer": heads + [n for n in linear if f"/layer.{last}/" in n],
         "heads+ffn_out": heads + [n for n in linear if n.endswith("/output/dense/MatMul") and "/attention/" not in n],
-        "heads+smoothed": heads,
     }
 
 
@@ -91,11 +88,7 @@ def main() -> None:
             directory = Path(tmp) / name
             directory.mkdir()
             shutil.copyfile(args.model_dir / manifest.tokenizer, directory / manifest.tokenizer)
-            if name == "heads+smoothed":
-                feeds = calibration_feeds(tokenizer, args.data, WINDOWS, SEED)
-                smoothed_int8(fp32, directory / "model.int8.onnx", feeds, ALPHAS)
-            else:
-                to_int8(fp32, directory / "model.int8.onnx", keep_fp32=keep)
+            to_int8(fp32, directory / "model.int8.onnx", keep_fp32=keep)
             manifest.replace(variants={"int8": "model.int8.onnx"}).save(directory)
             rows[name] = {"fp32_nodes": len(keep), **measure(directory, "int8")}
     base = rows["fp32"]

@@ -43,7 +43,6 @@ class ModelManifest:
     score_offset: float = 0.0
     rerank_fusion_weight: float = 0.0  # fused = score + w · engine score / best engine score
     calibration: dict[str, Any] = field(default_factory=dict)  # how the thresholds were chosen
-    quantization: dict[str, Any] = field(default_factory=dict)  # how int8 was made, beyond the export's default
 
     def __post_init__(self) -> None:
         weight: object = self.rerank_fusion_weight
