@@ -7,7 +7,6 @@ import pytest
 from answerbox.config import REPO_ROOT
 from answerbox.models import Models, ReaderSpan
 from answerbox.models.manifest import ModelManifest
-from answerbox.models.reader import whole_words
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
 QUESTION = "Which team won Super Bowl 50?"
@@ -94,18 +93,3 @@ def test_a_question_longer_than_the_window_is_clipped_not_a_crash() -> None:
     tokenizer = load_tokenizer(REPO_ROOT / "onnx_models" / "default" / "tokenizer.json")
     windows = WindowTokenizer(tokenizer, max_length=48, stride=16).windows("what is the answer " * 100, ["a passage about many things " * 40])
     assert len(windows) > 1 and all(len(w.ids) <= 48 for w in windows)
-
-
-def test_a_span_is_widened_to_whole_words_never_across_them() -> None:
-    tokenizer = load_tokenizer(REPO_ROOT / "onnx_models" / "default" / "tokenizer.json")
-    passage = "Unbelievably, 北京大学 won."
-    [window] = WindowTokenizer(tokenizer, max_length=64, stride=16).windows("who won?", [passage])
-    at = {window.offsets[i][0]: i for i in range(window.context_start, window.context_end + 1)}
-    inside = at[passage.index("bel")]  # a word piece in the middle of "Unbelievably"
-    first, last = whole_words(window, inside, inside)
-    assert passage[window.offsets[first][0] : window.offsets[last][1]] == "Unbelievably"
-    # Each CJK character is a word of its own, and punctuation ends a word.
-    cjk = at[passage.index("京")]
-    assert whole_words(window, cjk, cjk) == (cjk, cjk)
-    end = at[passage.index("won")]
-    assert whole_words(window, end, end) == (end, end)

@@ -10,9 +10,8 @@ import numpy.typing as npt
 
 from answerbox.errors import ModelError
 from answerbox.models.encoder import PassageEncoder, WindowOutput
-from answerbox.models.windows import Window
 
-__all__ = ["Reader", "ReaderSpan", "best_span", "whole_words"]
+__all__ = ["Reader", "ReaderSpan", "best_span"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,21 +50,6 @@ def best_span(output: WindowOutput, max_answer_tokens: int) -> tuple[int, int] |
     return lo + s, lo + e
 
 
-def whole_words(window: Window, first: int, last: int) -> tuple[int, int]:
-    """The token span widened to the words it touches: a span that starts or stops inside a
-    word ("1990" of "1990s", "stadi" of "stadium") is never the answer a person would give.
-
-    Words are the tokenizer's (whitespace and punctuation split them; each CJK character is
-    one), so the widening stops at the same places a reader of the text would.
-    """
-    words = window.word_ids
-    while first > window.context_start and words[first - 1] == words[first]:
-        first -= 1
-    while last < window.context_end and words[last + 1] == words[last]:
-        last += 1
-    return first, last
-
-
 class Reader:
     def __init__(self, encoder: PassageEncoder, *, max_answer_tokens: int) -> None:
         self._encoder = encoder
@@ -84,7 +68,7 @@ class Reader:
         found = best_span(chosen, self._max_answer_tokens)
         if found is None:
             return ReaderSpan("", 0, 0, confidence=chosen.relevance)
-        first, last = whole_words(chosen.window, *found)
+        first, last = found
         offsets = chosen.window.offsets
         start, end = offsets[first][0], offsets[last][1]
         return ReaderSpan(passage[start:end], start, end, confidence=chosen.relevance)

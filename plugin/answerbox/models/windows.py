@@ -34,15 +34,13 @@ class Window:
 
     ``context_start``..``context_end`` (inclusive) are the token positions of the passage
     chunk; ``offsets[i]`` is the character span of token ``i`` in the original passage
-    and ``word_ids[i]`` the tokenizer's word it belongs to (both meaningful only inside
-    the chunk).
+    (meaningful only inside the chunk).
     """
 
     passage_index: int
     ids: npt.NDArray[np.int64]
     type_ids: npt.NDArray[np.int64]
     offsets: tuple[tuple[int, int], ...]
-    word_ids: tuple[int | None, ...]
     context_start: int
     context_end: int
 
@@ -114,7 +112,6 @@ def _to_window(passage_index: int, encoding: Encoding) -> Window:
         ids=np.asarray(encoding.ids, dtype=np.int64),
         type_ids=np.asarray(encoding.type_ids, dtype=np.int64),
         offsets=tuple(encoding.offsets),
-        word_ids=tuple(encoding.word_ids),
         context_start=start,
         context_end=end,
     )
