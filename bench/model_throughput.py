@@ -33,7 +33,7 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
 
-from bench.reader_eval import evaluate
+from onnx_models.reading import evaluate
 from onnx_models.squad import DEV_FILE, Paragraph, Question, data_dir, default_tarball, load_squad, sample_questions
 
 Batch = tuple[np.ndarray, np.ndarray, np.ndarray]

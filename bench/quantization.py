@@ -31,7 +31,7 @@ from answerbox.models.session import CPU
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
 from bench.model_throughput import Timed, interleaved_pairs_per_s, onnx_runner
-from bench.reader_eval import evaluate
+from onnx_models.reading import evaluate
 from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_questions
 
 _LAYER = re.compile(r"/layer\.(\d+)/")

@@ -3,58 +3,20 @@
     PYTHONPATH=plugin python -m bench.reader_eval              # all 10,565 questions
     PYTHONPATH=plugin python -m bench.reader_eval --limit 2000 # a seeded sample
 
-Goes through the public runtime API (``load_models`` → ``reader.read``), micro-batcher included.
+The scoring is ``onnx_models.reading.evaluate``, through the public runtime API.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import time
 from pathlib import Path
 
 from answerbox.config import ModelSettings
-from answerbox.models import Models, ReaderSpan, load_models
+from answerbox.models import load_models
 
-from onnx_models.squad import (
-    DEV_FILE,
-    Paragraph,
-    Question,
-    default_tarball,
-    exact_match,
-    f1_score,
-    load_squad,
-    sample_questions,
-)
-
-
-async def read_all(models: Models, questions: list[tuple[Paragraph, Question]], concurrency: int) -> list[ReaderSpan]:
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(paragraph: Paragraph, question: Question) -> ReaderSpan:
-        async with gate:
-            [span] = await models.reader.read(question.text, [paragraph.context])
-            return span
-
-    return await asyncio.gather(*(one(p, q) for p, q in questions))
-
-
-def evaluate(models: Models, questions: list[tuple[Paragraph, Question]], concurrency: int = 16) -> dict[str, float]:
-    started = time.perf_counter()
-    spans = asyncio.run(read_all(models, questions, concurrency))
-    seconds = time.perf_counter() - started
-    em = sum(exact_match(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True))
-    f1 = sum(f1_score(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True))
-    n = len(questions)
-    return {
-        "questions": n,
-        "em": round(100 * em / n, 2),
-        "f1": round(100 * f1 / n, 2),
-        "no_answer_share": round(sum(s.text == "" for s in spans) / n, 4),
-        "seconds": round(seconds, 1),
-        "questions_per_s": round(n / seconds, 1),
-    }
+from onnx_models.reading import evaluate
+from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_questions
 
 
 def main() -> None:

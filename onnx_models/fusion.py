@@ -20,7 +20,9 @@ Run it after ``onnx_models.calibrate``: w is on the scale of the calibrated scor
 the shipped model was trained on these questions (their gold windows and BM25 negatives), so
 the evaluator looks better on them than on unseen text and the chosen w leans low;
 ``--files amazon_reviews_v1.0.json reddit_v1.0.json`` chooses on squad_shifts files the model
-has never seen instead. ``--dry-run`` prints the table without writing the manifest.
+has never seen instead, and ``--holdout F`` samples only the articles that a run with
+``onnx_models.train --holdout F`` left out (their files are still indexed whole, so the
+candidates are as hard as before). ``--dry-run`` prints the table without writing the manifest.
 """
 
 from __future__ import annotations
@@ -40,7 +42,15 @@ from answerbox.models.manifest import ModelManifest
 from opensearchpy import OpenSearch
 
 from onnx_models.ranking import TOP_K, Candidates, bm25_top, cluster, evaluator_scores, fused_order, indexed, rank_metrics
-from onnx_models.squad import DEV_FILE, TRAIN_FILES, Paragraph, default_tarball, load_squad, sample_questions
+from onnx_models.squad import (
+    DEV_FILE,
+    TRAIN_FILES,
+    Paragraph,
+    default_tarball,
+    in_holdout,
+    load_squad,
+    sample_questions,
+)
 
 log = logging.getLogger("answerbox.fusion")
 
@@ -67,7 +77,10 @@ def choose(table: dict[float, Metrics]) -> float:
 def candidates_by_file(args: argparse.Namespace) -> tuple[list[str], list[int], list[Candidates], list[Paragraph]]:
     """The sampled questions, their gold paragraphs, their BM25 top k (each in its own file's index), and the paragraphs."""
     paragraphs = load_squad(args.files, args.data)
-    questions = sample_questions(paragraphs, args.questions, args.seed)
+    pool = [p for p in paragraphs if in_holdout(p.article, args.holdout)] if args.holdout else paragraphs
+    questions = sample_questions(pool, args.questions, args.seed)
+    if not questions:
+        raise SystemExit(f"--holdout {args.holdout} holds out no question")
     position = {p.id: i for i, p in enumerate(paragraphs)}
     by_file: dict[str, dict[int, Paragraph]] = collections.defaultdict(dict)
     for i, p in enumerate(paragraphs):
@@ -115,6 +128,7 @@ def write(args: argparse.Namespace, choice: Choice) -> Path:
     manifest = ModelManifest.load(args.model_dir)
     record: dict[str, Any] = {
         "data": [f"squad_shifts/{name}" for name in args.files],
+        "holdout": args.holdout,
         "variant": args.variant,
         "questions": choice.questions,
         "seed": args.seed,
@@ -139,6 +153,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data", type=Path, default=default_tarball())
     parser.add_argument("--files", nargs="+", default=list(TRAIN_FILES), help="squad_shifts files to sample questions from")
     parser.add_argument("--questions", type=int, default=1000, help="seeded sample of questions (0 = all)")
+    parser.add_argument(
+        "--holdout", type=float, default=0.0, help="sample only the articles a run with this --holdout never trained on"
+    )
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--top-k", type=int, default=TOP_K, help="BM25 candidates per question")
     parser.add_argument("--step", type=float, default=0.05)
@@ -149,6 +166,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if DEV_FILE in args.files:
         parser.error(f"{DEV_FILE} is what bench/rerank_eval.py reports on: choose the weight on other questions")
+    if not 0 <= args.holdout < 1:
+        parser.error("--holdout must be in [0, 1)")
     if not (args.step > 0 and args.max_weight >= 0):
         parser.error("--step must be > 0 and --max-weight >= 0")
     return args

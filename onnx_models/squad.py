@@ -14,6 +14,7 @@ import random
 import re
 import string
 import tarfile
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ __all__ = [
     "default_tarball",
     "exact_match",
     "f1_score",
+    "in_holdout",
     "load_squad",
     "normalize_answer",
     "sample_questions",
@@ -105,6 +107,12 @@ def _paragraphs(name: str, data: dict[str, object]) -> Iterator[Paragraph]:
                 context=paragraph["context"],
                 questions=questions,
             )
+
+
+def in_holdout(article: str, fraction: float) -> bool:
+    """Whether an article is in the held-out split of ``fraction`` of the articles: a stable
+    hash of its name, so every run on every machine holds out the same ones."""
+    return zlib.crc32(article.encode()) < fraction * 2**32
 
 
 def sample_questions(paragraphs: Sequence[Paragraph], limit: int, seed: int) -> list[tuple[Paragraph, Question]]:

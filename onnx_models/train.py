@@ -38,7 +38,16 @@ from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pa
 from torch import nn
 
 from onnx_models.checkpoint import TrainingState, load_state, save_state
-from onnx_models.squad import BM25, TRAIN_FILES, Paragraph, data_dir, default_tarball, load_squad, normalize_answer
+from onnx_models.squad import (
+    BM25,
+    TRAIN_FILES,
+    Paragraph,
+    data_dir,
+    default_tarball,
+    in_holdout,
+    load_squad,
+    normalize_answer,
+)
 
 log = logging.getLogger("answerbox.train")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -184,7 +193,7 @@ def _progress_log(out: Path) -> Iterator[None]:
 def _recipe(args: argparse.Namespace) -> dict[str, str]:
     """The arguments that decide the data, its order and the schedule: a resume must keep them."""
     keys = ("seed", "max_questions", "random_negatives", "hard_negatives_from", "max_length", "stride", "batch_size", "epochs", "lr",
-            "max_steps", "train_embeddings", "init", "encoder")  # fmt: skip
+            "max_steps", "train_embeddings", "init", "encoder", "holdout")  # fmt: skip
     return {k: str(getattr(args, k)) for k in keys}
 
 
@@ -204,7 +213,8 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
     windows = WindowTokenizer(
         load_tokenizer(tokenizer_dir / "tokenizer.json"), max_length=args.max_length, stride=args.stride
     )
-    paragraphs = load_squad(TRAIN_FILES, args.data)
+    # Held-out articles are never trained on: checkpoints and the fusion weight are chosen on them.
+    paragraphs = [p for p in load_squad(TRAIN_FILES, args.data) if not in_holdout(p.article, args.holdout)]
     examples = build_examples(
         paragraphs,
         windows,
@@ -329,6 +339,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--hard-negatives-from", type=int, default=1, help="draw the hard negative among the article's K best BM25"
     )
+    parser.add_argument(
+        "--holdout", type=float, default=0.0, help="fraction of training articles never trained on (stable by title)"
+    )
     parser.add_argument("--max-length", type=int, default=192)
     parser.add_argument("--stride", type=int, default=48)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -352,6 +365,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--log-every", type=int, default=20)
     args = parser.parse_args(argv)
+    if not 0 <= args.holdout < 1:
+        parser.error("--holdout must be in [0, 1)")
     if args.hard_negatives_from < 1:
         parser.error("--hard-negatives-from must be at least 1")
     return args

@@ -1,11 +1,13 @@
 """Training runs are resumable: a run stopped and resumed ends with the same weights as one
 that ran through, and a resume with another recipe is refused. Hard negatives are the
-article's best BM25 paragraphs without the answer. Kept weights average into a checkpoint."""
+article's best BM25 paragraphs without the answer. Kept weights average into a checkpoint.
+Held-out articles stay out of the run, and the tail to average is chosen on them."""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import tarfile
 from pathlib import Path
 
@@ -15,7 +17,9 @@ from answerbox.models.modeling import ReaderEvaluatorModel
 from safetensors.torch import load_file
 
 from onnx_models.average import average
-from onnx_models.squad import TRAIN_FILES, Paragraph, Question
+from onnx_models.select_average import by_step, select
+from onnx_models.select_average import parse_args as select_args
+from onnx_models.squad import TRAIN_FILES, Paragraph, Question, in_holdout
 from onnx_models.tiny import tiny_config
 from onnx_models.train import hard_negatives, parse_args, train
 
@@ -120,3 +124,41 @@ def test_average_refuses_checkpoints_of_other_shapes(tiny_checkpoint: Path, tmp_
     ReaderEvaluatorModel(config).save(tmp_path / "one-layer", tiny_checkpoint)
     with pytest.raises(SystemExit, match="does not have the parameters"):
         average([tiny_checkpoint, tmp_path / "one-layer"], tmp_path / "mean")
+
+
+def test_held_out_articles_are_never_trained_on(tiny_checkpoint: Path, tarball: Path, tmp_path: Path) -> None:
+    articles = [f"{name}/{topic}" for name in TRAIN_FILES for topic in TOPICS]
+    kept = [a for a in articles if not in_holdout(a, 0.5)]
+    assert 0 < len(kept) < len(articles)  # the split is stable: this fraction splits the fixture
+    state = train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--holdout", "0.5")))
+    questions = 3 * len(kept)  # three paragraphs of one question each per article
+    assert state.step == math.ceil(2 * questions / 4) * 2  # positives + hard negatives, 4 a batch, 2 epochs
+    assert f"from {questions} paragraphs" in (tmp_path / "train.log").read_text()
+
+
+def test_select_average_keeps_the_best_tail_on_the_held_out_articles(
+    tiny_checkpoint: Path, tarball: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    train(parse_args(_args(tarball, tiny_checkpoint, run, "--holdout", "0.5", "--max-minutes", "1e-9", "--keep-weights")))
+    train(parse_args(_args(tarball, tiny_checkpoint, run, "--holdout", "0.5", "--resume", "--keep-weights")))
+    kept = list((run / "weights").iterdir())
+    argv = [*map(str, kept), "--holdout", "0.5", "--out", str(tmp_path / "chosen"), "--data", str(tarball),
+            "--max-length", "48", "--stride", "12"]  # fmt: skip
+    selection = select(select_args(argv))
+    assert selection.questions == 12  # the four held-out articles' questions
+    assert [c.checkpoints for c in selection.candidates] == [["step-12"], ["step-1", "step-12"]]
+    best = max(selection.candidates, key=lambda c: (c.em, c.f1, len(c.checkpoints)))
+    assert selection.chosen == best
+    record = json.loads((tmp_path / "chosen" / "selection.json").read_text())
+    assert record["chosen"]["checkpoints"] == best.checkpoints and record["holdout"] == 0.5
+    chosen, last = _weights(tmp_path / "chosen"), _weights(run / "weights" / "step-12")
+    same = all(torch.equal(chosen[k], last[k]) for k in last)
+    assert same == (best.checkpoints == ["step-12"])
+
+
+def test_select_average_orders_kept_weights_by_step(tmp_path: Path) -> None:
+    names = ["step-2106", "step-241", "step-1409"]
+    assert [p.name for p in by_step([tmp_path / n for n in names])] == ["step-241", "step-1409", "step-2106"]
+    with pytest.raises(SystemExit, match="kept weights"):
+        by_step([tmp_path / "avg8"])
