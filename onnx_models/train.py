@@ -38,6 +38,7 @@ from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pa
 from torch import nn
 
 from onnx_models.checkpoint import TrainingState, load_state, save_state
+from onnx_models.int8_simulation import simulate_int8
 from onnx_models.squad import (
     BM25,
     TRAIN_FILES,
@@ -193,7 +194,7 @@ def _progress_log(out: Path) -> Iterator[None]:
 def _recipe(args: argparse.Namespace) -> dict[str, str]:
     """The arguments that decide the data, its order and the schedule: a resume must keep them."""
     keys = ("seed", "max_questions", "random_negatives", "hard_negatives_from", "max_length", "stride", "batch_size", "epochs", "lr",
-            "max_steps", "train_embeddings", "init", "encoder", "holdout")  # fmt: skip
+            "max_steps", "train_embeddings", "init", "encoder", "holdout", "int8_aware")  # fmt: skip
     return {k: str(getattr(args, k)) for k in keys}
 
 
@@ -231,6 +232,8 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
     # The word-embedding table is half the parameters: frozen, the optimizer step is much
     # cheaper on 2 CPU cores; unfreeze it where there is time (a GPU).
     model.encoder.embeddings.word_embeddings.weight.requires_grad_(args.train_embeddings)
+    if args.int8_aware:
+        log.info("int8-aware: %d encoder Linears see the served int8 rounding", simulate_int8(model))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     steps = math.ceil(len(examples) / args.batch_size) * args.epochs
@@ -354,6 +357,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--bf16",
         action="store_true",
         help="bfloat16 autocast for the forward pass (weights stay fp32); ~1.7x on CPUs with AVX512-BF16",
+    )
+    parser.add_argument(
+        "--int8-aware",
+        action="store_true",
+        help="quantization-aware fine-tuning: the encoder computes with the served int8 rounding (straight-through)",
     )
     parser.add_argument("--max-steps", type=int, default=0, help="cap on optimizer steps (shortens the schedule)")
     parser.add_argument(

@@ -1,0 +1,59 @@
+"""The served int8 rounding, simulated in PyTorch for quantization-aware fine-tuning.
+
+``onnx_models.train --int8-aware`` routes every Linear of the encoder through this, so the
+training forward pass sees what ``answerbox.models.export.to_int8`` will do at run time and
+the weights learn to tolerate it (the output heads stay fp32 there, so here too). It mirrors
+ONNX Runtime's dynamic quantization:
+
+- activations: uint8, asymmetric, one scale for the whole tensor from its min and max with 0
+  kept in range (``DynamicQuantizeLinear``);
+- weights: int8, symmetric, one scale per output channel, 7-bit (``reduce_range``: [-64, 64],
+  scale = max |w| / 64).
+
+Gradients pass straight through the rounding. Parameter names do not change, so
+checkpoints, averaging and export work as before.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from answerbox.models.modeling import ReaderEvaluatorModel
+from torch import nn
+from torch.nn import functional
+
+__all__ = ["simulate_int8"]
+
+_WEIGHT_RANGE = (-64, 64)
+_ACTIVATION_RANGE = (0, 255)
+
+
+def simulate_int8(model: ReaderEvaluatorModel) -> int:
+    """Make every Linear of ``model.encoder`` compute as the int8 graph will; returns how many."""
+    linears = [m for m in model.encoder.modules() if isinstance(m, nn.Linear)]
+    for linear in linears:
+        linear.forward = functools.partial(_int8_linear, linear)  # type: ignore[method-assign]
+    return len(linears)
+
+
+def _int8_linear(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return functional.linear(_activations(x), _weights(linear.weight), linear.bias)
+
+
+def _activations(x: torch.Tensor) -> torch.Tensor:
+    full = x.float()
+    lo = full.detach().min().clamp(max=0.0)
+    hi = full.detach().max().clamp(min=0.0)
+    qmin, qmax = _ACTIVATION_RANGE
+    scale = ((hi - lo) / (qmax - qmin)).clamp(min=torch.finfo(torch.float32).tiny)
+    zero_point = (qmin - lo / scale).round().clamp(qmin, qmax).to(torch.int32)
+    return torch.fake_quantize_per_tensor_affine(full, scale, zero_point, qmin, qmax).to(x.dtype)
+
+
+def _weights(weight: torch.Tensor) -> torch.Tensor:
+    qmin, qmax = _WEIGHT_RANGE
+    absmax = weight.detach().abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny)
+    scale = absmax * 2 / (qmax - qmin)
+    zero_point = torch.zeros(weight.shape[0], dtype=torch.int32, device=weight.device)
+    return torch.fake_quantize_per_channel_affine(weight, scale, zero_point, 0, qmin, qmax)
