@@ -8,10 +8,11 @@ same seeded SQuAD v1.1 dev questions with their gold paragraphs through each, an
 fp32 graph itself, in this run. Prints EM/F1, F1 against fp32, and pairs/s at batch 1 and 16
 (the ratio to fp32's in the same run).
 
-Candidates: ``none`` (every MatMul and embedding table int8), ``heads`` (the output heads in
-fp32), ``heads+last_layer`` (and the last encoder layer), ``heads+ffn_out`` (and every
-feed-forward down-projection, whose GELU inputs carry the outliers int8 clips worst),
-``heads+embeddings`` (the export's default: the heads and the embedding tables in fp32).
+Candidates: ``none`` (every MatMul and embedding table int8), ``heads`` (the export's
+default: the output heads in fp32), ``heads+last_layer`` (and the last encoder layer),
+``heads+ffn_out`` (and every feed-forward down-projection, whose GELU inputs carry the
+outliers int8 clips worst), ``heads+embeddings`` (and the word, position and token-type
+tables, which ONNX Runtime stores as uint8 with one scale per table).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 import onnx
 from answerbox.config import ModelSettings
 from answerbox.models import load_models
-from answerbox.models.export import embedding_lookups, output_heads, to_int8
+from answerbox.models.export import output_heads, to_int8
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
@@ -41,6 +42,8 @@ _LAYER = re.compile(r"/layer\.(\d+)/")
 def candidates(fp32: Path) -> dict[str, list[str]]:
     graph = onnx.load(str(fp32), load_external_data=False).graph
     linear = [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm")]
+    tables = {t.name for t in graph.initializer}
+    lookups = [n.name for n in graph.node if n.op_type == "Gather" and n.input[0] in tables]
     heads = output_heads(fp32)
     last = max((int(m[1]) for n in linear if (m := _LAYER.search(n))), default=-1)
     return {
@@ -48,7 +51,7 @@ def candidates(fp32: Path) -> dict[str, list[str]]:
         "heads": heads,
         "heads+last_layer": heads + [n for n in linear if f"/layer.{last}/" in n],
         "heads+ffn_out": heads + [n for n in linear if n.endswith("/output/dense/MatMul") and "/attention/" not in n],
-        "heads+embeddings": heads + embedding_lookups(fp32),
+        "heads+embeddings": heads + lookups,
     }
 
 

@@ -68,11 +68,16 @@ def load_state(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     recipe: dict[str, str],
+    added: dict[str, str] | None = None,
 ) -> TrainingState:
-    """Restore everything saved by :func:`save_state`; refuses a checkpoint of another recipe."""
+    """Restore everything saved by :func:`save_state`; refuses a checkpoint of another recipe.
+
+    ``added``: settings newer than some checkpoints, with the value those ran with.
+    """
     saved = torch.load(directory / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
     state: TrainingState = saved["state"]
-    changed = sorted(k for k in recipe.keys() | state.recipe.keys() if recipe.get(k) != state.recipe.get(k))
+    before = {**(added or {}), **state.recipe}
+    changed = sorted(k for k in recipe.keys() | before.keys() if recipe.get(k) != before.get(k))
     if changed:
         raise SystemExit(f"{directory / CHECKPOINT_FILE} was written with other settings: {', '.join(changed)}")
     model.load_state_dict(saved["model"])

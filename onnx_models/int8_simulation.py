@@ -8,7 +8,8 @@ ONNX Runtime's dynamic quantization:
 - activations: uint8, asymmetric, one scale for the whole tensor from its min and max with 0
   kept in range (``DynamicQuantizeLinear``);
 - weights: int8, symmetric, one scale per output channel, 7-bit (``reduce_range``: [-64, 64],
-  scale = max |w| / 64).
+  scale = max |w| / 64);
+- embedding tables (word, position, token type): uint8, asymmetric, one scale per table.
 
 Gradients pass straight through the rounding. Parameter names do not change, so
 checkpoints, averaging and export work as before.
@@ -26,26 +27,34 @@ from torch.nn import functional
 __all__ = ["simulate_int8"]
 
 _WEIGHT_RANGE = (-64, 64)
-_ACTIVATION_RANGE = (0, 255)
+_UINT8_RANGE = (0, 255)
 
 
 def simulate_int8(model: ReaderEvaluatorModel) -> int:
-    """Make every Linear of ``model.encoder`` compute as the int8 graph will; returns how many."""
+    """Make every Linear and Embedding of ``model.encoder`` compute as the int8 graph will;
+    returns how many."""
     linears = [m for m in model.encoder.modules() if isinstance(m, nn.Linear)]
+    tables = [m for m in model.encoder.modules() if isinstance(m, nn.Embedding)]
     for linear in linears:
         linear.forward = functools.partial(_int8_linear, linear)  # type: ignore[method-assign]
-    return len(linears)
+    for table in tables:
+        table.forward = functools.partial(_uint8_lookup, table)  # type: ignore[method-assign]
+    return len(linears) + len(tables)
 
 
 def _int8_linear(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    return functional.linear(_activations(x), _weights(linear.weight), linear.bias)
+    return functional.linear(_per_tensor_uint8(x), _weights(linear.weight), linear.bias)
 
 
-def _activations(x: torch.Tensor) -> torch.Tensor:
+def _uint8_lookup(table: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
+    return functional.embedding(ids, _per_tensor_uint8(table.weight), table.padding_idx)
+
+
+def _per_tensor_uint8(x: torch.Tensor) -> torch.Tensor:
     full = x.float()
     lo = full.detach().min().clamp(max=0.0)
     hi = full.detach().max().clamp(min=0.0)
-    qmin, qmax = _ACTIVATION_RANGE
+    qmin, qmax = _UINT8_RANGE
     scale = ((hi - lo) / (qmax - qmin)).clamp(min=torch.finfo(torch.float32).tiny)
     zero_point = (qmin - lo / scale).round().clamp(qmin, qmax).to(torch.int32)
     return torch.fake_quantize_per_tensor_affine(full, scale, zero_point, qmin, qmax).to(x.dtype)

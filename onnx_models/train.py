@@ -191,6 +191,10 @@ def _progress_log(out: Path) -> Iterator[None]:
         handler.close()
 
 
+# Recipe settings added after runs were checkpointed, with the value those runs trained with.
+_ADDED_SETTINGS = {"holdout": "0.0", "int8_aware": "False"}
+
+
 def _recipe(args: argparse.Namespace) -> dict[str, str]:
     """The arguments that decide the data, its order and the schedule: a resume must keep them."""
     keys = ("seed", "max_questions", "random_negatives", "hard_negatives_from", "max_length", "stride", "batch_size", "epochs", "lr",
@@ -233,7 +237,7 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
     # cheaper on 2 CPU cores; unfreeze it where there is time (a GPU).
     model.encoder.embeddings.word_embeddings.weight.requires_grad_(args.train_embeddings)
     if args.int8_aware:
-        log.info("int8-aware: %d encoder Linears see the served int8 rounding", simulate_int8(model))
+        log.info("int8-aware: %d encoder Linears and embedding tables see the served int8 rounding", simulate_int8(model))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     steps = math.ceil(len(examples) / args.batch_size) * args.epochs
@@ -245,7 +249,7 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
     )
     state = TrainingState(step=0, seconds=0.0, history=[], recipe=_recipe(args))
     if args.resume:
-        state = load_state(args.out, model, optimizer, scheduler, state.recipe)
+        state = load_state(args.out, model, optimizer, scheduler, state.recipe, _ADDED_SETTINGS)
         log.info("resumed at step %d/%d after %.1f min of training", state.step, steps, state.seconds / 60)
     span_loss = nn.CrossEntropyLoss()
     relevance_loss = nn.BCEWithLogitsLoss()

@@ -40,19 +40,11 @@ def _float_linear_nodes(model_path: Path) -> tuple[list[str], int]:
     return sorted(weighted), sum(n.op_type == "MatMulInteger" for n in nodes)
 
 
-def test_int8_keeps_the_output_heads_and_embedding_tables_in_fp32(tiny_export: Path) -> None:
-    """The heads are a sliver of the compute; int8 rounding would land on the logits themselves.
-    A table lookup has no arithmetic to save, while one scale per table rounds it coarsely."""
-    import onnx
-
+def test_int8_keeps_the_output_heads_in_fp32(tiny_export: Path) -> None:
+    """The heads are a sliver of the compute; int8 rounding would land on the logits themselves."""
     kept, quantized = _float_linear_nodes(tiny_export / "model.int8.onnx")
     assert kept == ["/qa_outputs/MatMul", "/relevance/Gemm_MatMul"]  # ONNX Runtime splits a Gemm into MatMul + Add
     assert quantized >= 6 * tiny_config().num_hidden_layers  # every encoder projection is int8
-    graph = onnx.load(str(tiny_export / "model.int8.onnx")).graph
-    tables = [t for t in graph.initializer if "embeddings" in t.name and "LayerNorm" not in t.name]
-    assert sorted(t.name for t in tables) == [f"encoder.embeddings.{n}_embeddings.weight" for n in ("position", "token_type", "word")]
-    assert all(t.data_type == onnx.TensorProto.FLOAT for t in tables)
-    assert not any(n.op_type == "DequantizeLinear" for n in graph.node)
 
 
 def test_export_rejects_unknown_variant(tiny_checkpoint: Path, tmp_path: Path) -> None:

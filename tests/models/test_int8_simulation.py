@@ -26,8 +26,9 @@ def test_simulated_int8_tracks_the_served_int8_graph(tiny_checkpoint: Path, tiny
     model = ReaderEvaluatorModel.load(tiny_checkpoint)
     with torch.no_grad():
         fp32 = model(*inputs)
-        # Q, K, V, attention output, FFN in and out per layer; the heads are not encoder Linears.
-        assert simulate_int8(model) == 6 * tiny_config().num_hidden_layers
+        # Q, K, V, attention output, FFN in and out per layer, and the word, position and
+        # token-type tables; the heads are not the encoder's.
+        assert simulate_int8(model) == 6 * tiny_config().num_hidden_layers + 3
         simulated = model(*inputs)
     session = OnnxSession(manifest.model_path(tiny_export, "int8"), providers=["CPUExecutionProvider"])
     served = session.run({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
@@ -37,7 +38,7 @@ def test_simulated_int8_tracks_the_served_int8_graph(tiny_checkpoint: Path, tiny
         pick = (lambda t: t.numpy()[real]) if sim.ndim == 2 else (lambda t: t.numpy())
         rounding_error = np.abs(pick(plain) - want).max()
         assert rounding_error > 1e-4  # int8 does move the logits ...
-        # ... and the simulation moves them alike (measured: 1e-7 against 1e-4 on this model).
+        # ... and the simulation moves them alike (measured: 1e-7 against 1e-2 on this model).
         assert np.abs(pick(sim) - want).max() < rounding_error / 20
     # Straight-through: the rounding does not stop the gradients.
     model.train()

@@ -162,3 +162,13 @@ def test_select_average_orders_kept_weights_by_step(tmp_path: Path) -> None:
     assert [p.name for p in by_step([tmp_path / n for n in names])] == ["step-241", "step-1409", "step-2106"]
     with pytest.raises(SystemExit, match="kept weights"):
         by_step([tmp_path / "avg8"])
+
+
+def test_a_checkpoint_from_before_a_setting_existed_resumes(tiny_checkpoint: Path, tarball: Path, tmp_path: Path) -> None:
+    train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--max-minutes", "1e-9")))
+    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    del saved["state"].recipe["int8_aware"]  # as a run checkpointed before --int8-aware was written
+    torch.save(saved, tmp_path / "checkpoint.pt")
+    assert train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--resume"))).step == 24
+    with pytest.raises(SystemExit, match="other settings: int8_aware"):
+        train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--resume", "--int8-aware")))

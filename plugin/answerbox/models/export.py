@@ -20,7 +20,7 @@ from pathlib import Path
 from answerbox.errors import ModelError
 from answerbox.models.manifest import ModelManifest
 
-__all__ = ["TASKS", "VARIANTS", "embedding_lookups", "export_model", "output_heads", "to_int8"]
+__all__ = ["TASKS", "VARIANTS", "export_model", "output_heads", "to_int8"]
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +148,7 @@ def _to_fp16(fp32: Path, target: Path) -> Path:
 
 
 def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None) -> Path:
-    """Dynamic int8 of ``fp32``; the nodes in ``keep_fp32`` stay fp32 (default: :func:`output_heads`
-    and :func:`embedding_lookups`)."""
+    """Dynamic int8 of ``fp32``; the nodes in ``keep_fp32`` (default: :func:`output_heads`) stay fp32."""
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
 
     # Dynamic quantization: int8 weights, activations quantized per batch at run time; no
@@ -158,7 +157,7 @@ def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None) ->
     # 7-bit weights (reduce_range): CPUs without VNNI (AVX2, plain AVX-512) multiply u8·s8
     # pairs into saturating int16 sums, which 8-bit weights overflow; 7-bit ones cannot, so
     # every x86-64 CPU computes the same logits (an AVX2 CPU's error was 12x an AVX-512's).
-    keep = output_heads(fp32) + embedding_lookups(fp32) if keep_fp32 is None else list(keep_fp32)
+    keep = output_heads(fp32) if keep_fp32 is None else list(keep_fp32)
     # ONNX Runtime rewrites each Gemm as a MatMul named "<gemm>_MatMul" before it matches names.
     keep += [f"{name}_MatMul" for name in keep]
     quantize_dynamic(
@@ -190,21 +189,6 @@ def output_heads(model_path: Path) -> list[str]:
         else:
             pending.extend(node.input)
     return sorted(heads)
-
-
-def embedding_lookups(model_path: Path) -> list[str]:
-    """The Gathers that read a table (word, position and token-type embeddings).
-
-    ONNX Runtime would store each table as uint8 with one scale for the whole table; a
-    lookup costs no arithmetic, so int8 saves only file size there, while the coarse steps
-    (0.008 on the position table, whose values are a few hundredths) cost the reader about
-    half an EM point on SQuAD dev. Kept fp32.
-    """
-    import onnx
-
-    graph = onnx.load(str(model_path), load_external_data=False).graph
-    tables = {t.name for t in graph.initializer}
-    return sorted(n.name for n in graph.node if n.op_type == "Gather" and n.input[0] in tables)
 
 
 def _copy_tokenizer(checkpoint_dir: Path, target: Path) -> None:
