@@ -47,7 +47,8 @@ from onnx_models.squad import (
     TRAIN_FILES,
     Paragraph,
     default_tarball,
-    in_holdout,
+    held_out,
+    holdout_fraction,
     load_squad,
     sample_questions,
 )
@@ -77,10 +78,8 @@ def choose(table: dict[float, Metrics]) -> float:
 def candidates_by_file(args: argparse.Namespace) -> tuple[list[str], list[int], list[Candidates], list[Paragraph]]:
     """The sampled questions, their gold paragraphs, their BM25 top k (each in its own file's index), and the paragraphs."""
     paragraphs = load_squad(args.files, args.data)
-    pool = [p for p in paragraphs if in_holdout(p.article, args.holdout)] if args.holdout else paragraphs
+    pool = held_out(paragraphs, args.holdout) if args.holdout else paragraphs
     questions = sample_questions(pool, args.questions, args.seed)
-    if not questions:
-        raise SystemExit(f"--holdout {args.holdout} holds out no question")
     position = {p.id: i for i, p in enumerate(paragraphs)}
     by_file: dict[str, dict[int, Paragraph]] = collections.defaultdict(dict)
     for i, p in enumerate(paragraphs):
@@ -154,7 +153,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--files", nargs="+", default=list(TRAIN_FILES), help="squad_shifts files to sample questions from")
     parser.add_argument("--questions", type=int, default=1000, help="seeded sample of questions (0 = all)")
     parser.add_argument(
-        "--holdout", type=float, default=0.0, help="sample only the articles a run with this --holdout never trained on"
+        "--holdout", type=holdout_fraction, default=0.0, help="sample only the articles a run with this --holdout never trained on"
     )
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--top-k", type=int, default=TOP_K, help="BM25 candidates per question")
@@ -166,8 +165,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if DEV_FILE in args.files:
         parser.error(f"{DEV_FILE} is what bench/rerank_eval.py reports on: choose the weight on other questions")
-    if not 0 <= args.holdout < 1:
-        parser.error("--holdout must be in [0, 1)")
     if not (args.step > 0 and args.max_weight >= 0):
         parser.error("--step must be > 0 and --max-weight >= 0")
     return args

@@ -1,6 +1,6 @@
 """The served int8 rounding, simulated in PyTorch for quantization-aware fine-tuning.
 
-``onnx_models.train --int8-aware`` routes every Linear of the encoder through this, so the
+``onnx_models.train --int8-aware`` routes the encoder's Linears and embedding tables through this, so the
 training forward pass sees what ``answerbox.models.export.to_int8`` will do at run time and
 the weights learn to tolerate it (the output heads stay fp32 there, so here too). It mirrors
 ONNX Runtime's dynamic quantization:

@@ -1,6 +1,6 @@
 """The reader's EM and F1 on SQuAD-format questions, each read against its gold paragraph.
 
-Shared by ``bench/reader_eval.py`` (dev questions) and ``onnx_models/select.py`` (held-out
+Shared by ``bench/reader_eval.py`` (dev questions) and ``onnx_models/select_average.py`` (held-out
 training articles), so checkpoints are chosen on exactly what the bench measures. Goes
 through the public runtime API (``load_models`` → ``reader.read``), micro-batcher included.
 """

@@ -11,7 +11,8 @@ variant and read on every question of the held-out articles (``onnx_models.readi
 ``bench/reader_eval.py`` reads dev). The best EM wins (ties: F1, then the longer tail); its
 PyTorch checkpoint goes to OUT with ``selection.json``, every candidate's scores.
 
-Pass the same ``--holdout`` as the run: a smaller one reads articles the run trained on.
+Pass the same ``--holdout`` as the run: a smaller one reads articles the run trained on, and
+0 holds out nothing (refused).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from answerbox.models.export import export_model
 
 from onnx_models.average import average
 from onnx_models.reading import evaluate
-from onnx_models.squad import TRAIN_FILES, default_tarball, in_holdout, load_squad, sample_questions
+from onnx_models.squad import TRAIN_FILES, default_tarball, held_out, holdout_fraction, load_squad, sample_questions
 
 __all__ = ["select"]
 
@@ -70,16 +71,16 @@ def by_step(checkpoints: Sequence[Path]) -> list[Path]:
 
 def select(args: argparse.Namespace) -> Selection:
     tails = by_step(args.checkpoints)
-    paragraphs = [p for p in load_squad(TRAIN_FILES, args.data) if in_holdout(p.article, args.holdout)]
+    paragraphs = held_out(load_squad(TRAIN_FILES, args.data), args.holdout)
     questions = sample_questions(paragraphs, args.limit, args.seed)
-    if not questions:
-        raise SystemExit(f"--holdout {args.holdout} holds out no question")
     log.info("%d held-out questions from %d paragraphs", len(questions), len(paragraphs))
     rows: list[Candidate] = []
+    sources: list[Path] = []  # each candidate's checkpoint, to copy the winner from
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(1, len(tails) + 1):
             members = tails[-k:]
             checkpoint = members[0] if k == 1 else average(members, Path(tmp) / f"mean-{k}")
+            sources.append(checkpoint)
             exported = export_model(
                 checkpoint, Path(tmp) / f"onnx-{k}", variants=(args.variant,), max_length=args.max_length, stride=args.stride
             )
@@ -91,8 +92,7 @@ def select(args: argparse.Namespace) -> Selection:
             rows.append(Candidate([p.name for p in members], scores["em"], scores["f1"]))
             log.info("last %d: EM %.2f F1 %.2f", k, scores["em"], scores["f1"])
         best = max(range(len(rows)), key=lambda i: (rows[i].em, rows[i].f1, i))
-        winner = Path(tmp) / f"mean-{best + 1}" if best else tails[-1]
-        shutil.copytree(winner, args.out, dirs_exist_ok=True)
+        shutil.copytree(sources[best], args.out, dirs_exist_ok=True)
     selection = Selection(chosen=rows[best], candidates=rows, questions=len(questions))
     record = {"holdout": args.holdout, "variant": args.variant, "chosen_by": "EM, then F1, then the longer tail"}
     (args.out / "selection.json").write_text(json.dumps({**record, **dataclasses.asdict(selection)}, indent=2))
@@ -103,17 +103,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", type=Path, nargs="+", help="a run's kept weights: RUN/weights/step-N")
     parser.add_argument("--out", type=Path, required=True, help="checkpoint directory for the chosen average")
-    parser.add_argument("--holdout", type=float, required=True, help="the run's --holdout")
+    parser.add_argument("--holdout", type=holdout_fraction, required=True, help="the run's --holdout")
     parser.add_argument("--variant", default="int8", help="choose for the variant that is served")
     parser.add_argument("--max-length", type=int, help="window length, as it will be exported (default: export's)")
     parser.add_argument("--stride", type=int, help="window overlap, as it will be exported (default: export's)")
     parser.add_argument("--data", type=Path, default=default_tarball())
     parser.add_argument("--limit", type=int, default=0, help="seeded sample of the held-out questions (0 = all)")
     parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args(argv)
-    if not 0 < args.holdout < 1:
-        parser.error("--holdout must be in (0, 1)")
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:

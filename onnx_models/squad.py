@@ -6,6 +6,7 @@ the benches read ``squaddev_v1.1.json`` (never trained on).
 
 from __future__ import annotations
 
+import argparse
 import collections
 import json
 import math
@@ -29,6 +30,8 @@ __all__ = [
     "default_tarball",
     "exact_match",
     "f1_score",
+    "held_out",
+    "holdout_fraction",
     "in_holdout",
     "load_squad",
     "normalize_answer",
@@ -113,6 +116,21 @@ def in_holdout(article: str, fraction: float) -> bool:
     """Whether an article is in the held-out split of ``fraction`` of the articles: a stable
     hash of its name, so every run on every machine holds out the same ones."""
     return zlib.crc32(article.encode()) < fraction * 2**32
+
+
+def held_out(paragraphs: Iterable[Paragraph], fraction: float) -> list[Paragraph]:
+    """The paragraphs of the held-out articles; refuses a fraction that holds out none."""
+    if not (found := [p for p in paragraphs if in_holdout(p.article, fraction)]):
+        raise SystemExit(f"--holdout {fraction} holds out no article")
+    return found
+
+
+def holdout_fraction(text: str) -> float:
+    """``--holdout`` as argparse reads it: a fraction in [0, 1)."""
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), not {text}")
+    return value
 
 
 def sample_questions(paragraphs: Sequence[Paragraph], limit: int, seed: int) -> list[tuple[Paragraph, Question]]:

@@ -45,6 +45,7 @@ from onnx_models.squad import (
     Paragraph,
     data_dir,
     default_tarball,
+    holdout_fraction,
     in_holdout,
     load_squad,
     normalize_answer,
@@ -347,7 +348,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--hard-negatives-from", type=int, default=1, help="draw the hard negative among the article's K best BM25"
     )
     parser.add_argument(
-        "--holdout", type=float, default=0.0, help="fraction of training articles never trained on (stable by title)"
+        "--holdout", type=holdout_fraction, default=0.0, help="fraction of training articles never trained on (stable by title)"
     )
     parser.add_argument("--max-length", type=int, default=192)
     parser.add_argument("--stride", type=int, default=48)
@@ -377,8 +378,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--log-every", type=int, default=20)
     args = parser.parse_args(argv)
-    if not 0 <= args.holdout < 1:
-        parser.error("--holdout must be in [0, 1)")
     if args.hard_negatives_from < 1:
         parser.error("--hard-negatives-from must be at least 1")
     return args
