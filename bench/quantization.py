@@ -12,7 +12,9 @@ Candidates: ``none`` (every MatMul and embedding table int8), ``heads`` (the exp
 default: the output heads in fp32), ``heads+last_layer`` (and the last encoder layer),
 ``heads+ffn_out`` (and every feed-forward down-projection, whose GELU inputs carry the
 outliers int8 clips worst), ``heads+embeddings`` (and the word, position and token-type
-tables, which ONNX Runtime stores as uint8 with one scale per table).
+tables, which ONNX Runtime stores as uint8 with one scale per table), ``heads+ffn_out_per_token``
+(the heads in fp32, every down-projection int8 with one activation scale per token:
+``answerbox.models.row_scaling``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from answerbox.config import ModelSettings
 from answerbox.models import load_models
 from answerbox.models.export import output_heads, to_int8
 from answerbox.models.manifest import ModelManifest
+from answerbox.models.row_scaling import down_projections
 from answerbox.models.session import CPU
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
@@ -39,19 +42,23 @@ from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_ques
 _LAYER = re.compile(r"/layer\.(\d+)/")
 
 
-def candidates(fp32: Path) -> dict[str, list[str]]:
-    graph = onnx.load(str(fp32), load_external_data=False).graph
+def candidates(fp32: Path) -> dict[str, tuple[list[str], list[str]]]:
+    """Each candidate's nodes kept in fp32 and its MatMuls quantized per token."""
+    model = onnx.load(str(fp32), load_external_data=False)
+    graph = model.graph
     linear = [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm")]
     tables = {t.name for t in graph.initializer}
     lookups = [n.name for n in graph.node if n.op_type == "Gather" and n.input[0] in tables]
     heads = output_heads(fp32)
     last = max((int(m[1]) for n in linear if (m := _LAYER.search(n))), default=-1)
+    ffn_out = down_projections(model)
     return {
-        "none": [],
-        "heads": heads,
-        "heads+last_layer": heads + [n for n in linear if f"/layer.{last}/" in n],
-        "heads+ffn_out": heads + [n for n in linear if n.endswith("/output/dense/MatMul") and "/attention/" not in n],
-        "heads+embeddings": heads + lookups,
+        "none": ([], []),
+        "heads": (heads, []),
+        "heads+last_layer": (heads + [n for n in linear if f"/layer.{last}/" in n], []),
+        "heads+ffn_out": (heads + ffn_out, []),
+        "heads+embeddings": (heads + lookups, []),
+        "heads+ffn_out_per_token": (heads, ffn_out),
     }
 
 
@@ -87,15 +94,15 @@ def main() -> None:
 
     rows = {"fp32": measure(args.model_dir, "fp32")}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, keep in candidates(fp32).items():
+        for name, (keep, per_token) in candidates(fp32).items():
             if args.only and name not in args.only:
                 continue
             directory = Path(tmp) / name
             directory.mkdir()
             shutil.copyfile(args.model_dir / manifest.tokenizer, directory / manifest.tokenizer)
-            to_int8(fp32, directory / "model.int8.onnx", keep_fp32=keep)
+            to_int8(fp32, directory / "model.int8.onnx", keep_fp32=keep, per_token=per_token)
             manifest.replace(variants={"int8": "model.int8.onnx"}).save(directory)
-            rows[name] = {"fp32_nodes": len(keep), **measure(directory, "int8")}
+            rows[name] = {"fp32_nodes": len(keep), "per_token_nodes": len(per_token), **measure(directory, "int8")}
     base = rows["fp32"]
     for row in rows.values():
         row["f1_minus_fp32"] = round(row["f1"] - base["f1"], 2)

@@ -147,8 +147,9 @@ def _to_fp16(fp32: Path, target: Path) -> Path:
     return target
 
 
-def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None) -> Path:
-    """Dynamic int8 of ``fp32``; the nodes in ``keep_fp32`` (default: :func:`output_heads`) stay fp32."""
+def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None, per_token: Sequence[str] = ()) -> Path:
+    """Dynamic int8 of ``fp32``; the nodes in ``keep_fp32`` (default: :func:`output_heads`) stay fp32,
+    the MatMuls in ``per_token`` get one activation scale per token (``row_scaling``)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
 
     # Dynamic quantization: int8 weights, activations quantized per batch at run time; no
@@ -160,9 +161,19 @@ def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None) ->
     keep = output_heads(fp32) if keep_fp32 is None else list(keep_fp32)
     # ONNX Runtime rewrites each Gemm as a MatMul named "<gemm>_MatMul" before it matches names.
     keep += [f"{name}_MatMul" for name in keep]
-    quantize_dynamic(
-        str(fp32), str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=keep
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        source = fp32
+        if per_token:
+            import onnx
+
+            from answerbox.models.row_scaling import scale_rows
+
+            model = onnx.load(str(fp32))
+            scale_rows(model, per_token)
+            onnx.save(model, str(source := Path(tmp) / "row_scaled.onnx"))
+        quantize_dynamic(
+            str(source), str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=keep
+        )
     return target
 
 

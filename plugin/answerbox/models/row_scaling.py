@@ -1,0 +1,78 @@
+"""Per-token scaling of a MatMul's input, so that per-tensor dynamic int8 acts per token.
+
+ONNX Runtime's dynamic quantization gives a whole activation tensor one uint8 scale. The
+feed-forward down-projection's input (the GELU output, 1,536 wide) has a few tokens far
+above the rest, and one scale for all of them rounds the other tokens coarsely. Rewriting
+
+    Y = X·W    as    s = max|X| per row / 127,    Y = ((X / s)·W) · s
+
+is exact in fp32, but every row of ``X / s`` spans the same range, so the quantizer that
+follows rounds each token on its own scale. ``to_int8(..., per_token=...)`` applies it
+before quantizing; the rewritten MatMul keeps its name and its constant weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+__all__ = ["down_projections", "scale_rows"]
+
+_LEVELS = "row_scaling/levels"
+_TINY = "row_scaling/tiny"
+_LAST_AXIS = "row_scaling/last_axis"
+
+
+def down_projections(model: onnx.ModelProto) -> list[str]:
+    """The feed-forward down-projection MatMuls of a BERT encoder export."""
+    return [
+        n.name
+        for n in model.graph.node
+        if n.op_type == "MatMul" and n.name.endswith("/output/dense/MatMul") and "/attention/" not in n.name
+    ]
+
+
+def scale_rows(model: onnx.ModelProto, matmuls: Sequence[str]) -> None:
+    """Rewrite the MatMuls named in ``matmuls`` in place (see the module docstring)."""
+    wanted = set(matmuls)
+    if missing := wanted - {n.name for n in model.graph.node if n.op_type == "MatMul"}:
+        raise ValueError(f"no MatMul named {sorted(missing)}")
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    graph = model.graph
+    graph.initializer.extend(
+        [
+            numpy_helper.from_array(np.array(127.0, np.float32), _LEVELS),
+            numpy_helper.from_array(np.array(np.finfo(np.float32).tiny, np.float32), _TINY),
+        ]
+    )
+    if opset >= 18:
+        graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), _LAST_AXIS))
+    rewritten: list[onnx.NodeProto] = []
+    for node in graph.node:
+        if node.name not in wanted:
+            rewritten.append(node)
+            continue
+        x, name, y = node.input[0], node.name, node.output[0]
+        # ReduceMax took its axes as an attribute until opset 18, as an input since.
+        reduce_max = (
+            helper.make_node("ReduceMax", [f"{name}/abs", _LAST_AXIS], [f"{name}/max"], keepdims=1)
+            if opset >= 18
+            else helper.make_node("ReduceMax", [f"{name}/abs"], [f"{name}/max"], axes=[-1], keepdims=1)
+        )
+        reduce_max.name = f"{name}/RowMax"
+        # An all-zero row would divide by zero: its scale is clamped to the smallest float.
+        rewritten += [
+            helper.make_node("Abs", [x], [f"{name}/abs"], name=f"{name}/Abs"),
+            reduce_max,
+            helper.make_node("Max", [f"{name}/max", _TINY], [f"{name}/max_clamped"], name=f"{name}/Clamp"),
+            helper.make_node("Div", [f"{name}/max_clamped", _LEVELS], [f"{name}/scale"], name=f"{name}/Scale"),
+            helper.make_node("Div", [x, f"{name}/scale"], [f"{name}/scaled"], name=f"{name}/ScaleRows"),
+        ]
+        node.input[0], node.output[0] = f"{name}/scaled", f"{name}/unscaled"
+        rewritten.append(node)
+        rewritten.append(helper.make_node("Mul", [f"{name}/unscaled", f"{name}/scale"], [y], name=f"{name}/Unscale"))
+    del graph.node[:]
+    graph.node.extend(rewritten)
