@@ -67,3 +67,24 @@ def test_row_scaling_refuses_an_unknown_matmul(tiny_export: Path) -> None:
     model = onnx.load(str(tiny_export / "model.fp32.onnx"))
     with pytest.raises(ValueError, match="no MatMul named"):
         scale_rows(model, ["/nowhere/MatMul"])
+
+
+def test_an_all_zero_row_stays_zero() -> None:
+    """Its scale is clamped, not zero: no 0/0 in the row that has nothing in it."""
+    import onnxruntime  # type: ignore[import-untyped]
+
+    weight = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["x", "w"], ["y"], name="/down/MatMul")],
+        "one_matmul",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])],
+        [onnx.numpy_helper.from_array(weight, "w")],
+    )
+    # The IR version of the exports, which every supported ONNX Runtime reads.
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+    scale_rows(model, ["/down/MatMul"])
+    x = np.array([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5]], np.float32)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    [y] = session.run(None, {"x": x})
+    np.testing.assert_allclose(y, x @ weight, atol=1e-5, rtol=0)

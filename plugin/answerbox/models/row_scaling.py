@@ -63,12 +63,12 @@ def scale_rows(model: onnx.ModelProto, matmuls: Sequence[str]) -> None:
             else helper.make_node("ReduceMax", [f"{name}/abs"], [f"{name}/max"], axes=[-1], keepdims=1)
         )
         reduce_max.name = f"{name}/RowMax"
-        # An all-zero row would divide by zero: its scale is clamped to the smallest float.
+        # An all-zero row would divide by zero: its scale is clamped to the smallest normal float.
         rewritten += [
             helper.make_node("Abs", [x], [f"{name}/abs"], name=f"{name}/Abs"),
             reduce_max,
-            helper.make_node("Max", [f"{name}/max", _TINY], [f"{name}/max_clamped"], name=f"{name}/Clamp"),
-            helper.make_node("Div", [f"{name}/max_clamped", _LEVELS], [f"{name}/scale"], name=f"{name}/Scale"),
+            helper.make_node("Div", [f"{name}/max", _LEVELS], [f"{name}/row_scale"], name=f"{name}/Scale"),
+            helper.make_node("Max", [f"{name}/row_scale", _TINY], [f"{name}/scale"], name=f"{name}/Clamp"),
             helper.make_node("Div", [x, f"{name}/scale"], [f"{name}/scaled"], name=f"{name}/ScaleRows"),
         ]
         node.input[0], node.output[0] = f"{name}/scaled", f"{name}/unscaled"
