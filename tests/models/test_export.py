@@ -11,12 +11,8 @@ from answerbox.models.export import export_model
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.modeling import ReaderEvaluatorModel
 from answerbox.models.session import OnnxSession
-from answerbox.models.windows import WindowTokenizer, load_tokenizer, pad_windows
 
 from onnx_models.tiny import tiny_config
-
-QUESTION = "who wrote the letter?"
-PASSAGES = ["the letter was written by ada lovelace in 1843.", "a short one", "numbers 1 2 3 " * 12]
 
 
 def test_export_writes_variants_tokenizer_and_manifest(tiny_export: Path) -> None:
@@ -55,18 +51,15 @@ def test_export_rejects_unknown_variant(tiny_checkpoint: Path, tmp_path: Path) -
 # int8: 7-bit weights keep the error at 0.025 on AVX-512 and AVX2 alike (measured, the AVX2
 # path under `qemu-x86_64 -cpu Haswell`); 8-bit ones saturated on AVX2 and reached 0.29.
 @pytest.mark.parametrize(("variant", "tolerance"), [("fp32", 1e-4), ("fp16", 2e-2), ("int8", 0.1)])
-def test_onnx_agrees_with_pytorch(tiny_checkpoint: Path, tiny_export: Path, variant: str, tolerance: float) -> None:
+def test_onnx_agrees_with_pytorch(
+    tiny_checkpoint: Path, tiny_export: Path, tiny_inputs: dict[str, np.ndarray], variant: str, tolerance: float
+) -> None:
     manifest = ModelManifest.load(tiny_export)
-    tokenizer = WindowTokenizer(
-        load_tokenizer(tiny_export / "tokenizer.json"), max_length=manifest.max_length, stride=manifest.stride
-    )
-    # Several windows of different lengths: padding must not change the real positions.
-    windows = tokenizer.windows(QUESTION, PASSAGES)
-    ids, mask, types = pad_windows(windows)
+    mask = tiny_inputs["attention_mask"]
     with torch.no_grad():
-        expected = ReaderEvaluatorModel.load(tiny_checkpoint)(*(torch.from_numpy(a) for a in (ids, mask, types)))
+        expected = ReaderEvaluatorModel.load(tiny_checkpoint)(*(torch.from_numpy(a) for a in tiny_inputs.values()))
     session = OnnxSession(manifest.model_path(tiny_export, variant), providers=["CPUExecutionProvider"])
-    got = session.run({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
+    got = session.run(tiny_inputs)
     real = mask.astype(bool)
     for name, want in zip(manifest.output_names, expected, strict=True):
         want_np = want.numpy()

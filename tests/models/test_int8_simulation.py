@@ -9,20 +9,16 @@ import torch
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.modeling import ReaderEvaluatorModel
 from answerbox.models.session import OnnxSession
-from answerbox.models.windows import WindowTokenizer, load_tokenizer, pad_windows
 
 from onnx_models.int8_simulation import simulate_int8
 from onnx_models.tiny import tiny_config
 
-QUESTION = "who wrote the letter?"
-PASSAGES = ["the letter was written by ada lovelace in 1843.", "numbers 1 2 3 " * 12]
 
-
-def test_simulated_int8_tracks_the_served_int8_graph(tiny_checkpoint: Path, tiny_export: Path) -> None:
+def test_simulated_int8_tracks_the_served_int8_graph(
+    tiny_checkpoint: Path, tiny_export: Path, tiny_inputs: dict[str, np.ndarray]
+) -> None:
     manifest = ModelManifest.load(tiny_export)
-    tokenizer = WindowTokenizer(load_tokenizer(tiny_export / "tokenizer.json"), max_length=48, stride=12)
-    ids, mask, types = pad_windows(tokenizer.windows(QUESTION, PASSAGES))
-    inputs = [torch.from_numpy(a) for a in (ids, mask, types)]
+    inputs = [torch.from_numpy(a) for a in tiny_inputs.values()]
     model = ReaderEvaluatorModel.load(tiny_checkpoint)
     with torch.no_grad():
         fp32 = model(*inputs)
@@ -31,8 +27,8 @@ def test_simulated_int8_tracks_the_served_int8_graph(tiny_checkpoint: Path, tiny
         assert simulate_int8(model) == 6 * tiny_config().num_hidden_layers + 3
         simulated = model(*inputs)
     session = OnnxSession(manifest.model_path(tiny_export, "int8"), providers=["CPUExecutionProvider"])
-    served = session.run({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
-    real = mask.astype(bool)
+    served = session.run(tiny_inputs)
+    real = tiny_inputs["attention_mask"].astype(bool)
     for name, plain, sim in zip(manifest.output_names, fp32, simulated, strict=True):
         want = served[name][real] if served[name].ndim == 2 else served[name]
         pick = (lambda t: t.numpy()[real]) if sim.ndim == 2 else (lambda t: t.numpy())

@@ -161,19 +161,17 @@ def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None, pe
     keep = output_heads(fp32) if keep_fp32 is None else list(keep_fp32)
     # ONNX Runtime rewrites each Gemm as a MatMul named "<gemm>_MatMul" before it matches names.
     keep += [f"{name}_MatMul" for name in keep]
-    with tempfile.TemporaryDirectory() as tmp:
-        source = fp32
-        if per_token:
-            import onnx
+    model_input: object = fp32  # quantize_dynamic takes a path or, rewritten, the graph itself
+    if per_token:
+        import onnx
 
-            from answerbox.models.row_scaling import scale_rows
+        from answerbox.models.row_scaling import scale_rows
 
-            model = onnx.load(str(fp32))
-            scale_rows(model, per_token)
-            onnx.save(model, str(source := Path(tmp) / "row_scaled.onnx"))
-        quantize_dynamic(
-            str(source), str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=keep
-        )
+        model_input = model = onnx.load(str(fp32))
+        scale_rows(model, per_token)
+    quantize_dynamic(
+        model_input, str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=keep
+    )
     return target
 
 
