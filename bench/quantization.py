@@ -5,8 +5,10 @@
 Quantizes the model directory's fp32 graph once per candidate (dynamic int8 as
 ``answerbox models export`` does, with another set of nodes kept in fp32), then reads the
 same seeded SQuAD v1.1 dev questions with their gold paragraphs through each, and with the
-fp32 graph itself, in this run. Prints EM/F1, F1 against fp32, and pairs/s at batch 1 and 16
-(the ratio to fp32's in the same run).
+fp32 graph itself, in this run. Prints EM/F1, F1 against fp32, and pairs/s at batch 1 and 16.
+The speeds are medians over ``--rounds`` in which every graph takes a turn, and with
+``--checkpoint`` PyTorch eager too; each ratio (to fp32, to PyTorch) is the median of the
+per-round ratios, as in ``bench.model_throughput``.
 
 Candidates: ``none`` (every MatMul and embedding table int8), ``heads`` (the export's
 default: the output heads in fp32), ``heads+last_layer`` (and the last encoder layer),
@@ -14,7 +16,9 @@ default: the output heads in fp32), ``heads+last_layer`` (and the last encoder l
 outliers int8 clips worst), ``heads+embeddings`` (and the word, position and token-type
 tables, which ONNX Runtime stores as uint8 with one scale per table), ``heads+ffn_out_per_token``
 (the heads in fp32, every down-projection int8 with one activation scale per token:
-``answerbox.models.row_scaling``).
+``answerbox.models.row_scaling``), ``heads+ffn_per_token`` (the up-projections too),
+``heads+attention_in+ffn_out_per_token`` (the query, key and value projections' shared input
+too), ``heads+all_per_token`` (every projection but the heads per token).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import json
 import re
 import shutil
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -31,11 +36,11 @@ from answerbox.config import ModelSettings
 from answerbox.models import load_models
 from answerbox.models.export import output_heads, to_int8
 from answerbox.models.manifest import ModelManifest
-from answerbox.models.row_scaling import down_projections
+from answerbox.models.row_scaling import down_projections, projections
 from answerbox.models.session import CPU
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
-from bench.model_throughput import Timed, interleaved_pairs_per_s, onnx_runner
+from bench.model_throughput import Timed, interleaved_pairs_per_s, median_ratio, onnx_runner, torch_runner
 from onnx_models.reading import evaluate
 from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_questions
 
@@ -52,6 +57,8 @@ def candidates(fp32: Path) -> dict[str, tuple[list[str], list[str]]]:
     heads = output_heads(fp32)
     last = max((int(m[1]) for n in linear if (m := _LAYER.search(n))), default=-1)
     ffn_out = down_projections(model)
+    attention_in = [n for n in projections(model) if n.endswith(("/self/query/MatMul", "/self/key/MatMul", "/self/value/MatMul"))]
+    ffn_in = [n for n in projections(model) if n.endswith("/intermediate/dense/MatMul")]
     return {
         "none": ([], []),
         "heads": (heads, []),
@@ -59,16 +66,21 @@ def candidates(fp32: Path) -> dict[str, tuple[list[str], list[str]]]:
         "heads+ffn_out": (heads + ffn_out, []),
         "heads+embeddings": (heads + lookups, []),
         "heads+ffn_out_per_token": (heads, ffn_out),
+        "heads+ffn_per_token": (heads, ffn_in + ffn_out),
+        "heads+attention_in+ffn_out_per_token": (heads, attention_in + ffn_out),
+        "heads+all_per_token": (heads, [n for n in projections(model) if n not in heads]),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
+    parser.add_argument("--checkpoint", type=Path, help="the PyTorch checkpoint exported: also time it, as the baseline")
     parser.add_argument("--data", type=Path, default=default_tarball())
     parser.add_argument("--limit", type=int, default=2000, help="seeded sample of dev questions")
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--pairs", type=int, default=96, help="windows timed per configuration")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (medians are reported)")
     parser.add_argument("--only", nargs="*", help="candidates to run (default: all)")
     args = parser.parse_args()
 
@@ -81,18 +93,16 @@ def main() -> None:
     )
     windows = [tokenizer.windows(q.text, [p.context])[0] for p, q in questions[: args.pairs]]
 
-    def measure(directory: Path, variant: str) -> dict[str, float]:
+    def accuracy(directory: Path, variant: str) -> dict[str, float]:
         models = load_models(ModelSettings(dir=directory, variant=variant, providers=[CPU]))
         try:
             result = evaluate(models, questions)
         finally:
             models.close()
-        run = onnx_runner(ModelManifest.load(directory).model_path(directory, variant), 0)
-        timed = interleaved_pairs_per_s({f"pairs_per_s_batch_{b}": Timed(run, b) for b in (1, 16)}, windows, rounds=1)
-        speed = {name: round(passes[0], 1) for name, passes in timed.items()}
-        return {"em": result["em"], "f1": result["f1"], **speed}
+        return {"em": result["em"], "f1": result["f1"]}
 
-    rows = {"fp32": measure(args.model_dir, "fp32")}
+    rows = {"fp32": accuracy(args.model_dir, "fp32")}
+    graphs = {"fp32": fp32}
     with tempfile.TemporaryDirectory() as tmp:
         for name, (keep, per_token) in candidates(fp32).items():
             if args.only and name not in args.only:
@@ -100,15 +110,25 @@ def main() -> None:
             directory = Path(tmp) / name
             directory.mkdir()
             shutil.copyfile(args.model_dir / manifest.tokenizer, directory / manifest.tokenizer)
-            to_int8(fp32, directory / "model.int8.onnx", keep_fp32=keep, per_token=per_token)
+            graphs[name] = to_int8(fp32, directory / "model.int8.onnx", keep_fp32=keep, per_token=per_token)
             manifest.replace(variants={"int8": "model.int8.onnx"}).save(directory)
-            rows[name] = {"fp32_nodes": len(keep), "per_token_nodes": len(per_token), **measure(directory, "int8")}
+            rows[name] = {"fp32_nodes": len(keep), "per_token_nodes": len(per_token), **accuracy(directory, "int8")}
+        # Every graph (and PyTorch) takes turns in the same rounds, so their speeds compare.
+        engines = {name: onnx_runner(path, 0) for name, path in graphs.items()}
+        if args.checkpoint and (torch := torch_runner(args.checkpoint, 0)):
+            engines["torch_eager"] = torch
+        configs = {f"{name}/batch_{b}": Timed(run, b) for name, run in engines.items() for b in (1, 16)}
+        timed = interleaved_pairs_per_s(configs, windows, args.rounds)
     base = rows["fp32"]
-    for row in rows.values():
+    for name, row in rows.items():
         row["f1_minus_fp32"] = round(row["f1"] - base["f1"], 2)
         for b in (1, 16):
-            row[f"speed_vs_fp32_batch_{b}"] = round(row[f"pairs_per_s_batch_{b}"] / base[f"pairs_per_s_batch_{b}"], 2)
-    print(json.dumps({"questions": len(questions), "rows": rows}, indent=2))
+            row[f"pairs_per_s_batch_{b}"] = round(statistics.median(timed[f"{name}/batch_{b}"]), 1)
+            for baseline in ("fp32", "torch_eager"):
+                if baseline in engines:
+                    ratio = median_ratio(timed[f"{name}/batch_{b}"], timed[f"{baseline}/batch_{b}"])
+                    row[f"speed_vs_{baseline}_batch_{b}"] = ratio
+    print(json.dumps({"questions": len(questions), "rounds": args.rounds, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

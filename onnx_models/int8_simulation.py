@@ -6,7 +6,8 @@ the weights learn to tolerate it (the output heads stay fp32 there, so here too)
 ONNX Runtime's dynamic quantization:
 
 - activations: uint8, asymmetric, one scale for the whole tensor from its min and max with 0
-  kept in range (``DynamicQuantizeLinear``);
+  kept in range (``DynamicQuantizeLinear``); the feed-forward Linears' inputs are first
+  divided per token by their max |x| and their products multiplied back (``row_scaling``);
 - weights: int8, symmetric, one scale per output channel, 7-bit (``reduce_range``: [-64, 64],
   scale = max |w| / 64);
 - embedding tables (word, position, token type): uint8, asymmetric, one scale per table.
@@ -33,17 +34,29 @@ _UINT8_RANGE = (0, 255)
 def simulate_int8(model: ReaderEvaluatorModel) -> int:
     """Make every Linear and Embedding of ``model.encoder`` compute as the int8 graph will;
     returns how many."""
-    linears = [m for m in model.encoder.modules() if isinstance(m, nn.Linear)]
+    linears = {name: m for name, m in model.encoder.named_modules() if isinstance(m, nn.Linear)}
     tables = [m for m in model.encoder.modules() if isinstance(m, nn.Embedding)]
-    for linear in linears:
-        linear.forward = functools.partial(_int8_linear, linear)  # type: ignore[method-assign]
+    for name, linear in linears.items():
+        forward = _per_token_int8_linear if _feed_forward(name) else _int8_linear
+        linear.forward = functools.partial(forward, linear)  # type: ignore[method-assign]
     for table in tables:
         table.forward = functools.partial(_uint8_lookup, table)  # type: ignore[method-assign]
     return len(linears) + len(tables)
 
 
+def _feed_forward(name: str) -> bool:
+    """The modules ``row_scaling.feed_forward`` names in the exported graph."""
+    return name.endswith("intermediate.dense") or (name.endswith("output.dense") and "attention" not in name)
+
+
 def _int8_linear(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return functional.linear(_per_tensor_uint8(x), _weights(linear.weight), linear.bias)
+
+
+def _per_token_int8_linear(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    scale = x.detach().abs().amax(dim=-1, keepdim=True).clamp(min=torch.finfo(torch.float32).tiny)
+    y = functional.linear(_per_tensor_uint8(x / scale), _weights(linear.weight)) * scale
+    return y if linear.bias is None else y + linear.bias
 
 
 def _uint8_lookup(table: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import pytest
 from answerbox.models.export import to_int8
-from answerbox.models.row_scaling import down_projections, scale_rows
+from answerbox.models.row_scaling import down_projections, feed_forward, projections, scale_rows
 from answerbox.models.session import OnnxSession
 from onnx import version_converter
 
@@ -41,6 +41,23 @@ def test_row_scaling_leaves_fp32_outputs_unchanged(
     _assert_close(_run(scaled, tiny_inputs), _run(original, tiny_inputs), atol=1e-4)
 
 
+def test_projections_that_read_one_tensor_share_its_scaling(
+    tiny_export: Path, tiny_inputs: dict[str, np.ndarray], tmp_path: Path
+) -> None:
+    fp32 = tiny_export / "model.fp32.onnx"
+    model = onnx.load(str(fp32))
+    names = projections(model)
+    # Per layer: query, key, value, attention output, up and down; and the span head.
+    assert len(names) == 6 * tiny_config().num_hidden_layers + 1
+    read = {n.input[0] for n in model.graph.node if n.name in names}
+    scale_rows(model, names)
+    # Query, key and value read one tensor: it is scaled once, so it is quantized once.
+    assert sum(n.op_type == "ReduceMax" for n in model.graph.node) == len(read) < len(names)
+    scaled = tmp_path / "scaled.onnx"
+    onnx.save(model, str(scaled))
+    _assert_close(_run(scaled, tiny_inputs), _run(fp32, tiny_inputs), atol=1e-4)
+
+
 def test_int8_per_token_quantizes_the_scaled_down_projections(
     tiny_export: Path, tiny_inputs: dict[str, np.ndarray], tmp_path: Path
 ) -> None:
@@ -49,11 +66,20 @@ def test_int8_per_token_quantizes_the_scaled_down_projections(
     target = to_int8(fp32, tmp_path / "model.int8.onnx", per_token=names)
     nodes = onnx.load(str(target)).graph.node
     default = onnx.load(str(tiny_export / "model.int8.onnx")).graph.node
-    # Still every projection in int8, now behind one scale per token.
+    # Still every projection in int8, behind one scale per token where asked.
     assert sum(n.op_type == "MatMulInteger" for n in nodes) == sum(n.op_type == "MatMulInteger" for n in default)
     assert sum(n.name.endswith("/ScaleRows") for n in nodes) == len(names)
     # The tolerance of the default int8 against fp32 (tests/models/test_export.py).
     _assert_close(_run(target, tiny_inputs), _run(fp32, tiny_inputs), atol=0.1)
+
+
+def test_default_int8_scales_the_feed_forward_projections_per_token(tiny_export: Path) -> None:
+    """The export's recipe: up- and down-projections per token, the other projections per tensor."""
+    fp32 = onnx.load(str(tiny_export / "model.fp32.onnx"))
+    expected = feed_forward(fp32)
+    assert len(expected) == 2 * tiny_config().num_hidden_layers
+    int8 = onnx.load(str(tiny_export / "model.int8.onnx")).graph.node
+    assert sorted(n.name.removesuffix("/ScaleRows") for n in int8 if n.name.endswith("/ScaleRows")) == sorted(expected)
 
 
 def test_row_scaling_refuses_an_unknown_matmul(tiny_export: Path) -> None:

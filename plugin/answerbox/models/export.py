@@ -147,10 +147,14 @@ def _to_fp16(fp32: Path, target: Path) -> Path:
     return target
 
 
-def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None, per_token: Sequence[str] = ()) -> Path:
+def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None, per_token: Sequence[str] | None = None) -> Path:
     """Dynamic int8 of ``fp32``; the nodes in ``keep_fp32`` (default: :func:`output_heads`) stay fp32,
-    the MatMuls in ``per_token`` get one activation scale per token (``row_scaling``)."""
+    the MatMuls in ``per_token`` (default: the feed-forward projections) get one activation scale
+    per token (``row_scaling``)."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
+
+    from answerbox.models.row_scaling import feed_forward, scale_rows
 
     # Dynamic quantization: int8 weights, activations quantized per batch at run time; no
     # calibration data needed, and it is the variant that pays off on CPU. Per-channel
@@ -161,17 +165,9 @@ def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None, pe
     keep = output_heads(fp32) if keep_fp32 is None else list(keep_fp32)
     # ONNX Runtime rewrites each Gemm as a MatMul named "<gemm>_MatMul" before it matches names.
     keep += [f"{name}_MatMul" for name in keep]
-    model_input: object = fp32  # quantize_dynamic takes a path or, rewritten, the graph itself
-    if per_token:
-        import onnx
-
-        from answerbox.models.row_scaling import scale_rows
-
-        model_input = model = onnx.load(str(fp32))
-        scale_rows(model, per_token)
-    quantize_dynamic(
-        model_input, str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=keep
-    )
+    model = onnx.load(str(fp32))
+    scale_rows(model, [n for n in (feed_forward(model) if per_token is None else per_token) if n not in keep])
+    quantize_dynamic(model, str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=keep)
     return target
 
 
