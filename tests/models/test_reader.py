@@ -66,24 +66,27 @@ def test_long_passages_are_windowed_with_overlap(reader_models: Models) -> None:
     assert second_start < first_end  # consecutive windows overlap by `stride` tokens
 
 
+# Each question with the answers it accepts, as SQuAD lists several per question: a span that
+# names the team without its city is as right as the full name.
 EASY = [
-    ("Which team did the Denver Broncos defeat?", "Carolina Panthers"),
-    ("Which NFL team represented the AFC at Super Bowl 50?", "Denver Broncos"),
-    ("Who won Super Bowl 50?", "Denver Broncos"),
-    ("What was the final score of Super Bowl 50?", "24–10"),
-    ("Which season did Super Bowl 50 decide the champion of?", "2015"),
+    ("Which team did the Denver Broncos defeat?", ("Carolina Panthers", "Panthers")),
+    ("Which NFL team represented the AFC at Super Bowl 50?", ("Denver Broncos",)),
+    ("Who won Super Bowl 50?", ("Denver Broncos",)),
+    ("What was the final score of Super Bowl 50?", ("24–10",)),
+    ("Which season did Super Bowl 50 decide the champion of?", ("2015",)),
 ]
 
 
 async def test_default_model_answers_easy_questions(reader_models: Models) -> None:
-    """Every span holds its answer, and nearly all are exactly it: a span's edges are where a
+    """Every span holds an answer, and nearly all are exactly one: a span's edges are where a
     small reader errs (dev EM is ~12 points below F1), so one question's exact span would pin a
     retrain to that one boundary."""
     if not reader_models.manifest.calibration:
         pytest.skip("onnx_models/default is not exported yet; the tiny random model cannot answer")
     spans = [(await reader_models.reader.read(question, [GOLD]))[0] for question, _ in EASY]
-    assert all(answer in span.text for span, (_, answer) in zip(spans, EASY, strict=True)), [s.text for s in spans]
-    assert sum(span.text == answer for span, (_, answer) in zip(spans, EASY, strict=True)) >= len(EASY) - 1
+    pairs = list(zip(spans, EASY, strict=True))
+    assert all(any(a in span.text for a in answers) for span, (_, answers) in pairs), [s.text for s in spans]
+    assert sum(span.text in answers for span, (_, answers) in pairs) >= len(EASY) - 1
     assert spans[0].confidence > reader_models.manifest.theta  # the gate SearChain corrects by
     [gold_score, noise_score] = await reader_models.evaluator.score(QUESTION, [GOLD, PASSAGES[1]])
     assert gold_score > noise_score
