@@ -36,7 +36,7 @@ from answerbox.config import ModelSettings
 from answerbox.models import load_models
 from answerbox.models.export import output_heads, to_int8
 from answerbox.models.manifest import ModelManifest
-from answerbox.models.row_scaling import down_projections, projections
+from answerbox.models.row_scaling import down_projections, feed_forward, projections
 from answerbox.models.session import CPU
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
@@ -54,11 +54,11 @@ def candidates(fp32: Path) -> dict[str, tuple[list[str], list[str]]]:
     linear = [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm")]
     tables = {t.name for t in graph.initializer}
     lookups = [n.name for n in graph.node if n.op_type == "Gather" and n.input[0] in tables]
-    heads = output_heads(fp32)
+    heads = output_heads(model)
     last = max((int(m[1]) for n in linear if (m := _LAYER.search(n))), default=-1)
     ffn_out = down_projections(model)
-    attention_in = [n for n in projections(model) if n.endswith(("/self/query/MatMul", "/self/key/MatMul", "/self/value/MatMul"))]
-    ffn_in = [n for n in projections(model) if n.endswith("/intermediate/dense/MatMul")]
+    weighted = [n for n in projections(model) if n not in heads]
+    attention_in = [n for n in weighted if n.endswith(("/self/query/MatMul", "/self/key/MatMul", "/self/value/MatMul"))]
     return {
         "none": ([], []),
         "heads": (heads, []),
@@ -66,9 +66,9 @@ def candidates(fp32: Path) -> dict[str, tuple[list[str], list[str]]]:
         "heads+ffn_out": (heads + ffn_out, []),
         "heads+embeddings": (heads + lookups, []),
         "heads+ffn_out_per_token": (heads, ffn_out),
-        "heads+ffn_per_token": (heads, ffn_in + ffn_out),
+        "heads+ffn_per_token": (heads, feed_forward(model)),
         "heads+attention_in+ffn_out_per_token": (heads, attention_in + ffn_out),
-        "heads+all_per_token": (heads, [n for n in projections(model) if n not in heads]),
+        "heads+all_per_token": (heads, weighted),
     }
 
 

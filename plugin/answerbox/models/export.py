@@ -16,9 +16,13 @@ import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from answerbox.errors import ModelError
 from answerbox.models.manifest import ModelManifest
+
+if TYPE_CHECKING:
+    import onnx
 
 __all__ = ["TASKS", "VARIANTS", "export_model", "output_heads", "to_int8"]
 
@@ -162,24 +166,22 @@ def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None, pe
     # 7-bit weights (reduce_range): CPUs without VNNI (AVX2, plain AVX-512) multiply u8·s8
     # pairs into saturating int16 sums, which 8-bit weights overflow; 7-bit ones cannot, so
     # every x86-64 CPU computes the same logits (an AVX2 CPU's error was 12x an AVX-512's).
-    keep = output_heads(fp32) if keep_fp32 is None else list(keep_fp32)
+    model = onnx.load(str(fp32))
+    keep = output_heads(model) if keep_fp32 is None else list(keep_fp32)
     # ONNX Runtime rewrites each Gemm as a MatMul named "<gemm>_MatMul" before it matches names.
     keep += [f"{name}_MatMul" for name in keep]
-    model = onnx.load(str(fp32))
     scale_rows(model, [n for n in (feed_forward(model) if per_token is None else per_token) if n not in keep])
     quantize_dynamic(model, str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=keep)
     return target
 
 
-def output_heads(model_path: Path) -> list[str]:
+def output_heads(model: onnx.ModelProto) -> list[str]:
     """The last MatMul/Gemm on every path to a graph output: the heads whose logits are the answer.
 
     They are a sliver of the compute (384→2 and 384→1 here), so int8 saves nothing there,
     while its rounding lands on the span and relevance logits unsoftened by any later layer.
     """
-    import onnx
-
-    graph = onnx.load(str(model_path), load_external_data=False).graph
+    graph = model.graph
     producer = {out: node for node in graph.node for out in node.output}
     heads: list[str] = []
     seen: set[str] = set()
