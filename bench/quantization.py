@@ -18,7 +18,11 @@ tables, which ONNX Runtime stores as uint8 with one scale per table), ``heads+ff
 (the heads in fp32, every down-projection int8 with one activation scale per token:
 ``answerbox.models.row_scaling``), ``heads+ffn_per_token`` (the up-projections too),
 ``heads+attention_in+ffn_out_per_token`` (the query, key and value projections' shared input
-too), ``heads+all_per_token`` (every projection but the heads per token).
+too), ``heads+all_per_token`` (every projection but the heads per token). Smoothed per channel
+(``answerbox.models.smoothing``): ``heads+smooth_up`` (the up-projections' input),
+``heads+smooth_normalized`` (every LayerNorm output a projection reads: query/key/value and
+up), each also ``+ffn_out_per_token`` (the down-projections per token), and ``heads+smooth_all``
+(the down-projections smoothed too).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from answerbox.models.export import output_heads, to_int8
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.row_scaling import down_projections, feed_forward, projections
 from answerbox.models.session import CPU
+from answerbox.models.smoothing import layer_norm_inputs
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
 from bench.model_throughput import Timed, interleaved_pairs_per_s, median_ratio, onnx_runner, torch_runner
@@ -47,8 +52,8 @@ from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_ques
 _LAYER = re.compile(r"/layer\.(\d+)/")
 
 
-def candidates(fp32: Path) -> dict[str, tuple[list[str], list[str]]]:
-    """Each candidate's nodes kept in fp32 and its MatMuls quantized per token."""
+def candidates(fp32: Path) -> dict[str, tuple[list[str], list[str], list[str]]]:
+    """Each candidate's nodes kept in fp32, its MatMuls quantized per token and those smoothed per channel."""
     model = onnx.load(str(fp32), load_external_data=False)
     graph = model.graph
     linear = [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm")]
@@ -59,16 +64,23 @@ def candidates(fp32: Path) -> dict[str, tuple[list[str], list[str]]]:
     ffn_out = down_projections(model)
     weighted = [n for n in projections(model) if n not in heads]
     attention_in = [n for n in weighted if n.endswith(("/self/query/MatMul", "/self/key/MatMul", "/self/value/MatMul"))]
+    normalized = [n for n in layer_norm_inputs(model) if n not in heads]
+    up = [n for n in normalized if n not in attention_in]
     return {
-        "none": ([], []),
-        "heads": (heads, []),
-        "heads+last_layer": (heads + [n for n in linear if f"/layer.{last}/" in n], []),
-        "heads+ffn_out": (heads + ffn_out, []),
-        "heads+embeddings": (heads + lookups, []),
-        "heads+ffn_out_per_token": (heads, ffn_out),
-        "heads+ffn_per_token": (heads, feed_forward(model)),
-        "heads+attention_in+ffn_out_per_token": (heads, attention_in + ffn_out),
-        "heads+all_per_token": (heads, weighted),
+        "none": ([], [], []),
+        "heads": (heads, [], []),
+        "heads+last_layer": (heads + [n for n in linear if f"/layer.{last}/" in n], [], []),
+        "heads+ffn_out": (heads + ffn_out, [], []),
+        "heads+embeddings": (heads + lookups, [], []),
+        "heads+ffn_out_per_token": (heads, ffn_out, []),
+        "heads+ffn_per_token": (heads, feed_forward(model), []),
+        "heads+attention_in+ffn_out_per_token": (heads, attention_in + ffn_out, []),
+        "heads+all_per_token": (heads, weighted, []),
+        "heads+smooth_up": (heads, [], up),
+        "heads+smooth_normalized": (heads, [], normalized),
+        "heads+smooth_up+ffn_out_per_token": (heads, ffn_out, up),
+        "heads+smooth_normalized+ffn_out_per_token": (heads, ffn_out, normalized),
+        "heads+smooth_all": (heads, [], normalized + ffn_out),
     }
 
 
@@ -104,15 +116,22 @@ def main() -> None:
     rows = {"fp32": accuracy(args.model_dir, "fp32")}
     graphs = {"fp32": fp32}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, (keep, per_token) in candidates(fp32).items():
+        for name, (keep, per_token, smooth) in candidates(fp32).items():
             if args.only and name not in args.only:
                 continue
             directory = Path(tmp) / name
             directory.mkdir()
             shutil.copyfile(args.model_dir / manifest.tokenizer, directory / manifest.tokenizer)
-            graphs[name] = to_int8(fp32, directory / "model.int8.onnx", keep_fp32=keep, per_token=per_token)
+            graphs[name] = to_int8(
+                fp32, directory / "model.int8.onnx", keep_fp32=keep, per_token=per_token, smooth=smooth
+            )
             manifest.replace(variants={"int8": "model.int8.onnx"}).save(directory)
-            rows[name] = {"fp32_nodes": len(keep), "per_token_nodes": len(per_token), **accuracy(directory, "int8")}
+            rows[name] = {
+                "fp32_nodes": len(keep),
+                "per_token_nodes": len(per_token),
+                "smoothed_nodes": len(smooth),
+                **accuracy(directory, "int8"),
+            }
         # Every graph (and PyTorch) takes turns in the same rounds, so their speeds compare.
         engines = {name: onnx_runner(path, 0) for name, path in graphs.items()}
         if args.checkpoint and (torch := torch_runner(args.checkpoint, 0)):

@@ -151,14 +151,22 @@ def _to_fp16(fp32: Path, target: Path) -> Path:
     return target
 
 
-def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None, per_token: Sequence[str] | None = None) -> Path:
+def to_int8(
+    fp32: Path,
+    target: Path,
+    keep_fp32: Sequence[str] | None = None,
+    per_token: Sequence[str] | None = None,
+    smooth: Sequence[str] = (),
+) -> Path:
     """Dynamic int8 of ``fp32``; the nodes in ``keep_fp32`` (default: :func:`output_heads`) stay fp32,
-    the MatMuls in ``per_token`` (default: the feed-forward projections) get one activation scale
-    per token (``row_scaling``)."""
+    the MatMuls in ``smooth`` (default: none) have their input's outlier channels folded into their
+    weights (``smoothing``), and the MatMuls in ``per_token`` (default: the feed-forward
+    projections) get one activation scale per token (``row_scaling``)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
 
     from answerbox.models.row_scaling import feed_forward, scale_rows
+    from answerbox.models.smoothing import smooth_channels
 
     # Dynamic quantization: int8 weights, activations quantized per batch at run time; no
     # calibration data needed, and it is the variant that pays off on CPU. Per-channel
@@ -170,6 +178,7 @@ def to_int8(fp32: Path, target: Path, keep_fp32: Sequence[str] | None = None, pe
     keep = output_heads(model) if keep_fp32 is None else list(keep_fp32)
     # ONNX Runtime rewrites each Gemm as a MatMul named "<gemm>_MatMul" before it matches names.
     keep += [f"{name}_MatMul" for name in keep]
+    smooth_channels(model, [n for n in smooth if n not in keep])
     scale_rows(model, [n for n in (feed_forward(model) if per_token is None else per_token) if n not in keep])
     quantize_dynamic(model, str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=keep)
     return target
