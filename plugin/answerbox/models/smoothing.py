@@ -21,6 +21,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from answerbox.models.row_scaling import projections
+
 __all__ = ["channel_maxima", "layer_norm_inputs", "smooth_channels"]
 
 ALPHA = 0.5  # SmoothQuant's balance between the activation's range and the weight's
@@ -28,11 +30,9 @@ ALPHA = 0.5  # SmoothQuant's balance between the activation's range and the weig
 
 def layer_norm_inputs(model: onnx.ModelProto) -> list[str]:
     """The MatMuls with a constant weight that read a LayerNormalization's output."""
-    constants = {t.name for t in model.graph.initializer}
     normalized = {n.output[0] for n in model.graph.node if n.op_type == "LayerNormalization"}
-    return [
-        n.name for n in model.graph.node if n.op_type == "MatMul" and n.input[0] in normalized and n.input[1] in constants
-    ]
+    weighted = set(projections(model))
+    return [n.name for n in model.graph.node if n.name in weighted and n.input[0] in normalized]
 
 
 def _probe_inputs(vocabulary_size: int) -> dict[str, np.ndarray]:
@@ -46,10 +46,10 @@ def _probe_inputs(vocabulary_size: int) -> dict[str, np.ndarray]:
     }
 
 
-def _smoothing_scale(activation_max: np.ndarray, weight_max: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
+def _smoothing_scale(activation_max: np.ndarray, weight_max: np.ndarray) -> np.ndarray:
     """s per input channel; a dead channel (all zero) keeps s = 1: nothing to move either way."""
     live = (activation_max > 0) & (weight_max > 0)
-    s = np.where(live, np.maximum(activation_max, 1e-12) ** alpha / np.maximum(weight_max, 1e-12) ** (1 - alpha), 1.0)
+    s = np.where(live, np.maximum(activation_max, 1e-12) ** ALPHA / np.maximum(weight_max, 1e-12) ** (1 - ALPHA), 1.0)
     return s.astype(np.float32)
 
 
@@ -68,7 +68,7 @@ def channel_maxima(model: onnx.ModelProto, tensors: Sequence[str]) -> dict[str, 
     return {t: np.abs(x).reshape(-1, x.shape[-1]).max(axis=0) for t, x in zip(tensors, outputs, strict=True)}
 
 
-def smooth_channels(model: onnx.ModelProto, matmuls: Sequence[str], alpha: float = ALPHA) -> None:
+def smooth_channels(model: onnx.ModelProto, matmuls: Sequence[str]) -> None:
     """Rewrite the MatMuls named in ``matmuls`` in place (see the module docstring); MatMuls that
     read one tensor (query, key, value) share its smoothing, so it stays one tensor to quantize."""
     wanted = set(matmuls)
@@ -88,7 +88,7 @@ def smooth_channels(model: onnx.ModelProto, matmuls: Sequence[str], alpha: float
     inserted: dict[str, onnx.NodeProto] = {}
     for x, group in readers.items():
         arrays = [numpy_helper.to_array(weights[n.input[1]]) for n in group]
-        s = _smoothing_scale(maxima[x], np.max([np.abs(w).max(axis=1) for w in arrays], axis=0), alpha)
+        s = _smoothing_scale(maxima[x], np.max([np.abs(w).max(axis=1) for w in arrays], axis=0))
         first = group[0].name
         graph.initializer.append(numpy_helper.from_array((1 / s).astype(np.float32), f"{first}/smoothing"))
         inserted[first] = helper.make_node("Mul", [x, f"{first}/smoothing"], [f"{first}/smoothed"], name=f"{first}/Smooth")
