@@ -27,7 +27,7 @@ from onnx import numpy_helper
 
 from onnx_models.train import default_encoder_dir
 
-__all__ = ["recover"]
+__all__ = ["load_graph_weights", "parameter_names", "recover"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def _check(model: ReaderEvaluatorModel, onnx_path: Path) -> None:
     """The rebuilt model must compute what the graph computes."""
     import onnxruntime as ort
 
-    ids = torch.randint(1000, 2000, (2, 24))
+    ids = torch.randint(0, int(model.config.vocab_size), (2, 24))
     mask, types = torch.ones_like(ids), torch.zeros_like(ids)
     with torch.no_grad():
         expected = [t.numpy() for t in model(ids, mask, types)]
@@ -67,7 +67,8 @@ def _check(model: ReaderEvaluatorModel, onnx_path: Path) -> None:
     log.info("rebuilt model matches the graph (max difference %.2e)", worst)
 
 
-def recover(onnx_path: Path, out: Path, encoder: Path) -> Path:
+def parameter_names(encoder: Path) -> dict[str, tuple[str, bool]]:
+    """parameter name → (initializer name, stored transposed), learned by exporting ``encoder``."""
     base = ReaderEvaluatorModel.from_encoder(encoder)
     # Distinct head values, so that no two parameters can match the same initializer by chance.
     torch.manual_seed(0)
@@ -76,20 +77,29 @@ def recover(onnx_path: Path, out: Path, encoder: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         base.save(Path(tmp) / "base", encoder)
         export_model(Path(tmp) / "base", Path(tmp) / "onnx", variants=("fp32",))
-        mapping = _mapping(base, _initializers(Path(tmp) / "onnx" / "model.fp32.onnx"))
+        return _mapping(base, _initializers(Path(tmp) / "onnx" / "model.fp32.onnx"))
+
+
+def load_graph_weights(model: ReaderEvaluatorModel, onnx_path: Path, mapping: dict[str, tuple[str, bool]]) -> ReaderEvaluatorModel:
+    """``model`` with the weights of the graph at ``onnx_path``, checked to compute what it computes."""
     trained = _initializers(onnx_path)
-    state = base.state_dict()
-    # Parameters the graph folded away (e.g. position ids) keep the base values.
+    state = model.state_dict()
+    # Parameters the graph folded away (e.g. position ids) keep the model's values.
     for name, (init, transposed) in mapping.items():
         array = trained[init].T if transposed else trained[init]
         state[name] = torch.from_numpy(np.array(array, copy=True)).to(state[name].dtype)
     missing = sorted(n for n in state if n not in mapping and state[n].is_floating_point())
     if missing:
         raise SystemExit(f"no initializer found for {missing}")
-    base.load_state_dict(state)
-    _check(base.eval(), onnx_path)
-    base.save(out, encoder)
-    log.info("recovered %d tensors from %s into %s", len(mapping), onnx_path, out)
+    model.load_state_dict(state)
+    _check(model.eval(), onnx_path)
+    log.info("loaded %d tensors from %s", len(mapping), onnx_path)
+    return model
+
+
+def recover(onnx_path: Path, out: Path, encoder: Path) -> Path:
+    model = load_graph_weights(ReaderEvaluatorModel.from_encoder(encoder), onnx_path, parameter_names(encoder))
+    model.save(out, encoder)
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import math
 import os
@@ -68,15 +69,27 @@ class Paragraph:
     questions: tuple[Question, ...]
 
 
-def load_squad(names: Iterable[str], tarball: Path | None = None) -> list[Paragraph]:
-    """Paragraphs of the named squad_shifts files, read straight from the tarball.
+def load_squad(names: Iterable[str], source: Path | None = None) -> list[Paragraph]:
+    """Paragraphs of the named squad_shifts files, read straight from the bigbench tarball, or
+    from a folder of those files gzipped (``onnx_models.travel data``: what a lent GPU gets)."""
+    names = list(names)
+    source = source or default_tarball()
+    found = _from_folder(names, source) if source.is_dir() else read_tarball_files(names, source)
+    if missing := [name for name in names if name not in found]:
+        raise FileNotFoundError(f"not in {source}: {missing}")
+    return [p for name in names for p in _paragraphs(name, found[name])]
 
-    The tarball is gzip, so finding a member means decompressing up to it; all wanted
-    members are collected in one pass.
-    """
+
+def _from_folder(names: list[str], folder: Path) -> dict[str, dict[str, object]]:
+    return {name: json.loads(gzip.decompress((folder / f"{name}.gz").read_bytes())) for name in names if (folder / f"{name}.gz").is_file()}
+
+
+def read_tarball_files(names: list[str], tarball: Path) -> dict[str, dict[str, object]]:
+    """The tarball is gzip, so finding a member means decompressing up to it: all wanted
+    members are collected in one pass."""
     wanted = {_MEMBER_DIR + name: name for name in names}
     found: dict[str, dict[str, object]] = {}
-    with tarfile.open(tarball or default_tarball(), "r:gz") as archive:
+    with tarfile.open(tarball, "r:gz") as archive:
         for member in archive:
             if member.name in wanted:
                 handle = archive.extractfile(member)
@@ -84,10 +97,7 @@ def load_squad(names: Iterable[str], tarball: Path | None = None) -> list[Paragr
                 found[wanted[member.name]] = json.load(handle)
                 if len(found) == len(wanted):
                     break
-    missing = set(wanted.values()) - set(found)
-    if missing:
-        raise FileNotFoundError(f"not in {tarball}: {sorted(missing)}")
-    return [p for name in wanted.values() for p in _paragraphs(name, found[name])]
+    return found
 
 
 def _paragraphs(name: str, data: dict[str, object]) -> Iterator[Paragraph]:

@@ -38,4 +38,10 @@ fi
 if ! "$VENV/bin/python" -c "from answerbox.embedded import llama_server_command; llama_server_command(0)" 2>/dev/null; then
   "${PIP[@]}" "llama-cpp-python[server]"
 fi
+# The repository keeps the fp32 graph packed (half its size, so that the tree can travel to a
+# lent GPU): rebuild model.fp32.onnx where it is missing or older than the packed graph.
+MODEL_DIR="$ROOT/onnx_models/default"
+if [ ! "$MODEL_DIR/model.fp32.onnx" -nt "$MODEL_DIR/model.fp32.packed.onnx" ]; then
+  "$VENV/bin/answerbox" models unpack "$MODEL_DIR" >&2
+fi
 echo "$VENV"

@@ -1,8 +1,11 @@
 """Model fixtures: a tiny random checkpoint exported once per session, a batch for its graphs,
-and the shipped default."""
+the shipped default, and a bigbench tarball of small training files."""
 
 from __future__ import annotations
 
+import io
+import json
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from answerbox.models.export import export_model
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.models.windows import WindowTokenizer, load_tokenizer, pad_windows
 
+from onnx_models.squad import TRAIN_FILES
 from onnx_models.tiny import make_tiny_checkpoint
 
 DEFAULT_DIR = ModelSettings().dir
@@ -53,3 +57,34 @@ def reader_models(tiny_export: Path) -> Iterator[Models]:
     models = load_models(ModelSettings(dir=directory, variant="int8", providers=["CPUExecutionProvider"]))
     yield models
     models.close()
+
+
+_MEMBER_DIR = "bigbench-1.0.0/bigbench/benchmark_tasks/squad_shifts/"
+TOPICS = ["apples grow on trees", "rivers flow to the sea", "bees make honey", "owls hunt at night"]
+
+
+def _squad_file(name: str) -> bytes:
+    articles = []
+    for a, topic in enumerate(TOPICS):
+        paragraphs = []
+        for p in range(3):
+            context = f"in {1900 + 10 * a + p} people said {topic}. other words fill part {p} here."
+            answer = str(1900 + 10 * a + p)
+            qas = [{"id": f"{name}-{a}-{p}", "question": f"when did people say {topic}?",
+                    "answers": [{"text": answer, "answer_start": context.index(answer)}]}]  # fmt: skip
+            paragraphs.append({"context": context, "qas": qas})
+        articles.append({"title": topic, "paragraphs": paragraphs})
+    return json.dumps({"data": articles}).encode()
+
+
+@pytest.fixture(scope="session")
+def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bigbench tarball holding small training files in the squad_shifts format."""
+    path = tmp_path_factory.mktemp("data") / "bigbench.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for name in TRAIN_FILES:
+            data = _squad_file(name)
+            info = tarfile.TarInfo(_MEMBER_DIR + name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path

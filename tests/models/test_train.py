@@ -5,10 +5,8 @@ Held-out articles stay out of the run, and the tail to average is chosen on them
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -22,35 +20,7 @@ from onnx_models.select_average import parse_args as select_args
 from onnx_models.squad import TRAIN_FILES, Paragraph, Question, in_holdout
 from onnx_models.tiny import tiny_config
 from onnx_models.train import hard_negatives, parse_args, train
-
-_MEMBER_DIR = "bigbench-1.0.0/bigbench/benchmark_tasks/squad_shifts/"
-TOPICS = ["apples grow on trees", "rivers flow to the sea", "bees make honey", "owls hunt at night"]
-
-
-def _squad_file(name: str) -> bytes:
-    articles = []
-    for a, topic in enumerate(TOPICS):
-        paragraphs = []
-        for p in range(3):
-            context = f"in {1900 + 10 * a + p} people said {topic}. other words fill part {p} here."
-            answer = str(1900 + 10 * a + p)
-            qas = [{"id": f"{name}-{a}-{p}", "question": f"when did people say {topic}?",
-                    "answers": [{"text": answer, "answer_start": context.index(answer)}]}]  # fmt: skip
-            paragraphs.append({"context": context, "qas": qas})
-        articles.append({"title": topic, "paragraphs": paragraphs})
-    return json.dumps({"data": articles}).encode()
-
-
-@pytest.fixture(scope="module")
-def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "bigbench.tar.gz"
-    with tarfile.open(path, "w:gz") as archive:
-        for name in TRAIN_FILES:
-            data = _squad_file(name)
-            info = tarfile.TarInfo(_MEMBER_DIR + name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return path
+from tests.models.conftest import TOPICS
 
 
 def _args(tarball: Path, checkpoint: Path, out: Path, *extra: str) -> list[str]:

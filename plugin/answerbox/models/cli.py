@@ -1,4 +1,4 @@
-"""``answerbox models export|info``: wired into the main CLI by :func:`add_models_subcommand`."""
+"""``answerbox models export|pack|unpack|info``: wired into the main CLI by :func:`add_models_subcommand`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["add_models_subcommand"]
 
 
 def add_models_subcommand(subparsers: Any) -> None:
-    """Add ``models`` with ``export`` and ``info`` to an ``argparse`` subparsers object."""
+    """Add ``models`` with ``export``, ``pack``, ``unpack`` and ``info`` to an ``argparse`` subparsers object."""
     models = subparsers.add_parser("models", help="export and inspect the ONNX reader/evaluator")
     commands = models.add_subparsers(dest="models_command", required=True)
 
@@ -28,6 +28,14 @@ def add_models_subcommand(subparsers: Any) -> None:
     export.add_argument("--stride", type=int, help="tokens shared by consecutive windows")
     export.set_defaults(run=_export)
 
+    pack = commands.add_parser("pack", help="write model.fp32.packed.onnx: the fp32 graph as the repository keeps it")
+    pack.add_argument("dir", type=Path, help="a model directory holding model.fp32.onnx and model.int8.onnx")
+    pack.set_defaults(run=_pack)
+
+    unpack = commands.add_parser("unpack", help="rebuild model.fp32.onnx from model.fp32.packed.onnx and the int8 graph")
+    unpack.add_argument("dir", type=Path, help="a model directory, e.g. onnx_models/default")
+    unpack.set_defaults(run=_unpack)
+
     info = commands.add_parser("info", help="load a model directory and show its manifest and provider")
     info.add_argument("--config", type=Path, help="YAML settings file (default: $ANSWERBOX_CONFIG)")
     info.set_defaults(run=_info)
@@ -41,6 +49,20 @@ def _export(args: argparse.Namespace) -> int:
         args.checkpoint, args.out, args.task, variants, max_length=args.max_length, stride=args.stride
     )
     print(manifest)
+    return 0
+
+
+def _pack(args: argparse.Namespace) -> int:
+    from answerbox.models.packing import pack_fp32
+
+    print(pack_fp32(args.dir))
+    return 0
+
+
+def _unpack(args: argparse.Namespace) -> int:
+    from answerbox.models.packing import unpack_fp32
+
+    print(unpack_fp32(args.dir))
     return 0
 
 

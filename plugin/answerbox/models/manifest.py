@@ -11,9 +11,10 @@ from typing import Any
 
 from answerbox.errors import ModelError
 
-__all__ = ["MANIFEST_FILE", "ModelManifest"]
+__all__ = ["MANIFEST_FILE", "PACKED_FP32", "ModelManifest"]
 
 MANIFEST_FILE = "manifest.json"
+PACKED_FP32 = "model.fp32.packed.onnx"  # the fp32 graph as the repository keeps it (``packing``)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +53,10 @@ class ModelManifest:
     def model_path(self, directory: Path, variant: str) -> Path:
         if variant not in self.variants:
             raise ModelError(f"{directory}: no {variant!r} model; exported variants: {sorted(self.variants)}")
-        return directory / self.variants[variant]
+        path = directory / self.variants[variant]
+        if variant == "fp32" and not path.exists() and (directory / PACKED_FP32).exists():
+            raise ModelError(f"{path} is missing: rebuild it from {PACKED_FP32} with `answerbox models unpack {directory}`")
+        return path
 
     @classmethod
     def load(cls, directory: Path) -> ModelManifest:

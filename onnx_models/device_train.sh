@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Trains on a lent GPU (the `device` tool's run), from the repository root, going on from the
+# model the tree ships (onnx_models/default). What it needs beside the tree, prepared here in a
+# folder git ignores (echo /.gpu/ >> .git/info/exclude), 5 MB in all:
+#   python -m onnx_models.travel base .gpu/base    # config, tokenizer, parameter names
+#   python -m onnx_models.travel data .gpu/data    # the training files, gzipped
+#   # what answerbox imports that the GPU image lacks, as wheels for its Python 3.12:
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d .gpu/wheels \
+#     pydantic==2.14.4 pydantic-core==2.50.5 pydantic-settings==2.16.3 annotated-types==0.8.0 \
+#     typing-inspection==0.4.5 python-dotenv==1.2.4
+# Then run, with carry [".gpu"], e.g.:
+#   bash onnx_models/device_train.sh --lr 3e-5 --epochs 3 --train-embeddings --holdout 0.1 --keep-weights
+# The arguments go to onnx_models.train (after --device cuda). The trained weights come back
+# as float16 shards with config.json, train.log and train_summary.json under $OUT/trained;
+# here `python -m onnx_models.travel unshard` makes them a checkpoint again.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+site=$(mktemp -d)
+if compgen -G ".gpu/wheels/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .gpu/wheels/*.whl
+fi
+export PYTHONPATH="plugin:.:$site" HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+work=$(mktemp -d)
+python3 -m onnx_models.travel checkpoint .gpu/base "$work/base"
+python3 -m onnx_models.train --device cuda --init "$work/base" --encoder "$work/base" --data .gpu/data \
+  --out "$work/run" "$@"
+python3 -m onnx_models.travel shards "$work/run" "$OUT/trained"
+cp "$work/run/train.log" "$work/run/train_summary.json" "$OUT/trained/"
