@@ -4,6 +4,7 @@ with float16 weights and the int8 graph's lookup tables, the int8 graph left as 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from answerbox.cli import main
-from answerbox.config import ModelSettings
+from answerbox.config import REPO_ROOT, ModelSettings
 from answerbox.errors import ModelError
 from answerbox.models import load_models
 from answerbox.models.manifest import PACKED_FP32
@@ -21,6 +22,8 @@ from onnx import numpy_helper
 from tests.models.conftest import DEFAULT_DIR
 
 TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+DEVICE_TREE_LIMIT = 64 * 2**20  # what the device tool lets travel to a lent GPU, carried paths included
+GPU_CARRY = 8 * 2**20  # onnx_models/device_train.sh's .gpu (5 MB measured) with room to spare
 
 
 @pytest.fixture
@@ -89,3 +92,14 @@ def test_the_shipped_fp32_graph_is_the_packed_one_rebuilt(tmp_path: Path) -> Non
     for name in ("manifest.json", "model.int8.onnx", PACKED_FP32):
         shutil.copyfile(DEFAULT_DIR / name, tmp_path / name)
     assert (unpack_fp32(tmp_path)).read_bytes() == (DEFAULT_DIR / "model.fp32.onnx").read_bytes()
+
+
+def test_the_tracked_tree_leaves_room_to_carry_a_training_run_to_a_lent_gpu() -> None:
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    files = [REPO_ROOT / name for name in listed.decode().split("\0") if name]
+    assert REPO_ROOT / "onnx_models/default/model.fp32.onnx" not in files
+    size = sum(f.stat().st_size for f in files if f.is_file())
+    assert size + GPU_CARRY <= DEVICE_TREE_LIMIT, f"the tracked tree is {size / 2**20:.1f} MiB"
