@@ -11,9 +11,12 @@
 #     typing-inspection==0.4.5 python-dotenv==1.2.4
 # Then run, with carry [".gpu"], e.g.:
 #   bash onnx_models/device_train.sh --lr 3e-5 --epochs 3 --train-embeddings --holdout 0.1 --keep-weights
-# The arguments go to onnx_models.train (after --device cuda). The trained weights come back
-# as float16 shards with config.json, train.log and train_summary.json under $OUT/trained;
-# here `python -m onnx_models.travel unshard` makes them a checkpoint again.
+# The arguments go to onnx_models.train (after --device cuda). SEEDS="41 42 43" trains one run
+# per seed at once (one run of this small model leaves the GPU mostly idle) and brings back the
+# mean of their weights: runs from one start share a basin, so their mean is a model soup
+# (onnx_models.average). The trained weights come back as float16 shards with config.json and
+# the runs' train.log under $OUT/trained; here `python -m onnx_models.travel unshard` makes
+# them a checkpoint again.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 site=$(mktemp -d)
@@ -23,7 +26,21 @@ fi
 export PYTHONPATH="plugin:.:$site" HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 work=$(mktemp -d)
 python3 -m onnx_models.travel checkpoint .gpu/base "$work/base"
-python3 -m onnx_models.train --device cuda --init "$work/base" --encoder "$work/base" --data .gpu/data \
-  --out "$work/run" "$@"
-python3 -m onnx_models.travel shards "$work/run" "$OUT/trained"
-cp "$work/run/train.log" "$work/run/train_summary.json" "$OUT/trained/"
+read -ra seeds <<<"${SEEDS:-13}"
+runs=() pids=()
+for seed in "${seeds[@]}"; do
+  runs+=("$work/run-$seed")
+  python3 -m onnx_models.train --device cuda --init "$work/base" --encoder "$work/base" --data .gpu/data \
+    --out "$work/run-$seed" "$@" --seed "$seed" >"$work/run-$seed.out" 2>&1 &
+  pids+=($!)
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || { cat "${runs[$i]}.out"; exit 1; }
+done
+trained=${runs[0]}
+if [ ${#runs[@]} -gt 1 ]; then
+  python3 -m onnx_models.average "${runs[@]}" "$work/soup"
+  trained=$work/soup
+fi
+python3 -m onnx_models.travel shards "$trained" "$OUT/trained"
+for run in "${runs[@]}"; do cat "$run/train.log"; done | tee "$OUT/trained/train.log" | tail -n 5
