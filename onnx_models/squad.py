@@ -85,8 +85,8 @@ def _from_folder(names: list[str], folder: Path) -> dict[str, dict[str, object]]
 
 
 def read_tarball_files(names: list[str], tarball: Path) -> dict[str, dict[str, object]]:
-    """The tarball is gzip, so finding a member means decompressing up to it: all wanted
-    members are collected in one pass."""
+    """The named squad_shifts files' JSON, those the bigbench tarball holds. The tarball is
+    gzip, so finding a member means decompressing up to it: all are collected in one pass."""
     wanted = {_MEMBER_DIR + name: name for name in names}
     found: dict[str, dict[str, object]] = {}
     with tarfile.open(tarball, "r:gz") as archive:

@@ -334,7 +334,9 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=default_tarball(), help="bigbench-1.0.0.tar.gz")
+    parser.add_argument(
+        "--data", type=Path, default=default_tarball(), help="bigbench-1.0.0.tar.gz, or `onnx_models.travel data`'s folder"
+    )
     parser.add_argument("--encoder", type=Path, default=default_encoder_dir(), help="starting encoder dir")
     parser.add_argument(
         "--init", type=Path, help="continue from a reader-evaluator checkpoint (heads included) instead of --encoder"

@@ -18,7 +18,7 @@ so a run that goes on from the shipped model carries only what the tree lacks:
 - ``data``: the squad_shifts training files, gzipped, for ``train --data``;
 - ``checkpoint``: a model directory's fp32 graph (rebuilt from its packed form where needed)
   and ``base`` made into a training checkpoint, for ``train --init``;
-- ``shards``/``unshard``: a checkpoint's weights as float16 shards of at most 15 MiB (three
+- ``shards``/``unshard``: a checkpoint's weights as float16 shards of at most 15 MiB (four
   for this model, beside its config) and back to float32.
 """
 
