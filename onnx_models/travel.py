@@ -35,10 +35,10 @@ from pathlib import Path
 
 import numpy as np
 from answerbox.models.manifest import ModelManifest
-from answerbox.models.modeling import TOKENIZER_FILES, ReaderEvaluatorModel
+from answerbox.models.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel
 from safetensors.numpy import load_file, save_file
 
-from onnx_models.squad import TRAIN_FILES, default_tarball, load_squad, read_tarball_files
+from onnx_models.squad import TRAIN_FILES, default_tarball, read_tarball_files
 
 __all__ = ["base_bundle", "checkpoint_from_tree", "extract_data", "to_shards", "from_shards"]
 
@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 
 PARAMETERS = "parameters.json"
 CONFIG = "config.json"
-WEIGHTS = "model.safetensors"
 SHARD_BYTES = 15 * 2**20  # under the 16 MiB a file may have to come back
 _FLOAT16_MAX = float(np.finfo(np.float16).max)
 _PART = "#part"  # a table larger than a shard travels as rows "<name>#part<i>"
@@ -67,7 +66,6 @@ def extract_data(out: Path, tarball: Path | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for name, data in read_tarball_files(list(TRAIN_FILES), tarball or default_tarball()).items():
         (out / f"{name}.gz").write_bytes(gzip.compress(json.dumps(data).encode(), mtime=0))
-    load_squad(TRAIN_FILES, out)  # what train --data will read
     return out
 
 
@@ -90,7 +88,7 @@ def checkpoint_from_tree(model_dir: Path, base: Path, out: Path) -> Path:
 
 def to_shards(checkpoint: Path, out: Path, shard_bytes: int = SHARD_BYTES) -> list[Path]:
     """Write ``checkpoint``'s weights into ``out`` as float16 ``.npz`` shards, and its config."""
-    weights = load_file(str(checkpoint / WEIGHTS))
+    weights = load_file(str(checkpoint / WEIGHTS_FILE))
     if too_large := sorted(n for n, a in weights.items() if a.dtype.kind == "f" and np.abs(a).max(initial=0) > _FLOAT16_MAX):
         raise ValueError(f"beyond float16's range: {too_large}")
     out.mkdir(parents=True, exist_ok=True)
@@ -120,7 +118,7 @@ def from_shards(shards: Path, out: Path, tokenizer: Path) -> Path:
         array = np.concatenate([a for _, a in sorted(numbered, key=lambda p: p[0])])
         weights[name] = array.astype(np.float32) if array.dtype == np.float16 else array
     out.mkdir(parents=True, exist_ok=True)
-    save_file(weights, str(out / WEIGHTS))
+    save_file(weights, str(out / WEIGHTS_FILE))
     _copy_files(shards, out, (CONFIG,))
     _copy_files(tokenizer, out, TOKENIZER_FILES)
     return out

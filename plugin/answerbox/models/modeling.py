@@ -15,11 +15,11 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoConfig, AutoModel, PretrainedConfig
 
-__all__ = ["READER_EVALUATOR_TASK", "TOKENIZER_FILES", "ReaderEvaluatorModel", "is_reader_evaluator_checkpoint"]
+__all__ = ["READER_EVALUATOR_TASK", "TOKENIZER_FILES", "WEIGHTS_FILE", "ReaderEvaluatorModel", "is_reader_evaluator_checkpoint"]
 
 READER_EVALUATOR_TASK = "reader-evaluator"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
-_WEIGHTS = "model.safetensors"
+WEIGHTS_FILE = "model.safetensors"
 
 
 class ReaderEvaluatorModel(nn.Module):
@@ -56,7 +56,7 @@ class ReaderEvaluatorModel(nn.Module):
     def load(cls, checkpoint_dir: Path) -> ReaderEvaluatorModel:
         config = AutoConfig.from_pretrained(checkpoint_dir)
         model = cls(config)
-        model.load_state_dict(load_file(str(checkpoint_dir / _WEIGHTS)))
+        model.load_state_dict(load_file(str(checkpoint_dir / WEIGHTS_FILE)))
         return model.eval()
 
     def save(self, checkpoint_dir: Path, tokenizer_dir: Path) -> None:
@@ -64,7 +64,7 @@ class ReaderEvaluatorModel(nn.Module):
         self.config.answerbox_task = READER_EVALUATOR_TASK
         self.config.save_pretrained(checkpoint_dir)
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items()}
-        save_file(state, str(checkpoint_dir / _WEIGHTS))
+        save_file(state, str(checkpoint_dir / WEIGHTS_FILE))
         for name in TOKENIZER_FILES:
             if (tokenizer_dir / name).exists() and tokenizer_dir != checkpoint_dir:
                 shutil.copyfile(tokenizer_dir / name, checkpoint_dir / name)
