@@ -70,6 +70,15 @@ def median_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> fl
     return round(statistics.median(a / b for a, b in zip(numerator, denominator, strict=True)), 2)
 
 
+def dev_windows(model_dir: Path, data: Path, pairs: int, seed: int) -> list[Window]:
+    """The first window of each of ``pairs`` seeded SQuAD dev questions with its gold paragraph."""
+    manifest = ModelManifest.load(model_dir)
+    tokenizer = WindowTokenizer(
+        load_tokenizer(model_dir / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride
+    )
+    return [tokenizer.windows(q.text, [p.context])[0] for p, q in sample_questions(load_squad([DEV_FILE], data), pairs, seed)]
+
+
 def onnx_runner(path: Path, threads: int) -> Callable[[Batch], object]:
     session = OnnxSession(path, providers=[CPU], intra_op_threads=threads)
     return lambda b: session.run({"input_ids": b[0], "attention_mask": b[1], "token_type_ids": b[2]})

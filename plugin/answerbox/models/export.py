@@ -180,7 +180,17 @@ def to_int8(
     keep += [f"{name}_MatMul" for name in keep]
     smooth_channels(model, [n for n in smooth if n not in keep])
     scale_rows(model, [n for n in (feed_forward(model) if per_token is None else per_token) if n not in keep])
-    quantize_dynamic(model, str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=keep)
+    quantize_dynamic(
+        model,
+        str(target),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        reduce_range=True,
+        nodes_to_exclude=keep,
+        # ONNX shape inference cannot type the outputs of ONNX Runtime's fused (com.microsoft)
+        # ops, as in a graph through its transformer optimizer (bench.attention_fusion): float.
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
     return target
 
 
