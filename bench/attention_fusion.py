@@ -50,7 +50,7 @@ from onnx_models.squad import default_tarball
 _PADDING_SCORE = -1e4
 
 
-def optimized(fp32: Path, target: Path, attention: str | None, heads: int, hidden: int) -> Path:
+def optimized(fp32: Path, target: Path, attention: str | None) -> Path:
     """``fp32`` through the transformer optimizer; ``attention``: None, "attention" or "multihead"."""
     from onnxruntime.transformers.fusion_options import AttentionMaskFormat, FusionOptions  # type: ignore[import-untyped]
     from onnxruntime.transformers.optimizer import optimize_model  # type: ignore[import-untyped]
@@ -63,8 +63,8 @@ def optimized(fp32: Path, target: Path, attention: str | None, heads: int, hidde
     model = optimize_model(
         str(fp32),
         model_type="bert",
-        num_heads=heads,
-        hidden_size=hidden,
+        num_heads=0,  # 0: read from the graph's reshapes
+        hidden_size=0,
         optimization_options=options,
         opt_level=0,
     )
@@ -151,8 +151,6 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=96, help="windows timed per configuration")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (medians are reported)")
     parser.add_argument("--seed", type=int, default=3, help="dev questions drawn (bench.model_throughput's)")
-    parser.add_argument("--heads", type=int, default=12, help="the encoder's attention heads (all-MiniLM-L6-v2: 12)")
-    parser.add_argument("--hidden", type=int, default=384, help="the encoder's hidden size (all-MiniLM-L6-v2: 384)")
     args = parser.parse_args()
 
     manifest = ModelManifest.load(args.model_dir)
@@ -162,7 +160,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         candidates = {
-            name: optimized(fp32, work / f"{name}.onnx", attention, args.heads, args.hidden)
+            name: optimized(fp32, work / f"{name}.onnx", attention)
             for name, attention in (("fused_ops", None), ("attention", "attention"), ("multihead", "multihead"))
         }
         candidates["multihead_flash"] = mask_in_keys(candidates["multihead"], work / "multihead_flash.onnx")
