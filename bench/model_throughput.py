@@ -70,13 +70,18 @@ def median_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> fl
     return round(statistics.median(a / b for a, b in zip(numerator, denominator, strict=True)), 2)
 
 
-def dev_windows(model_dir: Path, data: Path, pairs: int, seed: int) -> list[Window]:
-    """The first window of each of ``pairs`` seeded SQuAD dev questions with its gold paragraph."""
+def first_windows(model_dir: Path, questions: Sequence[tuple[Paragraph, Question]]) -> list[Window]:
+    """The first window of each question with its gold paragraph, as ``model_dir``'s model reads it."""
     manifest = ModelManifest.load(model_dir)
     tokenizer = WindowTokenizer(
         load_tokenizer(model_dir / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride
     )
-    return [tokenizer.windows(q.text, [p.context])[0] for p, q in sample_questions(load_squad([DEV_FILE], data), pairs, seed)]
+    return [tokenizer.windows(q.text, [p.context])[0] for p, q in questions]
+
+
+def dev_windows(model_dir: Path, data: Path, pairs: int, seed: int) -> list[Window]:
+    """The first window of each of ``pairs`` seeded SQuAD dev questions with its gold paragraph."""
+    return first_windows(model_dir, sample_questions(load_squad([DEV_FILE], data), pairs, seed))
 
 
 def onnx_runner(path: Path, threads: int) -> Callable[[Batch], object]:
@@ -142,10 +147,7 @@ def main() -> None:
     manifest = ModelManifest.load(args.model_dir)
     paragraphs = load_squad([DEV_FILE], args.data)
     sample = sample_questions(paragraphs, max(args.pairs, args.requests), args.seed)
-    tokenizer = WindowTokenizer(
-        load_tokenizer(args.model_dir / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride
-    )
-    windows = [tokenizer.windows(q.text, [p.context])[0] for p, q in sample[: args.pairs]]
+    windows = first_windows(args.model_dir, sample[: args.pairs])
     report: dict[str, object] = {"mean_tokens": round(float(np.mean([len(w) for w in windows])), 1)}
 
     engines: dict[str, Callable[[Batch], object] | None] = {

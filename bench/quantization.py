@@ -43,9 +43,8 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.models.row_scaling import down_projections, feed_forward, projections
 from answerbox.models.session import CPU
 from answerbox.models.smoothing import layer_norm_inputs
-from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
-from bench.model_throughput import Timed, interleaved_pairs_per_s, median_ratio, onnx_runner, torch_runner
+from bench.model_throughput import Timed, first_windows, interleaved_pairs_per_s, median_ratio, onnx_runner, torch_runner
 from onnx_models.reading import evaluate
 from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_questions
 
@@ -100,10 +99,7 @@ def main() -> None:
     fp32 = manifest.model_path(args.model_dir, "fp32")
     paragraphs = load_squad([DEV_FILE], args.data)
     questions = sample_questions(paragraphs, args.limit, args.seed)
-    tokenizer = WindowTokenizer(
-        load_tokenizer(args.model_dir / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride
-    )
-    windows = [tokenizer.windows(q.text, [p.context])[0] for p, q in questions[: args.pairs]]
+    windows = first_windows(args.model_dir, questions[: args.pairs])
 
     def accuracy(directory: Path, variant: str) -> dict[str, float]:
         models = load_models(ModelSettings(dir=directory, variant=variant, providers=[CPU]))
