@@ -203,8 +203,9 @@ class FlaggedClaim(BaseModel):
 
     sentence: str
     marker: int
-    # The marker is out of range / the block does not support it / no model could check it.
-    reason: Literal["no_evidence", "unsupported", "unchecked"]
+    # The marker is out of range / the block addresses the model (a prompt injection) / the
+    # block does not support it / no model could check it.
+    reason: Literal["no_evidence", "instructions", "unsupported", "unchecked"]
     support: float | None = None
 
 

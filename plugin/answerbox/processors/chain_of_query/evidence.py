@@ -14,6 +14,7 @@ from typing import Any
 from answerbox.contract import TextSpan
 from answerbox.models import ReaderSpan
 from answerbox.pipeline.scope import ScopedSearch
+from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import Passage, hits_of, passages_of
 from answerbox.services import Services
 
@@ -42,10 +43,11 @@ class NodeEvidence:
 
 
 def _top_passage(response: Any, field: str) -> Passage | None:
-    """``field`` of the first hit, or None for an error, no hit, or a hit without that text."""
+    """``field`` of the first hit, or None for an error, no hit, a hit without that text, or
+    text that addresses the model (the span the reader finds there is the one it dictates)."""
     hits = hits_of(response)
     found = passages_of(hits[0], [field]) if hits else []
-    return found[0] if found else None
+    return found[0] if found and not addresses_the_model(found[0].text) else None
 
 
 async def gather_evidence(

@@ -2,7 +2,8 @@
 
 A claim is one sentence of the answer with the markers that follow it. Each (claim, marker)
 is checked: a model scores the claim against the cited block, and the words the claim adds
-beyond the question must be found in that block. Unsupported or out-of-range markers are
+beyond the question must be found in that block. A block that addresses the model (a prompt
+injection) supports nothing. Unsupported or out-of-range markers are
 removed from the text; the claim is reported as flagged. A claim the LLM left uncited may
 be attributed: the best block that passes the same check gets cited (small models often
 answer right and cite nothing).
@@ -175,7 +176,9 @@ class Check:
     required: bool = True
 
     def verdict(self, claim: Claim, marker: int, block: Evidence, support: float | None, attributed: bool = False) -> ClaimVerdict:
-        if support is None:
+        if block.instructs:
+            supported = False  # an obeyed instruction looks supported by the block that gives it
+        elif support is None:
             supported = not self.required
         else:
             supported = support >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from answerbox.contract import Citation, PassagePiece
 from answerbox.pipeline.base import JSON
+from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hit_key, passages_of
 from answerbox.processors.text.sentences import sentence_spans
 
@@ -79,6 +80,11 @@ class Evidence:
     @property
     def snippet(self) -> str:
         return _SEPARATOR.join(p.text for p in self.excerpts)
+
+    @property
+    def instructs(self) -> bool:
+        """Whether the snippet speaks to the model: then it is shown as data but cites nothing."""
+        return addresses_the_model(self.snippet)
 
     @property
     def date_text(self) -> str:

@@ -24,6 +24,9 @@ async def featured_snippet(
     needed, now picks a passage without the answer more often: citation precision 87.7%
     against 90.2% for the score alone (``python -m bench.snippet_choice``: 500 SQuAD dev
     questions, seed 7, no LLM)."""
+    evidence = [e for e in evidence if not e.instructs]  # its span would be the dictated answer
+    if not evidence:
+        return None
     snippets = [e.snippet for e in evidence]
     spans = await models.reader.read(question, snippets)
     # Same forward pass as the reader's (the encoder caches it): the calibrated support.

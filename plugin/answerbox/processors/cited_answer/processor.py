@@ -269,8 +269,14 @@ def _flag(verdicts: Sequence[ClaimVerdict], ctx: PipelineContext) -> list[Flagge
     """The claims whose citation the check removed, for ``answer.flagged`` and as warnings."""
     flagged = []
     for verdict in (v for v in verdicts if not v.supported):
-        reason: Literal["no_evidence", "unsupported", "unchecked"] = (
-            "no_evidence" if verdict.evidence is None else "unchecked" if verdict.support is None else "unsupported"
+        reason: Literal["no_evidence", "instructions", "unsupported", "unchecked"] = (
+            "no_evidence"
+            if verdict.evidence is None
+            else "instructions"
+            if verdict.evidence.instructs
+            else "unchecked"
+            if verdict.support is None
+            else "unsupported"
         )
         claim = FlaggedClaim(
             sentence=verdict.claim.plain,
@@ -280,6 +286,8 @@ def _flag(verdicts: Sequence[ClaimVerdict], ctx: PipelineContext) -> list[Flagge
         )
         if reason == "no_evidence":
             ctx.report.warn(f"cited_answer: citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}")
+        elif reason == "instructions":
+            ctx.report.warn(f"cited_answer: block [{claim.marker}] gives the model instructions, so it supports nothing; removed from: {claim.sentence!r}")
         elif reason == "unchecked":
             ctx.report.warn(f"cited_answer: citation [{claim.marker}] could not be checked; removed from: {claim.sentence!r}")
         else:

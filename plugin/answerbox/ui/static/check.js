@@ -100,6 +100,7 @@ function citations(list) {
 function flagged(list) {
   const why = {
     no_evidence: "cites no evidence block",
+    instructions: "the cited block gives the model instructions",
     unsupported: "the cited block does not support it",
     unchecked: "the evaluator was unavailable to check it",
   };
