@@ -40,6 +40,7 @@ from answerbox.processors.query_expansion.expanded_query import (
     clean_expansion,
     expanded_clause,
 )
+from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hits_of
 from answerbox.query_text import find_text_clauses, replace_text_clauses
 from answerbox.ttl_cache import TTLCache
@@ -293,10 +294,14 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         return list(dict.fromkeys(fields))
 
     async def _prf_passages(self, request: SearchRequest, ctx: PipelineContext) -> list[str]:
-        """The top hits of the user's own query, within the caller's scope, as one line of text each."""
+        """The top hits of the user's own query, within the caller's scope, as one line of text
+        each; a hit that addresses the model is left out (it would write the expansion)."""
         response = await ctx.search.search(request.body["query"], size=self.config.prf_docs, fields=self._prf_fields(request) or None)
-        hits = hits_of(response)
-        return [" ".join(" ".join(_strings(hit.get("_source"))).split())[: self.config.prf_max_chars] for hit in hits]
+        texts = [" ".join(" ".join(_strings(hit.get("_source"))).split())[: self.config.prf_max_chars] for hit in hits_of(response)]
+        kept = [t for t in texts if not addresses_the_model(t)]
+        if len(kept) < len(texts):
+            ctx.report.warn(f"[{self.name}] {len(texts) - len(kept)} feedback hit(s) give the model instructions; left out of the prompt")
+        return kept
 
 
 async def _access_checked(ctx: PipelineContext) -> list[str]:
