@@ -2,6 +2,8 @@
 
     PYTHONPATH=plugin python -m bench.reader_eval              # all 10,565 questions
     PYTHONPATH=plugin python -m bench.reader_eval --limit 2000 # a seeded sample
+    PYTHONPATH=plugin python -m bench.reader_eval --files amazon_reviews_v1.0.json reddit_v1.0.json
+                                                               # other domains, never trained on
 
 The scoring is ``onnx_models.reading.evaluate``, through the public runtime API.
 """
@@ -24,12 +26,13 @@ def main() -> None:
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
     parser.add_argument("--variant", default="int8", choices=["int8", "fp32", "fp16"])
     parser.add_argument("--data", type=Path, default=default_tarball())
-    parser.add_argument("--limit", type=int, default=0, help="seeded sample of questions (0 = all 10,565)")
+    parser.add_argument("--files", nargs="+", default=[DEV_FILE], help="squad_shifts files to read (default: SQuAD v1.1 dev)")
+    parser.add_argument("--limit", type=int, default=0, help="seeded sample of questions (0 = all)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0 = all cores)")
     args = parser.parse_args()
 
-    questions = sample_questions(load_squad([DEV_FILE], args.data), args.limit, args.seed)
+    questions = sample_questions(load_squad(args.files, args.data), args.limit, args.seed)
     settings = ModelSettings(
         dir=args.model_dir, variant=args.variant, providers=["CPUExecutionProvider"], intra_op_threads=args.threads
     )
@@ -38,7 +41,7 @@ def main() -> None:
         result = evaluate(models, questions)
     finally:
         models.close()
-    print(json.dumps({"variant": args.variant, "provider": models.provider, **result}))
+    print(json.dumps({"files": args.files, "variant": args.variant, "provider": models.provider, **result}))
 
 
 if __name__ == "__main__":
