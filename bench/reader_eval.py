@@ -35,9 +35,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0 = all cores)")
     args = parser.parse_args()
 
-    files = args.files or (list(TRAIN_FILES) if args.holdout else [DEV_FILE])
+    files = args.files or (list(TRAIN_FILES) if args.holdout is not None else [DEV_FILE])
     paragraphs = load_squad(files, args.data)
-    if args.holdout:
+    if args.holdout is not None:  # 0 holds out nothing: held_out refuses it
         paragraphs = held_out(paragraphs, args.holdout)
     questions = sample_questions(paragraphs, args.limit, args.seed)
     settings = ModelSettings(
