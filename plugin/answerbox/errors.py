@@ -29,6 +29,7 @@ __all__ = [
     "LLMError",
     "LLMTimeout",
     "ModelError",
+    "OutOfScope",
     "ParseError",
     "ProcessorError",
     "RequestTooLarge",
@@ -171,6 +172,13 @@ class UpstreamError(AnswerboxError):
         if isinstance(self.body, dict) and "error" in self.body:
             return self.body
         return error_body(self.status, self.error_type, self.reason)
+
+
+class OutOfScope(AnswerboxError):
+    """A processor's own search that could read more than the caller's search: never sent."""
+
+    status = 400
+    error_type = "illegal_argument_exception"
 
 
 class UpstreamUnavailable(AnswerboxError):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
-__all__ = ["TextClause", "find_text_clauses", "question_of", "replace_text_clauses", "restrictions"]
+__all__ = ["TextClause", "find_text_clauses", "question_of", "replace_text_clauses"]
 
 _NON_SCORING = frozenset({"filter", "must_not"})
 
@@ -84,11 +84,3 @@ def question_of(body: Mapping[str, Any], params: Mapping[str, str]) -> str | Non
         return clauses[0].text
     return params.get("q")
 
-
-def restrictions(query: Any) -> dict[str, Any]:
-    """The ``filter`` / ``must_not`` clauses of a top-level ``bool`` query: what narrows the
-    caller's results, kept on every search a processor sends for it."""
-    bool_query = query.get("bool") if isinstance(query, dict) else None
-    if not isinstance(bool_query, dict):
-        return {}
-    return {key: bool_query[key] for key in _NON_SCORING if key in bool_query}

@@ -3,8 +3,10 @@
 A processor's own searches (the PRF search, CRAG's corrective search, a chain's node
 queries) must never read more than the caller's search could. ``ScopedSearch`` carries
 everything that narrows that search — the caller's credentials, the OpenSearch-side
-pipeline, the ``filter``/``must_not`` clauses, ``post_filter``, ``routing``/``preference``
-and the like, and ``_source`` filtering — so no processor can forget one of them.
+pipeline, every restriction of the query wherever it stands (``restriction.py``), the URL's
+``q``, ``post_filter``, ``routing``/``preference`` and the like, and ``_source`` filtering —
+to every target, so no processor can forget one of them. A search whose restrictions a filter
+cannot carry (``min_score``) gives its processors no searches at all: ``OutOfScope``.
 """
 
 from __future__ import annotations
@@ -16,14 +18,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from answerbox.errors import OutOfScope
 from answerbox.opensearch import JSON, Caller, SearchBackend
-from answerbox.query_text import restrictions
+from answerbox.pipeline.restriction import Unscopable, restriction_of
+from answerbox.query_text import question_of
 
 __all__ = ["ScopedSearch", "SearchScope"]
 
-# Search parameters that decide which documents a search sees. Routing and preference name
-# shards of the caller's target, so they are kept only for searches of that same target.
+# Search parameters that decide which documents a search sees; each only ever narrows a
+# search, of any target (routing to a shard of another index reads no more than all of it).
 _SCOPE_PARAMS = ("routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices")
+# The URL's Lucene query and its options: kept whole, as a filter (its text may hold a filter).
+_Q_PARAMS = {"df": "default_field", "default_operator": "default_operator", "analyzer": "analyzer", "lenient": "lenient"}
 
 
 def _patterns(value: Any) -> tuple[str, ...] | None:
@@ -43,7 +49,10 @@ class SearchScope:
     # The pipeline's OpenSearch-side processors, inline (filter_query and the like).
     native: JSON | None = None
     params: Mapping[str, str]
-    filters: JSON  # {"filter": ..., "must_not": ...} of a top-level bool query
+    # What every document the caller's query matches also matches (None: any document), or
+    # why no filter can say it (``unscopable``): then no processor search runs.
+    restriction: JSON | None = None
+    unscopable: str | None = None
     post_filter: Any = None
     # _source filtering: False hides every field; includes None means all fields.
     source_enabled: bool = True
@@ -60,12 +69,14 @@ class SearchScope:
             excludes = _patterns(source.get("excludes", source.get("exclude"))) or ()
         elif not isinstance(source, bool):
             includes = _patterns(source)
+        restriction, unscopable = _restriction(body, params)
         return cls(
             caller=caller,
             index=index,
             native=native,
             params={name: params[name] for name in _SCOPE_PARAMS if name in params},
-            filters=restrictions(body.get("query")),
+            restriction=restriction,
+            unscopable=unscopable,
             post_filter=body.get("post_filter"),
             source_enabled=source is not False,
             includes=includes,
@@ -80,13 +91,16 @@ class SearchScope:
             return None if fields is None else list(fields)
         return [f for f in fields if any(_covers(pattern, f) for pattern in self.includes)]
 
-    def body(self, query: JSON, *, size: int, fields: Sequence[str] | None, same_target: bool = True) -> JSON:
+    def body(self, query: JSON, *, size: int, fields: Sequence[str] | None) -> JSON:
         """A search for ``query`` that sees no more than the caller's search."""
+        if self.unscopable is not None:
+            raise OutOfScope(f"no search of answerbox's own can keep the caller's restrictions: {self.unscopable}")
         readable = self.readable(fields)
         includes = readable if readable is not None else list(self.includes or ["*"])
         source: Any = {"includes": includes, "excludes": list(self.excludes)} if includes else False
-        body: JSON = {"size": size, "query": {"bool": {"must": [query], **self.filters}}, "_source": source}
-        if self.post_filter is not None and same_target:
+        restricted: JSON = {"must": [query]} | ({"filter": [self.restriction]} if self.restriction is not None else {})
+        body: JSON = {"size": size, "query": {"bool": restricted}, "_source": source}
+        if self.post_filter is not None:
             body["post_filter"] = self.post_filter
         return body
 
@@ -94,9 +108,22 @@ class SearchScope:
         """A digest of the scope, for caches of results that depend on what the caller can see."""
         # x-opaque-id names a request, not a caller.
         credentials = [h for h in self.caller.headers if h[0] != "x-opaque-id"]
-        parts = [credentials, self.index, self.native, dict(self.params), self.filters, self.post_filter]
+        parts = [credentials, self.index, self.native, dict(self.params), self.restriction, self.unscopable, self.post_filter]
         parts += [self.source_enabled, self.includes, self.excludes]
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _restriction(body: Mapping[str, Any], params: Mapping[str, str]) -> tuple[JSON | None, str | None]:
+    if body.get("min_score") is not None:
+        return None, "the search keeps hits by min_score"
+    try:
+        restriction = restriction_of(body.get("query"), question_of(body, {}))
+    except Unscopable as exc:
+        return None, str(exc)
+    if "q" in params:
+        lucene = {"query_string": {"query": params["q"]} | {key: params[name] for name, key in _Q_PARAMS.items() if name in params}}
+        restriction = lucene if restriction is None else {"bool": {"filter": [restriction, lucene]}}
+    return restriction, None
 
 
 def _covers(pattern: str, field: str) -> bool:
@@ -111,24 +138,19 @@ class ScopedSearch:
         self._backend = backend
         self.scope = scope
 
-    def _target(self, index: str | None) -> tuple[str | None, bool]:
-        target = index or self.scope.index
-        return target, target == self.scope.index
-
     async def search(self, query: JSON, *, size: int, fields: Sequence[str] | None, index: str | None = None) -> JSON:
-        target, same = self._target(index)
-        body = self.scope.body(query, size=size, fields=fields, same_target=same)
-        params = dict(self.scope.params) if same else {}
-        return await self._backend.search(index=target, body=body, params=params, caller=self.scope.caller, pipeline=self.scope.native)
+        body = self.scope.body(query, size=size, fields=fields)
+        target = index or self.scope.index
+        return await self._backend.search(index=target, body=body, params=dict(self.scope.params), caller=self.scope.caller, pipeline=self.scope.native)
 
     async def msearch(self, queries: Sequence[JSON], *, size: int, fields: Sequence[str] | None, index: str | None = None) -> list[Any]:
         """One response (or error object) per query, in order."""
         if not queries:
             return []
-        target, same = self._target(index)
+        target = index or self.scope.index
         # _msearch takes these per search, in the header.
-        header: JSON = ({"index": target} if target else {}) | (dict(self.scope.params) if same else {})
-        searches = [(header, self.scope.body(q, size=size, fields=fields, same_target=same)) for q in queries]
+        header: JSON = ({"index": target} if target else {}) | dict(self.scope.params)
+        searches = [(header, self.scope.body(q, size=size, fields=fields)) for q in queries]
         answer = await self._backend.msearch(searches=searches, params={}, caller=self.scope.caller, pipeline=self.scope.native)
         responses: list[Any] = answer.get("responses", [])
         return responses

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from answerbox.errors import OutOfScope
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 
@@ -68,26 +69,38 @@ def test_without_source_filtering_the_fields_asked_for_are_fetched() -> None:
     assert scope.body(QUERY, size=3, fields=None)["_source"] == {"includes": ["*"], "excludes": []}
 
 
-def test_filter_and_must_not_of_a_top_level_bool_are_kept_and_scoring_clauses_are_not() -> None:
+def test_filter_and_must_not_of_a_top_level_bool_are_kept_and_optional_or_question_clauses_are_not() -> None:
     caller_query = {"bool": {"must": [QUERY], "should": [{"match": {"title": "river"}}], "filter": [FILTER], "must_not": [MUST_NOT]}}
     scope = _scope({"query": caller_query})
     body = scope.body({"match": {"text": "egypt"}}, size=5, fields=None)
     assert body["size"] == 5
-    assert body["query"] == {"bool": {"must": [{"match": {"text": "egypt"}}], "filter": [FILTER], "must_not": [MUST_NOT]}}
+    kept = {"bool": {"filter": [FILTER], "must_not": [MUST_NOT]}}
+    assert body["query"] == {"bool": {"must": [{"match": {"text": "egypt"}}], "filter": [kept]}}
 
 
-def test_a_query_that_is_not_a_bool_narrows_nothing() -> None:
+def test_a_query_that_is_only_the_question_narrows_nothing() -> None:
     assert _scope({"query": QUERY}).body(QUERY, size=1, fields=None)["query"] == {"bool": {"must": [QUERY]}}
 
 
-def test_post_filter_is_kept_only_for_the_same_target() -> None:
+def test_the_urls_lucene_query_is_kept_whole_as_a_filter() -> None:
+    scope = _scope(params={"q": "tenant:a nile", "df": "text"})
+    lucene = {"query_string": {"query": "tenant:a nile", "default_field": "text"}}
+    assert scope.body(QUERY, size=1, fields=None)["query"] == {"bool": {"must": [QUERY], "filter": [lucene]}}
+
+
+def test_min_score_cannot_be_carried_so_no_search_is_sent() -> None:
+    for body in ({"query": QUERY, "min_score": 2}, {"query": {"function_score": {"query": QUERY, "min_score": 1}}}):
+        with pytest.raises(OutOfScope, match="min_score"):
+            _scope(body).body(QUERY, size=1, fields=None)
+
+
+def test_post_filter_is_kept_for_every_target() -> None:
     scope = _scope({"post_filter": POST_FILTER})
     assert scope.body(QUERY, size=1, fields=None)["post_filter"] == POST_FILTER
-    assert "post_filter" not in scope.body(QUERY, size=1, fields=None, same_target=False)
 
 
 def test_only_the_parameters_that_decide_what_is_seen_are_kept() -> None:
-    params = {"routing": "r1", "preference": "_local", "expand_wildcards": "open", "size": "50", "q": "anything", "timeout": "1s"}
+    params = {"routing": "r1", "preference": "_local", "expand_wildcards": "open", "size": "50", "timeout": "1s"}
     assert dict(_scope(params=params).params) == {"routing": "r1", "preference": "_local", "expand_wildcards": "open"}
 
 
@@ -125,12 +138,12 @@ async def test_search_runs_as_the_caller_within_the_callers_scope() -> None:
     }
 
 
-async def test_search_of_another_index_drops_routing_preference_and_post_filter() -> None:
+async def test_search_of_another_index_keeps_routing_preference_and_post_filter() -> None:
     backend = RecordingBackend()
     await _scoped(backend).search(QUERY, size=4, fields=["text"], index="archive")
     (call,) = backend.calls
-    assert call.index == "archive" and call.params == {}
-    assert "post_filter" not in call.body
+    assert call.index == "archive" and call.params == SCOPED_PARAMS
+    assert call.body["post_filter"] == POST_FILTER
     assert call.body["query"]["bool"]["filter"] == [FILTER] and call.pipeline == NATIVE
 
 
@@ -147,12 +160,12 @@ async def test_msearch_puts_the_scope_parameters_in_each_header() -> None:
     assert all(body["post_filter"] == POST_FILTER for _, body in call.body)
 
 
-async def test_msearch_of_another_index_drops_routing_preference_and_post_filter() -> None:
+async def test_msearch_of_another_index_keeps_routing_preference_and_post_filter() -> None:
     backend = RecordingBackend()
     await _scoped(backend).msearch([QUERY], size=2, fields=["text"], index="archive")
     ((header, body),) = backend.calls[0].body
-    assert header == {"index": "archive"}
-    assert "post_filter" not in body and body["query"]["bool"]["filter"] == [FILTER]
+    assert header == {"index": "archive", **SCOPED_PARAMS}
+    assert body["post_filter"] == POST_FILTER and body["query"]["bool"]["filter"] == [FILTER]
 
 
 async def test_msearch_of_nothing_sends_nothing() -> None:

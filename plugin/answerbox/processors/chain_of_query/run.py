@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from answerbox.contract import BranchFeedback, BranchParent, BranchReport, DraftNode
-from answerbox.errors import LLMError, ModelError, UpstreamError, UpstreamUnavailable
+from answerbox.errors import LLMError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.llm.client import Completion, Message
 from answerbox.llm.structured import Schema
 from answerbox.pipeline.scope import ScopedSearch
@@ -131,7 +131,7 @@ class ChainRun:
             self._fail(Stop.BUDGET, f"the time budget of {self._budget_s:g}s ran out in round {len(self._result.tree)}")
         except LLMError as exc:
             self._fail(Stop.FAILED, f"the LLM failed: {exc.reason}")
-        except (ModelError, UpstreamError, UpstreamUnavailable) as exc:
+        except (ModelError, UpstreamError, UpstreamUnavailable, OutOfScope) as exc:
             self._fail(Stop.FAILED, f"verifying the chain failed: {exc.reason}")
         return self._result
 

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, model_validator
 
 from answerbox.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalReport
-from answerbox.errors import ConfigError, ModelError, UpstreamError, UpstreamUnavailable
+from answerbox.errors import ConfigError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors.retrieval_evaluator.corrective import KEYWORD_REWRITE_TEMPLATE, CorrectiveSearchConfig, corrective_query, rewrite_question
 from answerbox.processors.retrieval_evaluator.fusion import fuse
@@ -273,7 +273,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         query = corrective_query(config, rewrite.query, config.fields or self.config.text_fields)
         try:
             found = await ctx.search.search(query, size=config.size, fields=self.config.text_fields, index=index)
-        except (UpstreamError, UpstreamUnavailable) as exc:
+        except (UpstreamError, UpstreamUnavailable, OutOfScope) as exc:
             ctx.report.warn(f"{self.name}: the corrective search failed: {exc.reason}")
             return _Corrective(query=rewrite.query, details=details)
         hits = [hit for hit in hits_of(found) if hit_key(hit) not in seen]
