@@ -89,6 +89,10 @@ class Limits(_Section):
     max_prompt_chars: int = Field(default=4000, ge=1)  # llm_question, system_prompt, user_instructions
     max_context_size: int = Field(default=20, ge=1)  # generative_qa_parameters.context_size
     max_llm_tokens: int = Field(default=1024, ge=1)  # any processor's max_tokens
+    # Whether a search's own (inline) pipeline may set prompt templates, few-shot examples and
+    # the LLM model, as a stored one may: off, so that a caller who may only search cannot
+    # turn the operator's LLM into a general one, nor run template code on the server.
+    inline_overrides: bool = False
 
 
 class Settings(BaseSettings):

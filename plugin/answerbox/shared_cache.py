@@ -4,6 +4,7 @@ Read and written with the service credentials. Keys are digests: whoever stores 
 derived from documents (PRF expansions) puts the caller's credentials into its key, so an
 entry is only ever found again by the same caller. The cache is an optimisation: when
 OpenSearch cannot serve it, a read is a miss and a write is skipped, never an error.
+Expired entries are deleted by a write, at most once every ``purge_every_s``.
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ _MAPPING = {
 
 
 class SharedCache:
-    def __init__(self, client: AsyncOpenSearch, index: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, client: AsyncOpenSearch, index: str, clock: Callable[[], float] = time.time, purge_every_s: float = 600.0) -> None:
         self._client = client
         self._index = index
         self._clock = clock  # wall clock: replicas compare each other's expiry times
         self._ready = False
+        self._purge_every_s = purge_every_s
+        self._purged_at = -float("inf")
 
     async def get(self, key: str) -> str | None:
         try:
@@ -54,7 +57,11 @@ class SharedCache:
             if not self._ready:
                 await ensure_index(self._client, self._index, _MAPPING)
                 self._ready = True
-            body = {"value": value, "expires_at": self._clock() + ttl_s}
-            await translate(self._client.index(index=self._index, id=key, body=body))
+            now = self._clock()
+            await translate(self._client.index(index=self._index, id=key, body={"value": value, "expires_at": now + ttl_s}))
+            if now - self._purged_at >= self._purge_every_s:
+                self._purged_at = now
+                expired = {"query": {"range": {"expires_at": {"lte": now}}}}
+                await translate(self._client.delete_by_query(index=self._index, body=expired, params={"conflicts": "proceed"}))
         except (UpstreamError, UpstreamUnavailable) as exc:
             log.warning("shared cache %s: write failed: %s", self._index, exc.reason)

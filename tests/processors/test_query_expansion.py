@@ -66,9 +66,13 @@ def llm(scripted_llm: tuple[ScriptedLLM, str]) -> ScriptedLLM:
     return scripted_llm[0]
 
 
+# These tests give each search its own prompts and examples: the admin allows it here.
+OVERRIDES = {"inline_overrides": True}
+
+
 @pytest.fixture
 def url(books: None, make_answerbox: AnswerboxFactory, scripted_llm: tuple[ScriptedLLM, str]) -> str:
-    return make_answerbox(llm={"base_url": scripted_llm[1], "model": "scripted"})
+    return make_answerbox(llm={"base_url": scripted_llm[1], "model": "scripted"}, limits=OVERRIDES)
 
 
 @dataclass
@@ -88,7 +92,7 @@ def hop(books: None, make_answerbox: AnswerboxFactory, osmem_url: str, scripted_
     llm, llm_url = scripted_llm
     recorder = RecordingProxy(osmem_url)
     with serve(recorder.app()) as hop_url:
-        yield Hop(make_answerbox(opensearch={"url": hop_url}, llm={"base_url": llm_url}), recorder, llm)
+        yield Hop(make_answerbox(opensearch={"url": hop_url}, llm={"base_url": llm_url}, limits=OVERRIDES), recorder, llm)
 
 
 def _pipeline(**config: Any) -> dict[str, Any]:
@@ -244,8 +248,9 @@ def test_the_shared_cache_serves_one_replicas_expansion_to_another(
     llm.replies = ["arrakis, dune, melange"]
     first, second, unshared = (make_answerbox(llm={"base_url": llm_url, "model": "scripted"}) for _ in range(3))
     body = {"query": {"match": {"body": QUERY}}}
-    made = _search(client, first, body, shared_cache=True)
-    reused = _search(client, second, body, shared_cache=True)
+    # It writes with the service account, so only a stored pipeline may share (every replica reads it).
+    assert client.put(f"{first}/_search/pipeline/shared", json=_pipeline(shared_cache=True)).status_code == 200
+    made, reused = (client.post(f"{url}/books/_search?search_pipeline=shared", json=body).json() for url in (first, second))
     assert len(llm.calls) == 1
     assert made["ext"]["answerbox"]["query_expansion"]["cache"] is None
     report = reused["ext"]["answerbox"]["query_expansion"]
@@ -315,7 +320,7 @@ def test_prompt_override_and_examples_file(
 ) -> None:
     llm, llm_url = scripted_llm
     (tmp_path / "examples.json").write_text(json.dumps(EXAMPLES[:1]))
-    url = make_answerbox(llm={"base_url": llm_url, "model": "scripted"}, files_dir=str(tmp_path))
+    url = make_answerbox(llm={"base_url": llm_url, "model": "scripted"}, files_dir=str(tmp_path), limits=OVERRIDES)
     body = {"query": {"match": {"body": QUERY}}}
     _search(client, url, body, prompt="Keywords for {{ query }}, please:")
     # A stored pipeline names the file relative to the configured files_dir.
@@ -336,6 +341,7 @@ def test_prompt_override_and_examples_file(
         ({"timeout_s": 45}, "must be below limits.processor_timeout_s (30)"),
         ({"prompt": "{{ question }}"}, "'question' is undefined"),
         ({"prompt": "{% if %}"}, "syntax error"),
+        ({"cache_ttl_s": 10**9}, "less than or equal to 86400"),
     ],
 )
 def test_invalid_configs_are_rejected_when_defined(url: str, client: httpx.Client, config: dict[str, Any], complaint: str) -> None:

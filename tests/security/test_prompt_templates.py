@@ -1,9 +1,11 @@
-"""A pipeline may carry its own prompt template, and a search may carry its own pipeline: a
-hostile template is refused with an OpenSearch-shaped 400 in well under a second, and the
-server goes on serving."""
+"""A stored pipeline may carry its own prompt template; a search's own pipeline may not. A
+hostile template is refused with an OpenSearch-shaped 400 in well under a second, before it
+makes anything big, and the server goes on serving; a caller who may not store pipelines is
+refused before anything is built."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -11,15 +13,35 @@ import httpx
 import pytest
 from answerbox.config import Settings
 from answerbox.prompts import PromptLibrary
+from opensearchpy import OpenSearch
 
-from tests.conftest import AnswerboxFactory
+from tests.conftest import AnswerboxFactory, bulk_index
+from tests.support.auth_proxy import AuthProxy, User, basic
+from tests.support.servers import serve
 
 HOSTILE = {
     "huge string": "{{ 'x' * 10**9 }} {{ query }}",
     "huge number": "{{ 3 ** (10**6) }} {{ query }}",
+    "tower of powers": "{{ ((((10**64)**64)**64)**64) > 0 }} {{ query }}",
+    "percent width": "{{ '%3000000d' % 1 }} {{ query }}",
+    "ljust": "{{ 'a'.ljust(600000000) }} {{ query }}",
+    "center method": "{{ 'a'.center(600000000) }} {{ query }}",
+    "zfill": "{{ 'a'.zfill(600000000) }} {{ query }}",
+    "format method": "{{ '{:>1000000000}'.format(1) }} {{ query }}",
+    "center filter": "{{ query|center(600000000) }}",
+    "indent filter": "{{ query|indent(600000000) }}",
+    "wordwrap filter": "{{ query|wordwrap(600000000) }}",
+    "format filter": "{{ '%600000000s'|format(query) }}",
+    "replace everywhere": "{% set s = 'x' * 150000 %}{{ s.replace('', s) }} {{ query }}",
+    "repeated list": "{% set l = ['x' * 100000] * 100000 %}{{ l }} {{ query }}",
+    "doubling": "{% set ns = namespace(a='ab') %}{% for i in range(40) %}{% set ns.a = ns.a ~ ns.a %}{% endfor %}{{ query }}",
     "nested loops": "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}{{ query }}",
     "huge output": "{% for a in range(100000) %}{{ query }} and more words{% endfor %}",
     "huge template": "{{ query }}" + " " * 30_000,
+    "include": "{% include 'query_expansion/q2d_zs.j2' %}{{ query }}",
+    "division by zero": "{{ 1/0 }} {{ query }}",
+    "huge range": "{{ range(10**7)|list|length }} {{ query }}",
+    "deep recursion": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }} {{ query }}",
 }
 
 
@@ -27,25 +49,112 @@ def _pipeline(prompt: str) -> dict[str, object]:
     return {"request_processors": [{"llm_query_expansion": {"prompt": prompt}}]}
 
 
+def _refused(response: httpx.Response) -> str:
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "illegal_argument_exception" and "llm_query_expansion" in error["reason"]
+    assert error["root_cause"][0]["type"] == "illegal_argument_exception"
+    return str(error["reason"])
+
+
 @pytest.mark.parametrize("template", HOSTILE.values(), ids=HOSTILE.keys())
-def test_hostile_templates_are_refused_quickly(answerbox: str, client: httpx.Client, template: str) -> None:
+def test_hostile_stored_templates_are_refused_quickly_and_name_no_path(answerbox: str, client: httpx.Client, template: str) -> None:
     started = time.monotonic()
-    stored = client.put(f"{answerbox}/_search/pipeline/hostile", json=_pipeline(template))
-    inline = client.post(f"{answerbox}/any/_search", json={"search_pipeline": _pipeline(template)})
+    reason = _refused(client.put(f"{answerbox}/_search/pipeline/hostile", json=_pipeline(template)))
     assert time.monotonic() - started < 2
-    for response in (stored, inline):
-        assert response.status_code == 400, response.text
-        error = response.json()["error"]
-        assert error["type"] == "illegal_argument_exception" and "llm_query_expansion" in error["reason"]
-        assert error["root_cause"][0]["type"] == "illegal_argument_exception"
+    assert "/" not in reason.replace("query_expansion/q2d_zs.j2", "")
     assert client.get(f"{answerbox}/_search/pipeline/hostile").status_code == 404
     assert client.get(f"{answerbox}/_answerbox/stats/search_pipeline").status_code == 200
 
 
-def test_ordinary_arithmetic_and_loops_still_render(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+def test_the_server_answers_others_while_a_hostile_template_is_refused(answerbox: str, client: httpx.Client) -> None:
+    """The tower of powers took 11 s of one C call before, with the whole process stalled."""
+    hostile = _pipeline("{{ (((((10**64)**64)**64)**64)**64) > 0 }} {{ query }}")
+    answers: list[float] = []
+
+    def probe() -> None:
+        with httpx.Client(timeout=10) as other:
+            started = time.monotonic()
+            assert other.get(f"{answerbox}/_answerbox/stats/search_pipeline").status_code == 200
+            answers.append(time.monotonic() - started)
+
+    threads = [threading.Thread(target=probe) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    _refused(client.put(f"{answerbox}/_search/pipeline/hostile", json=hostile))
+    for thread in threads:
+        thread.join()
+    assert len(answers) == 3 and max(answers) < 2
+
+
+@pytest.mark.parametrize(
+    "processor",
+    [
+        {"llm_query_expansion": {"prompt": "{{ query }}"}},
+        {"llm_query_expansion": {"mode": "fs", "examples": [{"query": "q", "output": "o"}]}},
+        {"llm_query_expansion": {"model": "smollm2"}},
+        {"llm_query_expansion": {"shared_cache": True}},
+        {"retrieval_evaluator": {"corrective": {"prompt": "{{ question }}"}}},
+        {"cited_answer": {"prompt": "{{ query }}"}},
+        {"cited_answer": {"model": "smollm2"}},
+    ],
+    ids=["qe_prompt", "qe_examples", "qe_model", "qe_shared_cache", "crag_prompt", "answer_prompt", "answer_model"],
+)
+def test_a_searchs_own_pipeline_may_not_set_prompts_examples_models_or_the_shared_cache(
+    answerbox: str, client: httpx.Client, processor: dict[str, Any]
+) -> None:
+    phase = "request_processors" if "llm_query_expansion" in processor else "response_processors"
+    response = client.post(f"{answerbox}/any/_search", json={"search_pipeline": {phase: [processor]}})
+    assert response.status_code == 400, response.text
+    assert "a search's own pipeline may not set it" in response.json()["error"]["reason"]
+    # A stored pipeline may (the model being the configured one).
+    assert client.put(f"{answerbox}/_search/pipeline/allowed", json={phase: [processor]}).status_code == 200
+
+
+def test_the_admin_may_let_searches_set_their_own_prompts(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+    url = make_answerbox(limits={"inline_overrides": True})
+    body = {"search_pipeline": _pipeline("Keywords for {{ query }}"), "query": {"match": {"text": "x"}}}
+    assert client.post(f"{url}/_search", json=body).status_code == 200
+    hostile = {**body, "search_pipeline": _pipeline(HOSTILE["tower of powers"])}
+    assert "llm_query_expansion" in _refused(client.post(f"{url}/_search", json=hostile))
+
+
+def test_a_model_the_admin_did_not_allow_is_refused_in_any_pipeline(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+    url = make_answerbox(llm={"allowed_models": ["big"]})
+    for model, status in (("gpt-expensive", 400), ("big", 200)):
+        stored = {"response_processors": [{"cited_answer": {"model": model}}]}
+        response = client.put(f"{url}/_search/pipeline/m", json=stored)
+        assert response.status_code == status, response.text
+    reason = client.put(f"{url}/_search/pipeline/m", json={"request_processors": [{"llm_query_expansion": {"model": "x"}}]}).json()
+    assert "llm.allowed_models" in reason["error"]["reason"]
+
+
+def test_a_caller_who_may_not_store_pipelines_is_refused_before_anything_is_built(
+    make_answerbox: AnswerboxFactory, opensearch: OpenSearch, osmem_url: str, client: httpx.Client
+) -> None:
+    bulk_index(opensearch, "books", [{"_id": "dune", "body": "Spice is mined on Arrakis."}])
+    users = {"admin": User("a", write=("*",)), "reader": User("r", read=("books",)), "service": User("s", read=("*",), write=(".answerbox-*",))}
+    proxy = AuthProxy(osmem_url, users)
+    with serve(proxy.app()) as proxy_url:
+        url = make_answerbox(opensearch={"url": proxy_url, "service_username": "service", "service_password": "s"})
+        # A broken template is a 400 for the admin, but the reader learns only that it may not write.
+        broken = _pipeline("{{ undefined_name }}")
+        assert client.put(f"{url}/_search/pipeline/p", json=broken, headers=basic("reader", "r")).status_code == 403
+        assert client.put(f"{url}/_search/pipeline/p", json=broken).status_code == 401
+        assert client.put(f"{url}/_search/pipeline/p", json=broken, headers=basic("admin", "a")).status_code == 400
+        fine = _pipeline("Keywords for {{ query }}")
+        assert client.put(f"{url}/_search/pipeline/p", json=fine, headers=basic("admin", "a")).status_code == 200
+
+
+def test_ordinary_arithmetic_loops_and_filters_still_render(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
     url = make_answerbox()
-    template = "{% for i in range(3) %}{{ i ** 2 }}{% endfor %} {{ '-' * 3 }} {{ query }}"
+    template = (
+        "{% for i in range(3) %}{{ i ** 2 }}{% endfor %} {{ '-' * 3 }} {{ 'x %s' % 'y' }} {{ query|upper ~ '!' }}"
+        " {{ ['a', 'b']|join(', ') }} {{ query.replace('a', 'b').split()|join('-') }} {{ query }}"
+    )
     assert client.put(f"{url}/_search/pipeline/fine", json=_pipeline(template)).status_code == 200
+    rendered = PromptLibrary(Settings().templates_dir).get("t", template).render(query="a cat")
+    assert rendered == "014 --- x y A CAT! a, b b-cbt a cat"
 
 
 @pytest.mark.parametrize(

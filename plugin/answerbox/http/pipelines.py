@@ -26,9 +26,11 @@ class PipelineAPI:
         require_json(request)
         data = parse_json(await read_body(request, self._max_body))
         definition = PipelineDefinition.parse(data)
+        caller = Caller.from_headers(request.headers)
+        await self._store.check_writable(caller)
         # Building validates every processor config before anything is stored.
         self._resolver.build(pipeline_id, definition)
-        await self._store.put(pipeline_id, definition, Caller.from_headers(request.headers))
+        await self._store.put(pipeline_id, definition, caller)
         return JSONResponse({"acknowledged": True})
 
     async def get(self, request: Request) -> Response:

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = [
     "JSON",
     "ConfigContext",
+    "LLMModel",
     "LLMTokens",
+    "Override",
     "PipelineContext",
     "Processor",
     "ProcessorConfig",
@@ -37,7 +39,11 @@ __all__ = [
     "ResponseProcessor",
     "RunListener",
     "SearchRequest",
+    "StoredOnly",
 ]
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +56,46 @@ class ConfigContext:
     inline: bool = False
     # The most completion tokens any processor may ask the LLM for (limits.max_llm_tokens).
     max_llm_tokens: int = 1024
+    # Whether a search's own pipeline may set what shapes the LLM's work: prompt templates,
+    # few-shot examples, the model (limits.inline_overrides). A stored pipeline always may.
+    inline_overrides: bool = False
+    # The models any pipeline may name (llm.model and llm.allowed_models); None: not checked.
+    llm_models: frozenset[str] | None = None
+
+    @property
+    def overrides_allowed(self) -> bool:
+        return not self.inline or self.inline_overrides
+
+
+def _override(value: Any, info: ValidationInfo) -> Any:
+    if value and isinstance(info.context, ConfigContext) and not info.context.overrides_allowed:
+        raise ValueError("a search's own pipeline may not set it; store the pipeline (limits.inline_overrides allows it)")
+    return value
+
+
+def _stored_only(value: Any, info: ValidationInfo) -> Any:
+    if value and isinstance(info.context, ConfigContext) and info.context.inline:
+        raise ValueError("a search's own pipeline may not set it; store the pipeline")
+    return value
+
+
+def _allowed_model(value: str | None, info: ValidationInfo) -> str | None:
+    context = info.context
+    if value is not None and isinstance(context, ConfigContext):
+        _override(value, info)
+        if context.llm_models is not None and value not in context.llm_models:
+            raise ValueError(f"model [{value}] is not one pipelines may name (llm.model, llm.allowed_models)")
+    return value
+
+
+# What shapes the LLM's work (a template's text, few-shot examples): a stored pipeline may set
+# it, a search's own pipeline only where the admin allows; otherwise a caller who may only
+# search gets the prompts the admin chose.
+Override = Annotated[T, AfterValidator(_override)]
+# What only a stored pipeline may set, whatever the settings: what writes with the service account.
+StoredOnly = Annotated[T, AfterValidator(_stored_only)]
+# A processor's LLM model: one the admin allows, and an override like a template.
+LLMModel = Annotated[str | None, AfterValidator(_allowed_model)]
 
 
 def _within_token_limit(value: int, info: ValidationInfo) -> int:

@@ -52,7 +52,14 @@ class ProcessorRegistry:
             raise ConfigError(
                 f"pipeline [{pipeline_id}]: [budget_s] {definition.budget_s:g} is above limits.pipeline_budget_s ({limits.pipeline_budget_s:g})"
             )
-        context = ConfigContext(files_dir=services.settings.files_dir, inline=inline, max_llm_tokens=limits.max_llm_tokens)
+        llm = services.settings.llm
+        context = ConfigContext(
+            files_dir=services.settings.files_dir,
+            inline=inline,
+            max_llm_tokens=limits.max_llm_tokens,
+            inline_overrides=limits.inline_overrides,
+            llm_models=frozenset((llm.model, *llm.allowed_models)),
+        )
         native: dict[str, list[ProcessorEntry]] = {}
         request: list[RequestProcessor[Any]] = []
         response: list[ResponseProcessor[Any]] = []

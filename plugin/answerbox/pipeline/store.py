@@ -10,6 +10,7 @@ pipeline for a search, uses the service account (a caller may run a pipeline it 
 from __future__ import annotations
 
 import fnmatch
+import uuid
 from typing import Any
 
 from opensearchpy import AsyncOpenSearch
@@ -32,6 +33,18 @@ class PipelineStore:
         self._index = index
         # Keyed by ids callers name, existing or not: bounded, so invented ids cannot grow memory.
         self._cache: TTLCache[tuple[PipelineDefinition | None]] = TTLCache(_MAX_CACHED, cache_s)
+
+    async def check_writable(self, caller: Caller) -> None:
+        """Raise OpenSearch's refusal unless ``caller`` may write pipelines, changing nothing: a
+        pipeline is built (its templates compiled and rendered) only for a caller who may store it.
+        Deleting an id no pipeline has asks for the same rights as writing one (``crud``) and
+        answers 404 when granted."""
+        probe = f"_rights-probe-{uuid.uuid4().hex}"
+        try:
+            await translate(self._caller_client.delete(index=self._index, id=probe, headers=caller.as_dict()))
+        except UpstreamError as exc:
+            if exc.status != 404:
+                raise
 
     async def put(self, pipeline_id: str, definition: PipelineDefinition, caller: Caller) -> None:
         await ensure_index(self._client, self._index, _MAPPING)

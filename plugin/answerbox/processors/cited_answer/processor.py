@@ -19,7 +19,7 @@ from pydantic import Field
 from answerbox.contract import Answer, FlaggedClaim
 from answerbox.errors import LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
-from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import JSON, LLMModel, LLMTokens, Override, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors.cited_answer.citations import (
     ANSWER_SCHEMA,
     Check,
@@ -60,8 +60,8 @@ class CitedAnswerConfig(ProcessorConfig):
     current_date: date | None = None  # None: today (UTC)
     max_tokens: LLMTokens = Field(default=256, ge=1, le=4096)
     timeout_s: float | None = Field(default=None, gt=0)
-    model: str | None = None
-    prompt: str | None = Field(default=None, min_length=1, description="Jinja2 text replacing freshprompt.j2")
+    model: LLMModel = None
+    prompt: Override[str | None] = Field(default=None, min_length=1, description="Jinja2 text replacing freshprompt.j2")
     check_citations: bool = True
     attribute_uncited: bool = Field(default=True, description="cite an uncited sentence's best block when it passes the check")
     # The evaluator score a cited block needs; None: the model's calibrated support_lower: 95%

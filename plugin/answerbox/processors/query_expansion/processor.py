@@ -26,14 +26,17 @@ from pydantic import (
 )
 
 from answerbox.contract import QueryExpansionReport
-from answerbox.errors import ConfigError, LLMError, UpstreamError, UpstreamUnavailable
+from answerbox.errors import ConfigError, LLMError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import (
     ConfigContext,
+    LLMModel,
     LLMTokens,
+    Override,
     PipelineContext,
     ProcessorConfig,
     RequestProcessor,
     SearchRequest,
+    StoredOnly,
 )
 from answerbox.processors.query_expansion.expanded_query import (
     Combine,
@@ -77,7 +80,7 @@ def _read_examples(name: str, context: ConfigContext | None) -> tuple[Example, .
     Errors name the file, never its content: a definition must not read the server's files
     back to whoever writes it."""
     if context is None or context.inline:
-        raise ValueError("examples_file is for stored pipelines; a search's own pipeline gives its examples inline")
+        raise ValueError("examples_file is for stored pipelines")
     if context.files_dir is None:
         raise ValueError("examples_file needs files_dir in answerbox's configuration")
     root = context.files_dir.resolve()
@@ -104,8 +107,8 @@ class QueryExpansionConfig(ProcessorConfig):
     method: Method = "q2d"
     mode: Mode = "zs"
     # Jinja2 text replacing templates/query_expansion/<method>_<mode>.j2 for this pipeline.
-    prompt: str | None = None
-    examples: tuple[Example, ...] = ()
+    prompt: Override[str | None] = None
+    examples: Override[tuple[Example, ...]] = ()
     # A JSON list of {"query", "output"} objects, instead of inline examples.
     examples_file: str | None = None
     prf_docs: int = Field(default=3, ge=1, le=10)
@@ -118,13 +121,14 @@ class QueryExpansionConfig(ProcessorConfig):
     # operator and minimum_should_match meaning what they meant.
     combine: Combine = "bool"
     max_expansion_terms: int = Field(default=128, ge=1, le=1000)
-    model: str | None = None
+    model: LLMModel = None
     max_tokens: LLMTokens = Field(default=128, ge=1, le=4096)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
-    cache_entries: int = Field(default=4096, ge=0)
-    cache_ttl_s: float = Field(default=3600.0, gt=0)
+    cache_entries: int = Field(default=4096, ge=0, le=100_000)
+    cache_ttl_s: float = Field(default=3600.0, gt=0, le=86_400)
     # Also keep expansions in OpenSearch (``opensearch.cache_index``), shared by every replica.
-    shared_cache: bool = False
+    # It is written with the service account, so only a stored pipeline may ask for it.
+    shared_cache: StoredOnly[bool] = False
 
     _file_examples: tuple[Example, ...] = PrivateAttr(default=())
 
@@ -254,7 +258,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
                     model=self._model,
                     timeout_s=timeout,
                 )
-        except (LLMError, UpstreamError, UpstreamUnavailable) as exc:
+        except (LLMError, UpstreamError, UpstreamUnavailable, OutOfScope) as exc:
             return self._fall_back(report, ctx, exc.reason)
         except TimeoutError:
             return self._fall_back(report, ctx, f"expansion took longer than {timeout:.3g}s")

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from answerbox.errors import LLMError
 from answerbox.llm import LLMClient
-from answerbox.pipeline.base import LLMTokens
+from answerbox.pipeline.base import LLMTokens, Override
 from answerbox.processors.retrieval_evaluator.keywords import KEYWORDS_SCHEMA, fallback_keywords, read_keywords
 from answerbox.prompts import Prompt
 
@@ -39,7 +39,7 @@ class CorrectiveSearchConfig(BaseModel):
     operator: Literal["or", "and"] = "or"
     fuzziness: str | None = "AUTO"
     size: int = Field(default=10, ge=1, le=100)
-    prompt: str | None = None  # replaces the Table 7 template text
+    prompt: Override[str | None] = None  # replaces the Table 7 template text
     max_tokens: LLMTokens = Field(default=32, ge=1, le=256)
     llm_timeout_s: float | None = Field(default=None, gt=0)  # None: the LLM's; capped at half the processor's time left
 
