@@ -74,7 +74,7 @@ def make_answerbox(osmem_url: str) -> Iterator[AnswerboxFactory]:
         def factory(registry: ProcessorRegistry | None = None, **overrides: Any) -> str:
             overrides.setdefault("opensearch", {}).setdefault("url", osmem_url)
             settings = Settings.load(**overrides)
-            return stack.enter_context(serve(create_app(settings, registry)))
+            return stack.enter_context(serve(create_app(settings, registry), settings=settings))
 
         yield factory
 

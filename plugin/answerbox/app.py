@@ -80,7 +80,6 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
         settings_client=clients.service,
         cache_s=settings.opensearch.default_pipeline_cache_s,
     )
-    max_body = settings.limits.max_request_bytes
     engine = SearchEngine(resolver=resolver, backend=clients.search, settings=settings)
     return _State(
         passthrough=passthrough,
@@ -89,7 +88,7 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
         stats=stats,
         search=SearchHandler(engine=engine, passthrough=passthrough, settings=settings),
         stream=AnswerStream(engine=engine, settings=settings),
-        pipelines=PipelineAPI(store=store, resolver=resolver, max_body=max_body),
+        pipelines=PipelineAPI(store=store, resolver=resolver, limits=settings.limits),
     )
 
 
@@ -100,7 +99,8 @@ async def _answerbox_error(request: Request, exc: Exception) -> Response:
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
     logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return JSONResponse(error_body(500, "exception", f"{type(exc).__name__}: {exc}"), status_code=500)
+    # The exception's text may name files, hosts or settings: it stays in the log.
+    return JSONResponse(error_body(500, "exception", "internal error in answerbox (its log has the details)"), status_code=500)
 
 
 def create_app(settings: Settings, registry: ProcessorRegistry | None = None) -> Starlette:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
@@ -19,9 +20,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     from answerbox.app import create_app
     from answerbox.config import Settings
+    from answerbox.server import uvicorn_config
 
     settings = Settings.load(args.config)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
+    server = uvicorn.Server(uvicorn_config(create_app(settings), settings, log_level=args.log_level))
+    # uvicorn re-raises the signal that stopped it once it has shut down cleanly (as uvicorn.run
+    # does, a clean stop exits 0).
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return 0 if server.started else 3
     return 0
 
 

@@ -59,6 +59,8 @@ class LLMSettings(_Section):
     temperature: float = Field(default=0.0, ge=0, le=2)
     max_tokens: int = Field(default=256, ge=1)
     timeout_s: float = Field(default=20.0, gt=0)
+    # Calls in flight at once, over all searches; more wait for a slot within their own timeout.
+    max_concurrent: int = Field(default=8, ge=1)
     # How the endpoint takes a JSON schema for replies that have structure (chains, keywords,
     # cited sentences): json_schema (OpenAI, vLLM), json_object with a schema (llama-cpp-python),
     # none (free text only); auto asks the endpoint once, the first time structure is wanted.
@@ -89,6 +91,18 @@ class Limits(_Section):
     max_prompt_chars: int = Field(default=4000, ge=1)  # llm_question, system_prompt, user_instructions
     max_context_size: int = Field(default=20, ge=1)  # generative_qa_parameters.context_size
     max_llm_tokens: int = Field(default=1024, ge=1)  # any processor's max_tokens
+    # Admission (pipeline/admission.py): runs in flight at once, in all and per caller; past
+    # either, a 429. And the LLM calls one request (a search, an _msearch, a stream) may make.
+    max_concurrent_runs: int = Field(default=64, ge=1)
+    max_runs_per_caller: int = Field(default=16, ge=1)
+    max_llm_calls: int = Field(default=64, ge=1)
+    # The most hits (from + size) a search answerbox runs may ask OpenSearch for.
+    max_search_size: int = Field(default=1000, ge=1)
+    # How long a request may take to send its body.
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    # Connections open at once (past it uvicorn answers 503) and an idle keep-alive's life.
+    max_connections: int = Field(default=1000, ge=1)
+    keep_alive_s: int = Field(default=5, ge=1)
     # Whether a search's own (inline) pipeline may set prompt templates, few-shot examples and
     # the LLM model, as a stored one may: off, so that a caller who may only search cannot
     # turn the operator's LLM into a general one, nor run template code on the server.

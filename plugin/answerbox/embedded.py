@@ -169,6 +169,7 @@ def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_p
 
     from answerbox.app import create_app
     from answerbox.config import Settings
+    from answerbox.server import uvicorn_config
 
     require_free_port(Settings().host, port)
     with contextlib.ExitStack() as stack:
@@ -177,7 +178,7 @@ def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_p
         llm_url = stack.enter_context(local_llm(llm_port)) if with_llm else None
         print(f"local LLM: {llm_url or 'off (extractive answers)'}")
         settings = Settings.load(port=port, opensearch={"url": osmem.url}, llm={"base_url": llm_url})
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), host=settings.host, port=port, log_level="warning"))
+        server = uvicorn.Server(uvicorn_config(create_app(settings), settings, port=port))
         stack.callback(setattr, server, "should_exit", True)
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()

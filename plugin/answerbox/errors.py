@@ -4,7 +4,10 @@
     ├── InvalidRequest (400, illegal_argument_exception)
     │   └── ParseError (400, parsing_exception)
     ├── ResourceNotFound (404, resource_not_found_exception)
+    ├── RequestTimeout (408, timeout_exception): the body did not arrive in time
     ├── RequestTooLarge (413, content_too_long_exception)
+    ├── RejectedExecution (429, rejected_execution_exception): too many runs in flight
+    ├── OutOfScope (400, illegal_argument_exception): a processor search the caller's scope cannot bound
     ├── ClientClosedRequest (499, task_cancelled_exception): the caller left; its work was stopped
     ├── ConfigError (400, illegal_argument_exception): a pipeline or processor config is invalid
     ├── ProcessorError (500, search_pipeline_exception): a processor failed without ignore_failure
@@ -17,9 +20,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pydantic import ValidationError
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "AnswerboxError",
@@ -31,7 +37,9 @@ __all__ = [
     "ModelError",
     "OutOfScope",
     "ParseError",
+    "RejectedExecution",
     "ProcessorError",
+    "RequestTimeout",
     "RequestTooLarge",
     "ResourceNotFound",
     "UpstreamError",
@@ -101,6 +109,13 @@ class ResourceNotFound(AnswerboxError):
 
     status = 404
     error_type = "resource_not_found_exception"
+
+
+class RequestTimeout(AnswerboxError):
+    """The request body did not arrive within ``limits.body_timeout_s``."""
+
+    status = 408
+    error_type = "timeout_exception"
 
 
 class RequestTooLarge(AnswerboxError):
@@ -181,11 +196,29 @@ class OutOfScope(AnswerboxError):
     error_type = "illegal_argument_exception"
 
 
+class RejectedExecution(AnswerboxError):
+    """Too many searches are running (OpenSearch's answer when its search queue is full)."""
+
+    status = 429
+    error_type = "rejected_execution_exception"
+
+
 class UpstreamUnavailable(AnswerboxError):
-    """OpenSearch could not be reached or did not answer in time."""
+    """OpenSearch could not be reached or did not answer in time. The cause (hosts, ports, TLS)
+    goes to the log: a caller learns only which of the two it was."""
 
     status = 502
     error_type = "connect_exception"
+
+    @classmethod
+    def unreachable(cls, cause: object) -> UpstreamUnavailable:
+        logger.warning("OpenSearch is unreachable: %s", cause)
+        return cls("OpenSearch is unreachable")
+
+    @classmethod
+    def timed_out(cls, cause: object) -> UpstreamUnavailable:
+        logger.warning("OpenSearch did not answer in time: %r", cause)
+        return cls("OpenSearch did not answer in time", status=504, error_type="timeout_exception")
 
 
 def _reason_of(body: Any) -> str | None:

@@ -64,9 +64,9 @@ async def translate(call: Any) -> Any:
     try:
         return await call
     except ConnectionTimeout as exc:
-        raise UpstreamUnavailable(f"OpenSearch did not answer in time: {exc}", status=504, error_type="timeout_exception") from exc
+        raise UpstreamUnavailable.timed_out(exc) from exc
     except OSConnectionError as exc:
-        raise UpstreamUnavailable(f"OpenSearch is unreachable: {exc.info or exc}") from exc
+        raise UpstreamUnavailable.unreachable(exc.info or exc) from exc
     except TransportError as exc:
         status = exc.status_code if isinstance(exc.status_code, int) else 502
         raise UpstreamError(status, exc.info) from exc

@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import uvicorn
 import yaml
+from answerbox.config import Settings
+from answerbox.server import uvicorn_config
 
 
 def free_port() -> int:
@@ -25,9 +27,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(app: Any, port: int | None = None) -> Iterator[str]:
+def serve(app: Any, port: int | None = None, settings: Settings | None = None) -> Iterator[str]:
+    """``app`` on 127.0.0.1; with ``settings``, under answerbox's own server configuration."""
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    if settings is not None:
+        config = uvicorn_config(app, settings.model_copy(update={"host": "127.0.0.1"}), port=port)
+    else:
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -39,8 +39,22 @@ async def _release(response: aiohttp.ClientResponse) -> None:
     response.release()
 
 
+# What a proxy in front of OpenSearch says about the caller: OpenSearch's proxy authentication
+# believes these from a trusted proxy's address, which answerbox's may be; a caller's own would
+# then be an identity of its choosing.
+_PROXY_IDENTITY = ("x-proxy-user", "x-proxy-roles", "x-forwarded-")
+
+
 def _forwardable(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP]
+    """The caller's headers less the hop-by-hop ones (those RFC 9110 names and those its
+    ``Connection`` header names) and any claim to a proxy-given identity."""
+    pairs = list(headers)
+    named = {token.strip().lower() for k, v in pairs if k.lower() == "connection" for token in v.split(",")}
+    return [(k, v) for k, v in pairs if not _dropped(k.lower(), named)]
+
+
+def _dropped(name: str, named: set[str]) -> bool:
+    return name in _HOP_BY_HOP or name in named or name.startswith(_PROXY_IDENTITY)
 
 
 def _ssl(settings: OpenSearchSettings) -> ssl.SSLContext | bool:
@@ -80,9 +94,9 @@ class Passthrough:
                 request.method, url, data=content, headers=_forwardable(request.headers.items()), allow_redirects=False
             )
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise UpstreamUnavailable(f"OpenSearch did not answer in time: {exc!r}", status=504, error_type="timeout_exception") from exc
+            raise UpstreamUnavailable.timed_out(exc) from exc
         except aiohttp.ClientError as exc:
-            raise UpstreamUnavailable(f"OpenSearch is unreachable: {exc}") from exc
+            raise UpstreamUnavailable.unreachable(exc) from exc
         except ValueError as exc:  # aiohttp refuses to send a request line or header with control characters
             raise InvalidRequest(f"the request cannot be forwarded: {exc}") from exc
         response: Response

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from answerbox.config import Limits
 from answerbox.errors import ResourceNotFound
 from answerbox.http.search import parse_json, read_body, require_json
 from answerbox.opensearch import Caller
@@ -16,15 +17,15 @@ __all__ = ["PipelineAPI"]
 
 
 class PipelineAPI:
-    def __init__(self, *, store: PipelineStore, resolver: PipelineResolver, max_body: int) -> None:
+    def __init__(self, *, store: PipelineStore, resolver: PipelineResolver, limits: Limits) -> None:
         self._store = store
         self._resolver = resolver
-        self._max_body = max_body
+        self._limits = limits
 
     async def put(self, request: Request) -> Response:
         pipeline_id = validate_pipeline_id(request.path_params["id"])
         require_json(request)
-        data = parse_json(await read_body(request, self._max_body))
+        data = parse_json(await read_body(request, self._limits))
         definition = PipelineDefinition.parse(data)
         caller = Caller.from_headers(request.headers)
         await self._store.check_writable(caller)

@@ -9,8 +9,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from answerbox.config import Settings
-from answerbox.errors import InvalidRequest, ParseError, RequestTooLarge, UnsupportedContentType
+from answerbox.config import Limits, Settings
+from answerbox.errors import InvalidRequest, ParseError, RequestTimeout, RequestTooLarge, UnsupportedContentType
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.passthrough import Passthrough
 from answerbox.opensearch import JSON, Caller
@@ -19,23 +19,55 @@ from answerbox.pipeline.run import MsearchLine, SearchEngine
 __all__ = ["SearchHandler", "json_or_none", "parse_json", "read_body", "require_json"]
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise RequestTooLarge(f"request body of {declared} bytes is larger than the limit of {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestTooLarge(f"request body is larger than the limit of {limit} bytes")
-        chunks.append(chunk)
+async def read_body(request: Request, limits: Limits) -> bytes:
+    """The whole body, within ``limits.max_request_bytes`` and ``limits.body_timeout_s``.
+
+    A body over the limit is refused with a 413 without being kept: what its client still
+    sends is read and dropped (up to a few times the limit), so that the client, which
+    writes its whole body before it reads, gets the 413 rather than a reset connection."""
+    limit = limits.max_request_bytes
+    try:
+        async with asyncio.timeout(limits.body_timeout_s):
+            declared = request.headers.get("content-length")
+            if declared and declared.isdigit() and int(declared) > limit:
+                await _drain(request, _DRAINED_LIMITS * limit)
+                raise RequestTooLarge(f"request body of {declared} bytes is larger than the limit of {limit} bytes")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    await _drain(request, _DRAINED_LIMITS * limit - size)
+                    raise RequestTooLarge(f"request body is larger than the limit of {limit} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestTimeout(f"the request body did not arrive within {limits.body_timeout_s:g}s (limits.body_timeout_s)") from None
     return b"".join(chunks)
 
 
-def require_json(request: Request) -> None:
+# How much of a refused body is read and dropped, in limits; past it the connection is closed.
+_DRAINED_LIMITS = 4
+
+
+async def _drain(request: Request, most: int) -> None:
+    dropped = 0
+    async for chunk in request.stream():
+        dropped += len(chunk)
+        if dropped > most:
+            return
+
+
+# What a body answerbox parses may be declared as (the NDJSON of _msearch included).
+_JSON_TYPES = frozenset({"application/json", "application/x-ndjson"})
+
+
+def require_json(request: Request, body: bytes | None = None) -> None:
+    """Refuse a body not declared JSON (406, as OpenSearch does); ``body`` empty: nothing to refuse.
+    A browser's cross-site form can send only form and text bodies: never one answerbox runs."""
+    if body is not None and not body.strip():
+        return
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != "application/json":
+    if media_type not in _JSON_TYPES:
         raise UnsupportedContentType(f"Content-Type header [{media_type}] is not supported: send application/json")
 
 
@@ -83,10 +115,9 @@ class SearchHandler:
         self._engine = engine
         self._passthrough = passthrough
         self._settings = settings
-        self._max_body = settings.limits.max_request_bytes
 
     async def search(self, http_request: Request) -> Response:
-        raw = await read_body(http_request, self._max_body)
+        raw = await read_body(http_request, self._settings.limits)
         body = json_or_none(raw)
         index = http_request.path_params.get("index")
         params = dict(http_request.query_params)
@@ -94,12 +125,13 @@ class SearchHandler:
         pipeline = await self._engine.resolver.resolve(index, body, params) if isinstance(body, dict) else None
         if pipeline is None:
             return await self._passthrough.forward(http_request, raw)
+        require_json(http_request, raw)
         caller = Caller.from_headers(http_request.headers)
         search = self._engine.search(pipeline, index=index, body=body, params=params, caller=caller)
         return JSONResponse(await until_disconnected(http_request, search))
 
     async def msearch(self, http_request: Request) -> Response:
-        raw = await read_body(http_request, self._max_body)
+        raw = await read_body(http_request, self._settings.limits)
         pairs = _ndjson_pairs(raw)
         most = self._settings.limits.max_msearch_searches
         if pairs is not None and len(pairs) > most:
@@ -115,6 +147,7 @@ class SearchHandler:
         )
         if pairs is None or not any(pipelines):
             return await self._passthrough.forward(http_request, raw)
+        require_json(http_request, raw)
         lines = [
             MsearchLine(header=header, body=body, index=target, pipeline=pipeline)
             for (header, body), target, pipeline in zip(pairs, targets, pipelines, strict=True)

@@ -63,11 +63,11 @@ class _Events:
 class AnswerStream:
     def __init__(self, *, engine: SearchEngine, settings: Settings) -> None:
         self._engine = engine
-        self._max_body = settings.limits.max_request_bytes
+        self._limits = settings.limits
 
     async def stream(self, http_request: Request) -> Response:
         require_json(http_request)
-        body = json_or_none(await read_body(http_request, self._max_body))
+        body = json_or_none(await read_body(http_request, self._limits))
         if not isinstance(body, dict):
             raise ParseError("_answerbox/stream needs a JSON object as its search body")
         index = http_request.path_params["index"]
@@ -78,7 +78,7 @@ class AnswerStream:
         events = _Events()
         caller = Caller.from_headers(http_request.headers)
         run = self._engine.start(pipeline, index=index, body=body, params=params, caller=caller, listener=events)
-        task = asyncio.create_task(run.run())
+        task = asyncio.create_task(self._engine.run(run))
         # Failures up to the search are a normal error response; after it, events.
         searched = asyncio.create_task(events.search_done.wait())
         await asyncio.wait({task, searched}, return_when=asyncio.FIRST_COMPLETED)

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from answerbox.config import LLMSettings
 from answerbox.errors import LLMError, LLMTimeout
+from answerbox.llm.admission import LLMSlots
 from answerbox.llm.structured import PROBE, Schema, StructuredMode, from_json, response_format
 from answerbox.prompts import PromptLibrary
 
@@ -55,6 +56,7 @@ class LLMClient:
         self._mode: StructuredMode | None = None if settings.structured_output == "auto" else settings.structured_output
         self._probe_lock = asyncio.Lock()  # concurrent first calls probe once
         self._caps_taken: bool | None = None  # whether schemas may cap string lengths; None: not yet known
+        self._slots = LLMSlots(settings.max_concurrent)
         self._client = (
             openai.AsyncOpenAI(
                 base_url=settings.base_url,
@@ -137,11 +139,14 @@ class LLMClient:
         except (openai.APITimeoutError, TimeoutError) as exc:
             raise LLMTimeout(f"the LLM did not answer within {timeout_s or self.settings.timeout_s:g}s") from exc
         except openai.OpenAIError as exc:
-            raise LLMError(f"the LLM call failed: {exc}") from exc
+            # The provider's own words (its hosts, account, quota) are for the log, not for callers.
+            logger.warning("the LLM call failed: %s", exc)
+            raise LLMError(_failure(exc)) from exc
         except (ValueError, TypeError, AttributeError) as exc:
             # A reply that is not what the protocol promises (a non-JSON stream chunk, a
             # choice without a message) is the LLM's failure, not answerbox's.
-            raise LLMError(f"the LLM sent a malformed reply: {type(exc).__name__}: {exc}") from exc
+            logger.warning("the LLM sent a malformed reply: %r", exc)
+            raise LLMError(f"the LLM sent a malformed reply ({type(exc).__name__})") from exc
 
     async def complete(
         self,
@@ -157,13 +162,14 @@ class LLMClient:
         client, args = self._request(messages, max_tokens, stop, model, timeout_s)
         mode = await self._structured_mode(timeout_s) if schema is not None else "none"
         started = time.perf_counter()
-        with self._translated(timeout_s):
-            if schema is not None and mode != "none":
-                response = await self._create_structured(client, args, mode, schema)
-            else:
-                response = await self._create(client, args)
-            choice = response.choices[0] if response.choices else None
-            text = choice.message.content if choice is not None else None
+        async with self._slots.admitted(args["timeout"]) as args["timeout"]:
+            with self._translated(timeout_s):
+                if schema is not None and mode != "none":
+                    response = await self._create_structured(client, args, mode, schema)
+                else:
+                    response = await self._create(client, args)
+                choice = response.choices[0] if response.choices else None
+                text = choice.message.content if choice is not None else None
         if text is None:
             raise LLMError("the LLM returned no text")
         usage = response.usage
@@ -216,14 +222,15 @@ class LLMClient:
         """Yield text deltas as they arrive."""
         client, args = self._request(messages, max_tokens, stop, model, timeout_s)
         finished = False
-        with self._translated(timeout_s):
-            chunks = await client.chat.completions.create(**args, stream=True)
-            async for chunk in chunks:
-                if not chunk.choices:
-                    continue
-                finished = finished or chunk.choices[0].finish_reason is not None
-                if chunk.choices[0].delta.content:
-                    yield chunk.choices[0].delta.content
+        async with self._slots.admitted(args["timeout"]) as args["timeout"]:
+            with self._translated(timeout_s):
+                chunks = await client.chat.completions.create(**args, stream=True)
+                async for chunk in chunks:
+                    if not chunk.choices:
+                        continue
+                    finished = finished or chunk.choices[0].finish_reason is not None
+                    if chunk.choices[0].delta.content:
+                        yield chunk.choices[0].delta.content
         # Some servers (llama.cpp when interrupted) end a stream early without saying why.
         if not finished:
             raise LLMError("the LLM stream ended without a finish reason")
@@ -231,3 +238,12 @@ class LLMClient:
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+def _failure(exc: openai.OpenAIError) -> str:
+    """What a caller may read of an LLM failure: its kind and status, never the provider's body."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"the LLM endpoint answered {exc.status_code}"
+    if isinstance(exc, openai.APIConnectionError):
+        return "the LLM endpoint cannot be reached"
+    return f"the LLM call failed ({type(exc).__name__})"

@@ -10,7 +10,9 @@ not oversubscribed.
 
 Work nobody waits for is not done: a caller that gave up (a timeout, a client that left) is
 dropped from every batch not yet started. The queue is bounded: past ``max_pending`` items a
-submit fails at once with ``QueueFull`` rather than queueing work no caller will live to see.
+submit fails at once with ``QueueFull`` rather than queueing work no caller will live to see,
+and so is each owner's share of it (``work_owner``, set by the search's admission): one
+caller cannot fill the queue that every other caller's searches need.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence, Sized
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
+
+from answerbox.work_owner import work_owner
 
 __all__ = ["BatchStats", "MicroBatcher", "QueueFull", "partition"]
 
@@ -75,6 +79,7 @@ class MicroBatcher(Generic[T, R]):
         max_batch: int,
         max_wait_s: float,
         max_pending: int = 4096,
+        max_pending_per_owner: int | None = None,
         name: str = "model",
     ) -> None:
         if max_batch < 1:
@@ -85,6 +90,8 @@ class MicroBatcher(Generic[T, R]):
         self._max_batch = max_batch
         self._max_wait_s = max_wait_s
         self._max_pending = max_pending
+        self._max_per_owner = max_pending_per_owner or max(max_pending // 4, 1)
+        self._owned: Counter[str | None] = Counter()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"answerbox-{name}")
         self._pending: list[tuple[T, asyncio.Future[R], float]] = []
         self._arrived = asyncio.Event()
@@ -99,11 +106,20 @@ class MicroBatcher(Generic[T, R]):
         self._ensure_worker(loop)
         if len(self._pending) + len(items) > self._max_pending:
             raise QueueFull(f"{len(self._pending)} items are queued; {len(items)} more would pass {self._max_pending}")
+        owner = work_owner.get()
+        if owner is not None and self._owned[owner] + len(items) > self._max_per_owner:
+            raise QueueFull(f"this caller has {self._owned[owner]} items queued; {len(items)} more would pass {self._max_per_owner}")
         now = time.monotonic()
         futures: list[asyncio.Future[R]] = [loop.create_future() for _ in items]
         self._pending.extend((item, future, now) for item, future in zip(items, futures, strict=True))
         self._arrived.set()
-        return list(await asyncio.gather(*futures))
+        self._owned[owner] += len(items)
+        try:
+            return list(await asyncio.gather(*futures))
+        finally:
+            self._owned[owner] -= len(items)
+            if not self._owned[owner]:
+                del self._owned[owner]
 
     def close(self) -> None:
         if self._worker is not None:

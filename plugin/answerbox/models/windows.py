@@ -48,6 +48,10 @@ class Window:
         return int(self.ids.shape[0])
 
 
+# Characters per token that no real text reaches on average (English averages about 4).
+_CHARS_PER_TOKEN = 16
+
+
 class WindowTokenizer:
     """Splits long passages into overlapping windows of at most ``max_length`` tokens.
 
@@ -88,6 +92,12 @@ class WindowTokenizer:
             return []
         # Overlong questions would leave no room for the passage; keep their start.
         question = self._clip_question(question)
+        if self.max_windows is not None:
+            # Only the start of a huge document is read: tokenising all of a 10 MB text to keep
+            # its first windows would cost every search that hits it seconds. A token is rarely
+            # over _CHARS_PER_TOKEN characters, so the cut keeps every window that is read.
+            most = self.max_windows * self.max_length * _CHARS_PER_TOKEN
+            passages = [passage[:most] for passage in passages]
         encodings = self._tokenizer.encode_batch([(question, passage) for passage in passages])
         out: list[Window] = []
         for index, encoding in enumerate(encodings):

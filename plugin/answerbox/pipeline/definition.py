@@ -11,7 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from answerbox.errors import ConfigError, InvalidRequest, validation_problems
 
-__all__ = ["PipelineDefinition", "ProcessorEntry", "validate_pipeline_id"]
+__all__ = ["AD_HOC_PIPELINE_ID", "PipelineDefinition", "ProcessorEntry", "validate_pipeline_id"]
+
+# The id a search's own (inline) pipeline runs under.
+AD_HOC_PIPELINE_ID = "_ad_hoc_pipeline"
 
 ProcessorEntry = dict[str, dict[str, Any]]
 

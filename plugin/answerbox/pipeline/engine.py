@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from answerbox.errors import ProcessorError
 from answerbox.pipeline.base import JSON, PipelineContext, Processor, RequestProcessor, ResponseProcessor, SearchRequest
-from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
 from answerbox.pipeline.stats import Phase, PipelineStats
 
 __all__ = ["Pipeline"]
@@ -130,7 +130,10 @@ class Pipeline:
             error = exc
         millis = (time.perf_counter() - started) * 1000
         ignored = error is not None and processor.config.ignore_failure
-        self.stats.processor(self.id, phase, processor.name, processor.type_name, millis, error is not None, ignored)
+        # A search's own pipeline is counted by processor type: its tags are the caller's to
+        # invent, and each would be a new metric label.
+        counted = processor.type_name if self.id == AD_HOC_PIPELINE_ID else processor.name
+        self.stats.processor(self.id, phase, counted, processor.type_name, millis, error is not None, ignored)
         ctx.report.timings_ms[processor.name] = round(millis, 2)
         ctx.processor_results.append(
             {

@@ -16,7 +16,7 @@ from opensearchpy import AsyncOpenSearch
 
 from answerbox.errors import InvalidRequest, UpstreamError
 from answerbox.opensearch import translate
-from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
 from answerbox.pipeline.engine import Pipeline
 from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.pipeline.stats import PipelineStats
@@ -26,9 +26,8 @@ from answerbox.ttl_cache import TTLCache
 if TYPE_CHECKING:
     from answerbox.services import Services
 
-__all__ = ["AD_HOC_PIPELINE_ID", "PipelineResolver"]
+__all__ = ["PipelineResolver"]
 
-AD_HOC_PIPELINE_ID = "_ad_hoc_pipeline"
 _MAX_CACHED = 4096
 _DEFAULT_SETTING = "index.search.default_pipeline"
 

@@ -23,6 +23,7 @@ from answerbox.config import Settings
 from answerbox.contract import GenerativeQAParameters
 from answerbox.errors import AnswerboxError, InvalidRequest, validation_problems
 from answerbox.opensearch import Caller, SearchBackend, with_pipeline
+from answerbox.pipeline.admission import Admission
 from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRequest
 from answerbox.pipeline.engine import Pipeline
 from answerbox.pipeline.resolver import PipelineResolver
@@ -124,19 +125,30 @@ class SearchEngine:
         self.resolver = resolver
         self.backend = backend
         self._settings = settings
+        self.admission = Admission(settings.limits)
 
     def start(
         self, pipeline: Pipeline, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, listener: RunListener | None = None
     ) -> SearchRun:
+        _check_size(body, params, self._settings.limits.max_search_size)
         request = SearchRequest(index=index, body=body, params=dict(params), caller=caller)
         return SearchRun(self, pipeline, request, verbose=params.get("verbose_pipeline") == "true", listener=listener)
 
+    async def run(self, run: SearchRun) -> JSON:
+        """``run`` once admitted (else a 429)."""
+        with self.admission.admitted(run.request.caller):
+            return await run.run()
+
     async def search(self, pipeline: Pipeline, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller) -> JSON:
-        return await self.start(pipeline, index=index, body=body, params=params, caller=caller).run()
+        return await self.run(self.start(pipeline, index=index, body=body, params=params, caller=caller))
 
     async def msearch(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
         """Each line with a pipeline is its own run; one upstream ``_msearch`` serves them all.
         A line's failure is that line's error object, as OpenSearch answers."""
+        with self.admission.admitted(caller, runs=sum(line.pipeline is not None for line in lines)):
+            return await self._msearch(lines, params=params, caller=caller)
+
+    async def _msearch(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
         runs: list[SearchRun | None] = []
         results: list[JSON | None] = []
         for line in lines:
@@ -204,6 +216,19 @@ class SearchEngine:
                 "processor in the pipeline: answerbox's processors keep no conversational memory"
             )
         return qa
+
+
+def _check_size(body: JSON, params: Mapping[str, str], most: int) -> None:
+    """``from`` + ``size`` within ``limits.max_search_size``: answerbox reads every hit it asks for."""
+    asked = 0
+    for name, default in (("from", 0), ("size", 10)):
+        value: Any = params.get(name, body.get(name, default))
+        try:
+            asked += max(int(value), 0)
+        except (TypeError, ValueError):
+            return  # OpenSearch's own error says what is wrong with it
+    if asked > most:
+        raise InvalidRequest(f"[from] + [size] is {asked}, above limits.max_search_size ({most}) for a search pipeline answerbox runs")
 
 
 async def _prepared(run: SearchRun | None) -> SearchRequest | JSON | None:

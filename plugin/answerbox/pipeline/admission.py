@@ -1,0 +1,72 @@
+"""Admission: how many pipeline runs answerbox takes on at once, in all and per caller.
+
+A run holds an LLM call, model work and OpenSearch connections for seconds; taking on more
+than the admin's ``limits.max_concurrent_runs`` only makes every search slower, so a search
+past it is refused at once with OpenSearch's 429 ``rejected_execution_exception`` (what
+OpenSearch answers when its search queue is full), which clients already retry. One caller
+(one set of credentials) may hold at most ``limits.max_runs_per_caller`` of them, so a
+caller who floods is refused before the others are. An admitted run's LLM calls count
+against ``limits.max_llm_calls``, and its model work is queued under its caller's name
+(the micro-batcher bounds each caller's share of its queue).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from answerbox.config import Limits
+from answerbox.errors import RejectedExecution
+from answerbox.llm.admission import call_budget
+from answerbox.opensearch import Caller
+from answerbox.work_owner import work_owner
+
+__all__ = ["Admission"]
+
+
+def caller_key(caller: Caller) -> str:
+    """Who a caller is, for sharing: its credentials (``x-opaque-id`` names a request)."""
+    credentials = repr([h for h in caller.headers if h[0] != "x-opaque-id"])
+    return hashlib.sha256(credentials.encode()).hexdigest()[:16]
+
+
+class Admission:
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self._running = 0
+        self._per_caller: Counter[str] = Counter()
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    @contextmanager
+    def admitted(self, caller: Caller, runs: int = 1) -> Iterator[None]:
+        """Hold ``runs`` runs (an _msearch's lines count one each) for ``caller``, or raise 429."""
+        limits = self._limits
+        runs = max(1, min(runs, limits.max_runs_per_caller))
+        key = caller_key(caller)
+        if self._per_caller[key] + runs > limits.max_runs_per_caller:
+            raise RejectedExecution(
+                f"rejected execution of search pipeline run: this caller has {self._per_caller[key]} running, "
+                f"the limit is {limits.max_runs_per_caller} (limits.max_runs_per_caller)"
+            )
+        if self._running + runs > limits.max_concurrent_runs:
+            raise RejectedExecution(
+                f"rejected execution of search pipeline run: {self._running} running, "
+                f"the limit is {limits.max_concurrent_runs} (limits.max_concurrent_runs)"
+            )
+        self._running += runs
+        self._per_caller[key] += runs
+        owner = work_owner.set(key)
+        try:
+            with call_budget(limits.max_llm_calls):
+                yield
+        finally:
+            work_owner.reset(owner)
+            self._running -= runs
+            self._per_caller[key] -= runs
+            if not self._per_caller[key]:
+                del self._per_caller[key]
