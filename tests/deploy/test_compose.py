@@ -1,18 +1,27 @@
 """deploy/docker-compose.yml (and its secured overlay, docker-compose.secure.yml) and
-deploy/Dockerfile: valid, and every profile pairing of either stack starts a whole stack."""
+deploy/Dockerfile: valid, and every profile pairing of either stack starts a whole stack;
+the secured OpenSearch's healthcheck logs in without putting the password on a command line."""
 
 from __future__ import annotations
 
+import base64
 import fnmatch
+import http.server
 import importlib.metadata
 import importlib.resources
 import itertools
 import json
 import re
+import secrets
+import shlex
 import shutil
 import ssl
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -298,7 +307,9 @@ def test_secure_stack_runs_opensearch_with_security_and_tls(profiles: tuple[str,
     # The entrypoint writes the users, then hands over to the image's own.
     [script] = [DEPLOY / source for target, source in mounts.items() if target == opensearch["entrypoint"][-1]]
     assert script.read_text().rstrip().endswith("exec ./opensearch-docker-entrypoint.sh opensearch")
-    assert "https://" in " ".join(opensearch["healthcheck"]["test"])
+    # Its healthcheck (a mounted script) asks over TLS.
+    [check] = [DEPLOY / source for target, source in mounts.items() if target in opensearch["healthcheck"]["test"]]
+    assert "https://" in check.read_text()
 
 
 def test_secure_stack_takes_both_passwords_from_the_environment() -> None:
@@ -415,3 +426,128 @@ def _tls_handshake(certs: Path, hostname: str) -> bool:
         if all(done):
             return True
     return False
+
+
+# The secured OpenSearch's healthcheck, run here as Docker runs it in the container (the
+# service's environment, the image's working directory with the service's mounts in it),
+# against a stand-in for OpenSearch that speaks TLS with make-certs.sh's node certificate.
+
+OPENSEARCH_PROFILES = [("os2", "cpu"), ("os3", "cpu")]
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not shutil.which("openssl"):
+        pytest.skip("make-certs.sh needs openssl")
+    folder = tmp_path_factory.mktemp("certs")
+    subprocess.run(["bash", str(SECURE_DIR / "make-certs.sh"), str(folder)], check=True, capture_output=True, timeout=60)
+    return folder
+
+
+@dataclass
+class StandIn:
+    """What the stand-in OpenSearch answers and what it was asked."""
+
+    port: int = 0
+    password: str = ""
+    healthy: bool = True
+    requests: list[tuple[str, str | None]] = field(default_factory=list)
+
+
+@contextmanager
+def _stand_in_opensearch(certs: Path) -> Iterator[StandIn]:
+    """An https server on a free port of 127.0.0.1: ``GET /_cluster/health`` answers 200 for
+    admin with ``StandIn.password``, 401 for anyone else, and 408 (what OpenSearch answers when
+    ``wait_for_status`` times out) when it is not healthy."""
+    state = StandIn()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            authorization = self.headers.get("Authorization")
+            state.requests.append((self.path, authorization))
+            admin = "Basic " + base64.b64encode(f"admin:{state.password}".encode()).decode()
+            status = 401 if authorization != admin else 200 if state.healthy else 408
+            body = json.dumps({"status": "yellow" if status == 200 else "red", "timed_out": status == 408}).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs / "node.pem", certs / "node-key.pem")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _run_healthcheck(
+    opensearch: dict[str, Any], certs: Path, work: Path, stand_in: StandIn, password: str
+) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    """Runs the service's healthcheck with ``password`` in its environment; how it ended,
+    and the argument list of every curl it started. PATH holds only a curl that records its
+    arguments, then runs the real one towards the stand-in (``--connect-to`` keeps the name
+    "opensearch" for TLS): any other program the check started would not be found."""
+    home = work / "home"  # the image's working directory, with the service's mounts in it
+    for target, source in _mounts(opensearch).items():
+        if target.startswith(f"{OPENSEARCH_HOME}/"):
+            copy = home / target.removeprefix(f"{OPENSEARCH_HOME}/")
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(certs / Path(source).name if "/certs/" in source else DEPLOY / source, copy)
+    bin_dir, log = work / "bin", work / "curl-argv.jsonl"
+    bin_dir.mkdir(exist_ok=True)
+    curl, python = shutil.which("curl"), sys.executable
+    record = "import json, sys; print(json.dumps(sys.argv[2:]), file=open(sys.argv[1], 'a'))"
+    (bin_dir / "curl").write_text(
+        "#!/bin/sh\n"
+        f'{shlex.quote(python)} -c {shlex.quote(record)} {shlex.quote(str(log))} "$@"\n'
+        f'exec {shlex.quote(str(curl))} --connect-to opensearch:9200:127.0.0.1:{stand_in.port} "$@"\n'
+    )
+    (bin_dir / "curl").chmod(0o755)
+    kind, *command = opensearch["healthcheck"]["test"]
+    argv = ["/bin/sh", "-c", command[0]] if kind == "CMD-SHELL" else command
+    argv = [str(home / a.removeprefix(f"{OPENSEARCH_HOME}/")) if a.startswith(f"{OPENSEARCH_HOME}/") else a for a in argv]
+    argv[0] = shutil.which(argv[0]) or argv[0]
+    assert "OPENSEARCH_INITIAL_ADMIN_PASSWORD" in opensearch["environment"], "the check reads the password from the service's environment"
+    env = {**{k: str(v) for k, v in opensearch["environment"].items()}, "OPENSEARCH_INITIAL_ADMIN_PASSWORD": password, "PATH": str(bin_dir), "HOME": str(home)}
+    log.unlink(missing_ok=True)
+    done = subprocess.run(argv, cwd=home, env=env, capture_output=True, text=True, timeout=60, check=False)
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return done, calls
+
+
+@pytest.mark.skipif(not (shutil.which("curl") and shutil.which("bash")), reason="the healthcheck runs curl (and bash)")
+@pytest.mark.parametrize("profiles", OPENSEARCH_PROFILES, ids=["+".join(p) for p in OPENSEARCH_PROFILES])
+def test_secure_healthcheck_keeps_the_admin_password_off_every_command_line(profiles: tuple[str, ...], certs: Path, tmp_path: Path) -> None:
+    opensearch = _opensearch(profiles)
+    # What docker inspect shows of the check names no password.
+    assert not any(p in json.dumps(opensearch["healthcheck"]) for p in PASSWORDS.values())
+    # A password with what a shell or curl's config syntax could trip on.
+    token = secrets.token_hex(8)
+    password = f"{token} \"q\\b'$HOME%s&:x"
+    with _stand_in_opensearch(certs) as stand_in:
+        stand_in.password = password
+        done, calls = _run_healthcheck(opensearch, certs, tmp_path, stand_in, password)
+        assert calls, "the check runs curl"
+        for argv in calls:
+            assert not any(token in arg for arg in argv), f"the password is on curl's command line: {argv}"
+        assert done.returncode == 0, done.stdout + done.stderr
+        # It logged in as admin, and asked for the cluster's health.
+        [(path, _)] = stand_in.requests
+        assert path.startswith("/_cluster/health?") and "wait_for_status=yellow" in path
+        # It fails for a password OpenSearch does not take, and for a cluster that is not yellow.
+        assert _run_healthcheck(opensearch, certs, tmp_path, stand_in, password + "-wrong")[0].returncode != 0
+        stand_in.healthy = False
+        assert _run_healthcheck(opensearch, certs, tmp_path, stand_in, password)[0].returncode != 0
+        assert [authorization is not None for _, authorization in stand_in.requests] == [True, True, True]
