@@ -59,8 +59,10 @@ class LLMSettings(_Section):
     temperature: float = Field(default=0.0, ge=0, le=2)
     max_tokens: int = Field(default=256, ge=1)
     timeout_s: float = Field(default=20.0, gt=0)
-    # Calls in flight at once, over all searches; more wait for a slot within their own timeout.
+    # Calls in flight at once, over all searches, and of one caller (one set of credentials);
+    # more wait for a slot within their own timeout.
     max_concurrent: int = Field(default=8, ge=1)
+    max_concurrent_per_caller: int = Field(default=4, ge=1)
     # How the endpoint takes a JSON schema for replies that have structure (chains, keywords,
     # cited sentences): json_schema (OpenAI, vLLM), json_object with a schema (llama-cpp-python),
     # none (free text only); auto asks the endpoint once, the first time structure is wanted.

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 from answerbox.models.batching import MicroBatcher, QueueFull, partition
+from answerbox.work_owner import work_owner
 
 
 class Recorder:
@@ -124,4 +125,27 @@ async def test_a_full_queue_refuses_at_once() -> None:
         await batcher.submit(["f"])
     release.set()
     assert await running == ["A", "B"] and await queued == ["C", "D", "E"]
+    batcher.close()
+
+
+async def test_one_owner_cannot_fill_the_queue_that_others_need() -> None:
+    gate = threading.Event()
+
+    def slow(items: list[str]) -> list[str]:
+        gate.wait(5)
+        return [item.upper() for item in items]
+
+    batcher: MicroBatcher[str, str] = MicroBatcher(slow, max_batch=4, max_wait_s=0.0, max_pending=16)
+
+    async def as_owner(owner: str, items: list[str]) -> list[str]:
+        work_owner.set(owner)  # a task's own context: as a search's admission sets it
+        return await batcher.submit(items)
+
+    flood = asyncio.create_task(as_owner("flooder", [f"f{i}" for i in range(4)]))
+    await asyncio.sleep(0)  # the flood's submit runs up to its wait
+    with pytest.raises(QueueFull, match="this caller"):
+        await as_owner("flooder", ["one more"])
+    other = asyncio.create_task(as_owner("other", ["o1", "o2"]))
+    gate.set()
+    assert await other == ["O1", "O2"] and len(await flood) == 4
     batcher.close()

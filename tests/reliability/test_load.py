@@ -69,8 +69,7 @@ def test_a_burst_with_a_slow_llm_and_a_pathological_document(
     settings = {
         "opensearch": {"url": osmem_url},
         "llm": {"base_url": llm_url, "timeout_s": 10},
-        # One caller sends them all: admit every one (admission has its own test).
-        "limits": {"processor_timeout_s": 60, "pipeline_budget_s": 60, "max_runs_per_caller": SEARCHES},
+        "limits": {"processor_timeout_s": 60, "pipeline_budget_s": 60},
     }
     with serve_answerbox_process(settings, tmp_path) as url:
         assert client.put(f"{url}/_search/pipeline/load", json=PIPELINE).status_code == 200

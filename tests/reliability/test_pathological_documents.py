@@ -52,3 +52,28 @@ def test_a_dots_document_does_not_break_pipeline_searches(
         assert {h["_id"] for h in response.json()["hits"]["hits"]} == {"dots", "dune"}
         assert not [w for w in report["warnings"] if "timed out" in w or "took longer" in w], report["warnings"]
         assert report["retrieval"]["verdict"] in ("correct", "ambiguous", "incorrect")
+
+
+class _Spy:
+    """A tokenizer stand-in that records how much text it was asked to encode."""
+
+    def __init__(self, real: object) -> None:
+        self._real = real
+        self.encoded: list[int] = []
+
+    def encode_batch(self, pairs: list[tuple[str, str]]) -> object:
+        self.encoded += [len(passage) for _, passage in pairs]
+        return self._real.encode_batch(pairs)  # type: ignore[attr-defined]
+
+
+def test_a_huge_document_is_cut_before_it_is_tokenised() -> None:
+    """Tokenising all of a 10 MB text to keep its first 16 windows cost every search seconds."""
+    directory = ModelSettings().dir
+    manifest = ModelManifest.load(directory)
+    capped = WindowTokenizer(load_tokenizer(directory / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride, max_windows=16)
+    spy = _Spy(capped._tokenizer)
+    capped._tokenizer = spy  # type: ignore[assignment]
+    huge = "Spice is mined on Arrakis. " * 400_000  # 10.8 MB
+    windows = capped.windows("where is spice mined?", [huge])
+    assert len(windows) == 16 and windows[-1].passage_index == 0
+    assert spy.encoded == [16 * manifest.max_length * 16] and spy.encoded[0] < len(huge) / 100

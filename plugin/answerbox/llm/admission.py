@@ -48,14 +48,14 @@ def call_budget(calls: int) -> Iterator[None]:
 
 
 class LLMSlots:
-    """``concurrent`` calls at once, and at most half of them for one caller (``work_owner``), so
-    a caller who floods leaves slots for the others."""
+    """``concurrent`` calls at once, and at most ``per_caller`` of them for one caller
+    (``work_owner``), so a caller who floods leaves slots for the others."""
 
-    def __init__(self, concurrent: int) -> None:
+    def __init__(self, concurrent: int, per_caller: int) -> None:
         self._slots = asyncio.Semaphore(concurrent)
-        self._per_owner = max(concurrent // 2, 1)
+        self._per_owner = min(per_caller, concurrent)
         self._owners: dict[str, asyncio.Semaphore] = {}
-        self._holders: Counter[str] = Counter()
+        self._waiting: Counter[str] = Counter()  # calls of each owner holding or awaiting its gate
 
     @asynccontextmanager
     async def admitted(self, timeout_s: float) -> AsyncIterator[float]:
@@ -63,28 +63,29 @@ class LLMSlots:
         budget = _BUDGET.get()
         if budget is not None:
             budget.spend()
-        owner = work_owner.get() or ""
-        own = self._owners.setdefault(owner, asyncio.Semaphore(self._per_owner))
-        self._holders[owner] += 1
+        # Callers without credentials cannot be told apart: the global slots alone bound them.
+        owner = work_owner.get()
+        gates = [self._slots] if owner is None else [self._owner_gate(owner), self._slots]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        held: list[asyncio.Semaphore] = []
         try:
             try:
                 async with asyncio.timeout_at(deadline):
-                    await own.acquire()
-                    try:
-                        await self._slots.acquire()
-                    except BaseException:
-                        own.release()
-                        raise
+                    for gate in gates:
+                        await gate.acquire()
+                        held.append(gate)
             except TimeoutError:
                 raise LLMTimeout(f"the LLM was busy with other searches for {timeout_s:g}s") from None
-            try:
-                yield max(deadline - loop.time(), 0.001)
-            finally:
-                self._slots.release()
-                own.release()
+            yield max(deadline - loop.time(), 0.001)
         finally:
-            self._holders[owner] -= 1
-            if not self._holders[owner]:
-                del self._holders[owner], self._owners[owner]
+            for gate in held:
+                gate.release()
+            if owner is not None:
+                self._waiting[owner] -= 1
+                if not self._waiting[owner]:
+                    del self._waiting[owner], self._owners[owner]
+
+    def _owner_gate(self, owner: str) -> asyncio.Semaphore:
+        self._waiting[owner] += 1  # released in admitted's finally: the gate lives while in use
+        return self._owners.setdefault(owner, asyncio.Semaphore(self._per_owner))

@@ -56,7 +56,7 @@ class LLMClient:
         self._mode: StructuredMode | None = None if settings.structured_output == "auto" else settings.structured_output
         self._probe_lock = asyncio.Lock()  # concurrent first calls probe once
         self._caps_taken: bool | None = None  # whether schemas may cap string lengths; None: not yet known
-        self._slots = LLMSlots(settings.max_concurrent)
+        self._slots = LLMSlots(settings.max_concurrent, settings.max_concurrent_per_caller)
         self._client = (
             openai.AsyncOpenAI(
                 base_url=settings.base_url,

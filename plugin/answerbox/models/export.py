@@ -24,7 +24,7 @@ from answerbox.models.manifest import ModelManifest
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["TASKS", "VARIANTS", "export_model", "output_heads", "to_int8"]
+__all__ = ["TASKS", "VARIANTS", "export_model", "output_heads", "to_fp16", "to_int8"]
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def export_model(
             _export_with_optimum(checkpoint_dir, task, Path(tmp), fp32)
     files = {"fp32": fp32.name}
     if "fp16" in variants:
-        files["fp16"] = _to_fp16(fp32, out_dir / "model.fp16.onnx").name
+        files["fp16"] = to_fp16(fp32, out_dir / "model.fp16.onnx").name
     if "int8" in variants:
         files["int8"] = to_int8(fp32, out_dir / "model.int8.onnx").name
     if "fp32" not in variants:
@@ -141,7 +141,7 @@ def _export_with_optimum(checkpoint_dir: Path, task: str, tmp: Path, target: Pat
     shutil.move(tmp / "model.onnx", target)
 
 
-def _to_fp16(fp32: Path, target: Path) -> Path:
+def to_fp16(fp32: Path, target: Path) -> Path:
     import onnx
     from onnxruntime.transformers.float16 import convert_float_to_float16  # type: ignore[import-untyped]
 

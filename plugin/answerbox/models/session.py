@@ -83,12 +83,14 @@ class OnnxSession:
             log.info("%s runs on %s", path.name, self.provider)
         self.input_names = tuple(i.name for i in self._session.get_inputs())
         self.output_names = tuple(o.name for o in self._session.get_outputs())
-        self._io_binding = self.provider in _DEVICE_PROVIDERS
+        # Whether runs bind their inputs and outputs: on a device by default (bench/gpu_serving.py
+        # sets it both ways to time each).
+        self.io_binding = self.provider in _DEVICE_PROVIDERS
 
     def run(self, inputs: Mapping[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[np.float32]]:
         feed = {name: inputs[name] for name in self.input_names}
         try:
-            if self._io_binding:
+            if self.io_binding:
                 return self._run_bound(feed)
             values = self._session.run(list(self.output_names), feed)
         except Exception as exc:  # onnxruntime raises its own untyped errors: translate them

@@ -5,7 +5,8 @@ than the admin's ``limits.max_concurrent_runs`` only makes every search slower, 
 past it is refused at once with OpenSearch's 429 ``rejected_execution_exception`` (what
 OpenSearch answers when its search queue is full), which clients already retry. One caller
 (one set of credentials) may hold at most ``limits.max_runs_per_caller`` of them, so a
-caller who floods is refused before the others are. An admitted run's LLM calls count
+caller who floods is refused before the others are; callers without credentials cannot be
+told apart, and only the global limit holds them. An admitted run's LLM calls count
 against ``limits.max_llm_calls``, and its model work is queued under its caller's name
 (the micro-batcher bounds each caller's share of its queue).
 """
@@ -26,10 +27,11 @@ from answerbox.work_owner import work_owner
 __all__ = ["Admission"]
 
 
-def caller_key(caller: Caller) -> str:
-    """Who a caller is, for sharing: its credentials (``x-opaque-id`` names a request)."""
-    credentials = repr([h for h in caller.headers if h[0] != "x-opaque-id"])
-    return hashlib.sha256(credentials.encode()).hexdigest()[:16]
+def caller_key(caller: Caller) -> str | None:
+    """Who a caller is, for sharing: its credentials (``x-opaque-id`` names a request); None
+    without any, when callers cannot be told apart and only the global limits apply."""
+    credentials = [h for h in caller.headers if h[0] != "x-opaque-id"]
+    return hashlib.sha256(repr(credentials).encode()).hexdigest()[:16] if credentials else None
 
 
 class Admission:
@@ -46,9 +48,10 @@ class Admission:
     def admitted(self, caller: Caller, runs: int = 1) -> Iterator[None]:
         """Hold ``runs`` runs (an _msearch's lines count one each) for ``caller``, or raise 429."""
         limits = self._limits
-        runs = max(1, min(runs, limits.max_runs_per_caller))
+        # An _msearch larger than a limit counts as that limit: it is not refused on an idle server.
+        runs = max(1, min(runs, limits.max_runs_per_caller, limits.max_concurrent_runs))
         key = caller_key(caller)
-        if self._per_caller[key] + runs > limits.max_runs_per_caller:
+        if key is not None and self._per_caller[key] + runs > limits.max_runs_per_caller:
             raise RejectedExecution(
                 f"rejected execution of search pipeline run: this caller has {self._per_caller[key]} running, "
                 f"the limit is {limits.max_runs_per_caller} (limits.max_runs_per_caller)"
@@ -59,7 +62,8 @@ class Admission:
                 f"the limit is {limits.max_concurrent_runs} (limits.max_concurrent_runs)"
             )
         self._running += runs
-        self._per_caller[key] += runs
+        if key is not None:
+            self._per_caller[key] += runs
         owner = work_owner.set(key)
         try:
             with call_budget(limits.max_llm_calls):
@@ -67,6 +71,7 @@ class Admission:
         finally:
             work_owner.reset(owner)
             self._running -= runs
-            self._per_caller[key] -= runs
-            if not self._per_caller[key]:
-                del self._per_caller[key]
+            if key is not None:
+                self._per_caller[key] -= runs
+                if not self._per_caller[key]:
+                    del self._per_caller[key]

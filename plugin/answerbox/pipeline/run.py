@@ -168,7 +168,8 @@ class SearchEngine:
         searches = [self._upstream_line(lines[i], runs[i], upstream[i]) for i in live]
         started = time.perf_counter()
         own = {k: v for k, v in params.items() if k not in _OWN_PARAMS}
-        answer = await self.backend.msearch(searches=searches, params=own, caller=caller, inline=False)
+        # Every line may have failed already: then there is nothing to ask OpenSearch.
+        answer = await self.backend.msearch(searches=searches, params=own, caller=caller, inline=False) if searches else {"responses": []}
         took = (time.perf_counter() - started) * 1000
         responses = dict(zip(live, answer["responses"], strict=True))
         finished = await asyncio.gather(*(_responded(runs[i], responses[i], took) for i in live))
