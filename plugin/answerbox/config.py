@@ -98,6 +98,8 @@ class Limits(_Section):
     max_concurrent_runs: int = Field(default=64, ge=1)
     max_runs_per_caller: int = Field(default=16, ge=1)
     max_llm_calls: int = Field(default=64, ge=1)
+    # CPU seconds all of one request's prompt renders may take together (one takes at most 0.2).
+    render_budget_s: float = Field(default=1.0, gt=0)
     # The most hits (from + size) a search answerbox runs may ask OpenSearch for.
     max_search_size: int = Field(default=1000, ge=1)
     # How long a request may take to send its body.

@@ -2,12 +2,12 @@
 
     AnswerboxError (500, exception)
     ├── InvalidRequest (400, illegal_argument_exception)
-    │   └── ParseError (400, parsing_exception)
+    │   ├── ParseError (400, parsing_exception)
+    │   └── OutOfScope: a processor's search the caller's scope cannot bound
     ├── ResourceNotFound (404, resource_not_found_exception)
     ├── RequestTimeout (408, timeout_exception): the body did not arrive in time
     ├── RequestTooLarge (413, content_too_long_exception)
     ├── RejectedExecution (429, rejected_execution_exception): too many runs in flight
-    ├── OutOfScope (400, illegal_argument_exception): a processor search the caller's scope cannot bound
     ├── ClientClosedRequest (499, task_cancelled_exception): the caller left; its work was stopped
     ├── ConfigError (400, illegal_argument_exception): a pipeline or processor config is invalid
     ├── ProcessorError (500, search_pipeline_exception): a processor failed without ignore_failure
@@ -189,11 +189,8 @@ class UpstreamError(AnswerboxError):
         return error_body(self.status, self.error_type, self.reason)
 
 
-class OutOfScope(AnswerboxError):
+class OutOfScope(InvalidRequest):
     """A processor's own search that could read more than the caller's search: never sent."""
-
-    status = 400
-    error_type = "illegal_argument_exception"
 
 
 class RejectedExecution(AnswerboxError):

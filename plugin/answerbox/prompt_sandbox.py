@@ -26,6 +26,7 @@ import sys
 import time
 import types
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from functools import wraps
 from typing import Any
 
@@ -35,7 +36,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.nodes import Concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-__all__ = ["MAX_INT_BITS", "MAX_VALUE_CHARS", "BoundedSandbox", "RenderTimeout", "time_budget"]
+__all__ = ["MAX_INT_BITS", "MAX_VALUE_CHARS", "BoundedSandbox", "RenderTimeout", "request_render_budget", "time_budget"]
 
 # The largest string, sequence or rendered value a template may make: a prompt's own limit.
 MAX_VALUE_CHARS = 200_000
@@ -66,15 +67,40 @@ class RenderTimeout(Exception):
     """Template code ran past its CPU budget."""
 
 
+class _RequestBudget:
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+
+# The CPU seconds the running request's renders have left together: one _msearch of many
+# lines, each with many prompts, must not render for each as long as one may.
+_REQUEST_BUDGET: ContextVar[_RequestBudget | None] = ContextVar("render_budget", default=None)
+
+
+@contextlib.contextmanager
+def request_render_budget(seconds: float) -> Iterator[None]:
+    """Every render inside (this task's and the tasks it starts) shares ``seconds`` of CPU."""
+    token = _REQUEST_BUDGET.set(_RequestBudget(seconds))
+    try:
+        yield
+    finally:
+        _REQUEST_BUDGET.reset(token)
+
+
 @contextlib.contextmanager
 def time_budget(seconds: float) -> Iterator[None]:
-    """Stop the template code running in this thread once it has used ``seconds`` of CPU.
+    """Stop the template code running in this thread once it has used ``seconds`` of CPU, or
+    what is left of its request's render budget, whichever is less.
 
     Compiled templates are Python: a trace function sees each line they run and raises
     there, which no template loop can avoid. CPU time of this thread, not wall time: on a
     busy machine a prompt may wait for the CPU longer than it takes to render. The previous
     trace function comes back after."""
-    deadline = time.thread_time() + seconds
+    request = _REQUEST_BUDGET.get()
+    if request is not None:
+        seconds = min(seconds, request.left)
+    started = time.thread_time()
+    deadline = started + seconds
 
     def check(frame: types.FrameType, event: str, arg: Any) -> Any:
         if time.thread_time() > deadline:
@@ -84,9 +110,13 @@ def time_budget(seconds: float) -> Iterator[None]:
     previous = sys.gettrace()
     sys.settrace(check)
     try:
+        if seconds <= 0:
+            raise RenderTimeout
         yield
     finally:
         sys.settrace(previous)
+        if request is not None:
+            request.left -= time.thread_time() - started
 
 
 def _weight(value: Any, seen: dict[int, int] | None = None) -> int:

@@ -56,7 +56,9 @@ class Prompt:
         except SecurityError as exc:
             raise ConfigError(f"prompt [{self.name}] was refused: {exc}") from exc
         except RenderTimeout:
-            raise ConfigError(f"prompt [{self.name}] used more than {RENDER_BUDGET_S:g}s of CPU to render") from None
+            raise ConfigError(
+                f"prompt [{self.name}] ran out of CPU time to render ({RENDER_BUDGET_S:g}s a prompt, limits.render_budget_s a request)"
+            ) from None
         except _TEMPLATE_FAULTS as exc:
             raise ConfigError(f"prompt [{self.name}] failed to render: {type(exc).__name__}") from None
         return "".join(chunks).strip()

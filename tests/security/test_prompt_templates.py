@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import threading
 import time
+import tracemalloc
 from typing import Any
 
 import httpx
 import pytest
 from answerbox.config import Settings
+from answerbox.errors import ConfigError
+from answerbox.prompt_sandbox import request_render_budget
 from answerbox.prompts import PromptLibrary
 from opensearchpy import OpenSearch
 
@@ -59,9 +62,17 @@ def _refused(response: httpx.Response) -> str:
 
 @pytest.mark.parametrize("template", HOSTILE.values(), ids=HOSTILE.keys())
 def test_hostile_stored_templates_are_refused_quickly_and_name_no_path(answerbox: str, client: httpx.Client, template: str) -> None:
+    """Refused before the big value exists: answerbox runs in this process, and what it
+    allocated while judging the template is traced (a 600 MB ljust used to be made, then refused)."""
     started = time.monotonic()
-    reason = _refused(client.put(f"{answerbox}/_search/pipeline/hostile", json=_pipeline(template)))
+    tracemalloc.start()
+    try:
+        reason = _refused(client.put(f"{answerbox}/_search/pipeline/hostile", json=_pipeline(template)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert time.monotonic() - started < 2
+    assert peak < 64 * 1024 * 1024, f"{peak / 2**20:.0f} MB allocated"
     assert "/" not in reason.replace("query_expansion/q2d_zs.j2", "")
     assert client.get(f"{answerbox}/_search/pipeline/hostile").status_code == 404
     assert client.get(f"{answerbox}/_answerbox/stats/search_pipeline").status_code == 200
@@ -155,6 +166,20 @@ def test_ordinary_arithmetic_loops_and_filters_still_render(make_answerbox: Answ
     assert client.put(f"{url}/_search/pipeline/fine", json=_pipeline(template)).status_code == 200
     rendered = PromptLibrary(Settings().templates_dir).get("t", template).render(query="a cat")
     assert rendered == "014 --- x y A CAT! a, b b-cbt a cat"
+
+
+def test_one_requests_renders_share_one_cpu_budget() -> None:
+    """An _msearch of many lines, each with many prompts, renders no longer than one request may."""
+    library = PromptLibrary(Settings().templates_dir)
+    slow = library.get("t", HOSTILE["nested loops"])
+    cheap = library.get("t", "{{ query }}")
+    with request_render_budget(0.3):
+        for _ in range(2):  # the first is cut at a prompt's 0.2 s, the second at the 0.1 s left
+            with pytest.raises(ConfigError, match="ran out of CPU time"):
+                slow.render(query="q")
+        with pytest.raises(ConfigError, match="ran out of CPU time"):
+            cheap.render(query="q")
+    assert cheap.render(query="q") == "q"
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,9 @@ OpenSearch answers when its search queue is full), which clients already retry. 
 (one set of credentials) may hold at most ``limits.max_runs_per_caller`` of them, so a
 caller who floods is refused before the others are; callers without credentials cannot be
 told apart, and only the global limit holds them. An admitted run's LLM calls count
-against ``limits.max_llm_calls``, and its model work is queued under its caller's name
-(the micro-batcher bounds each caller's share of its queue).
+against ``limits.max_llm_calls``, its prompts' rendering against ``limits.render_budget_s``
+of CPU, and its model work is queued under its caller's name (the micro-batcher bounds each
+caller's share of its queue).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from answerbox.config import Limits
 from answerbox.errors import RejectedExecution
 from answerbox.llm.admission import call_budget
 from answerbox.opensearch import Caller
+from answerbox.prompt_sandbox import request_render_budget
 from answerbox.work_owner import work_owner
 
 __all__ = ["Admission"]
@@ -66,7 +68,7 @@ class Admission:
             self._per_caller[key] += runs
         owner = work_owner.set(key)
         try:
-            with call_budget(limits.max_llm_calls):
+            with call_budget(limits.max_llm_calls), request_render_budget(limits.render_budget_s):
                 yield
         finally:
             work_owner.reset(owner)
