@@ -7,9 +7,10 @@ which a byte-exact proxy needs, and nothing it would have to work around.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TypedDict
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -25,9 +26,9 @@ from answerbox.http.search import SearchHandler
 from answerbox.http.stream import AnswerStream
 from answerbox.llm import LLMClient
 from answerbox.opensearch import OpenSearchClients
+from answerbox.pipeline.engine import SearchEngine
 from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.pipeline.resolver import PipelineResolver
-from answerbox.pipeline.run import SearchEngine
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.pipeline.store import PipelineStore
 from answerbox.processors import default_registry
@@ -40,7 +41,6 @@ __all__ = ["create_app"]
 
 logger = logging.getLogger(__name__)
 
-Endpoint = Callable[[Request], Awaitable[Response]]
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 
@@ -103,56 +103,87 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(error_body(500, "exception", "internal error in answerbox (its log has the details)"), status_code=500)
 
 
+class AppState(TypedDict):
+    """What the lifespan gives every request (``request.state``): the app's one set of parts."""
+
+    answerbox: _State
+
+
+def _parts(request: Request) -> _State:
+    parts: _State = request.state.answerbox
+    return parts
+
+
+async def _pipeline_get(request: Request) -> Response:
+    return await _parts(request).pipelines.get(request)
+
+
+async def _pipeline_put(request: Request) -> Response:
+    return await _parts(request).pipelines.put(request)
+
+
+async def _pipeline_delete(request: Request) -> Response:
+    return await _parts(request).pipelines.delete(request)
+
+
+async def _search(request: Request) -> Response:
+    return await _parts(request).search.search(request)
+
+
+async def _msearch(request: Request) -> Response:
+    return await _parts(request).search.msearch(request)
+
+
+async def _stream(request: Request) -> Response:
+    return await _parts(request).stream.stream(request)
+
+
+async def _stats(request: Request) -> Response:
+    return JSONResponse(_parts(request).stats.snapshot())
+
+
+async def _metrics(request: Request) -> Response:
+    return Response(generate_latest(_parts(request).stats.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _passthrough(request: Request) -> Response:
+    return await _parts(request).passthrough.forward(request)
+
+
+_ROUTES = [
+    Route("/_search/pipeline", _pipeline_get, methods=["GET"]),
+    Route("/_search/pipeline/{id}", _pipeline_get, methods=["GET"]),
+    Route("/_search/pipeline/{id}", _pipeline_put, methods=["PUT"]),
+    Route("/_search/pipeline/{id}", _pipeline_delete, methods=["DELETE"]),
+    Route("/_search", _search, methods=["GET", "POST"]),
+    Route("/{index}/_search", _search, methods=["GET", "POST"]),
+    Route("/_msearch", _msearch, methods=["GET", "POST"]),
+    Route("/{index}/_msearch", _msearch, methods=["GET", "POST"]),
+    Route("/{index}/_answerbox/stream", _stream, methods=["POST"]),
+    Route("/_answerbox/stats/search_pipeline", _stats, methods=["GET"]),
+    Route("/metrics", _metrics, methods=["GET"]),
+    *ui_routes(),
+    # Last: everything answerbox does not handle goes to OpenSearch as it came.
+    Route("/{path:path}", _passthrough, methods=_ALL_METHODS),
+]
+
+
 def create_app(settings: Settings, registry: ProcessorRegistry | None = None) -> Starlette:
     registry = registry or default_registry()
-    holder: dict[str, _State] = {}
-
-    def state() -> _State:
-        return holder["state"]
-
-    def route(path: str, handler: Callable[[_State], Endpoint], methods: list[str]) -> Route:
-        async def endpoint(request: Request) -> Response:
-            return await handler(state())(request)
-
-        return Route(path, endpoint, methods=methods)
-
-    async def stats(request: Request) -> Response:
-        return JSONResponse(state().stats.snapshot())
-
-    async def metrics(request: Request) -> Response:
-        return Response(generate_latest(state().stats.registry), media_type=CONTENT_TYPE_LATEST)
-
-    async def passthrough(request: Request) -> Response:
-        return await state().passthrough.forward(request)
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        holder["state"] = _build_state(settings, registry)
+    async def lifespan(app: Starlette) -> AsyncIterator[AppState]:
+        # Built here, not in create_app: the clients' connection pools belong to the server's loop.
+        parts = _build_state(settings, registry)
         try:
-            yield
+            yield {"answerbox": parts}
         finally:
-            current = holder.pop("state")
-            await current.services.aclose()
-            await current.clients.aclose()
-            await current.passthrough.aclose()
+            await parts.services.aclose()
+            await parts.clients.aclose()
+            await parts.passthrough.aclose()
 
-    routes = [
-        route("/_search/pipeline", lambda s: s.pipelines.get, ["GET"]),
-        route("/_search/pipeline/{id}", lambda s: s.pipelines.get, ["GET"]),
-        route("/_search/pipeline/{id}", lambda s: s.pipelines.put, ["PUT"]),
-        route("/_search/pipeline/{id}", lambda s: s.pipelines.delete, ["DELETE"]),
-        route("/_search", lambda s: s.search.search, ["GET", "POST"]),
-        route("/{index}/_search", lambda s: s.search.search, ["GET", "POST"]),
-        route("/_msearch", lambda s: s.search.msearch, ["GET", "POST"]),
-        route("/{index}/_msearch", lambda s: s.search.msearch, ["GET", "POST"]),
-        route("/{index}/_answerbox/stream", lambda s: s.stream.stream, ["POST"]),
-        Route("/_answerbox/stats/search_pipeline", stats, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-        *ui_routes(),
-        Route("/{path:path}", passthrough, methods=_ALL_METHODS),
-    ]
     return Starlette(
-        routes=routes,
+        routes=_ROUTES,
         lifespan=lifespan,
         exception_handlers={AnswerboxError: _answerbox_error, Exception: _unexpected_error},
     )

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     llm.add_argument("--threads", type=int, default=2)
     llm.set_defaults(run=_local_llm)
 
-    from answerbox.models.cli import add_models_subcommand
+    from answerbox.models.commands import add_models_subcommand
 
     add_models_subcommand(commands)
 

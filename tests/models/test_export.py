@@ -89,7 +89,7 @@ def test_standard_qa_checkpoint_exports_through_optimum(tiny_checkpoint: Path, t
 def test_models_export_cli(tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from answerbox.models.cli import add_models_subcommand
+    from answerbox.models.commands import add_models_subcommand
 
     parser = argparse.ArgumentParser()
     add_models_subcommand(parser.add_subparsers(dest="command", required=True))

@@ -30,8 +30,13 @@ async def in_process(**overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
     """A client for an app built from ``Settings(**overrides)``, OpenSearch unreachable."""
     overrides.setdefault("opensearch", {}).setdefault("url", f"http://127.0.0.1:{closed_port()}")
     app = create_app(Settings(**overrides))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app) as state:
+
+        async def served(scope: Any, receive: Any, send: Any) -> None:
+            # What a server does with the lifespan's state: a copy of it in every request's scope.
+            await app({**scope, "state": dict(state or {})}, receive, send)
+
+        transport = httpx.ASGITransport(app=served)
         async with httpx.AsyncClient(transport=transport, base_url="http://answerbox") as client:
             yield client
 

@@ -14,7 +14,7 @@ from answerbox.errors import InvalidRequest, ParseError, RequestTimeout, Request
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.passthrough import Passthrough
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.run import MsearchLine, SearchEngine
+from answerbox.pipeline.engine import SearchEngine
 
 __all__ = ["SearchHandler", "json_or_none", "parse_json", "read_body", "require_json"]
 
@@ -119,16 +119,15 @@ class SearchHandler:
     async def search(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._settings.limits)
         body = json_or_none(raw)
-        index = http_request.path_params.get("index")
-        params = dict(http_request.query_params)
         # Unparseable bodies go on as they came, so OpenSearch's own error comes back.
-        pipeline = await self._engine.resolver.resolve(index, body, params) if isinstance(body, dict) else None
-        if pipeline is None:
+        run = None
+        if isinstance(body, dict):
+            caller = Caller.from_headers(http_request.headers)
+            run = await self._engine.open(index=http_request.path_params.get("index"), body=body, params=dict(http_request.query_params), caller=caller)
+        if run is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)
-        caller = Caller.from_headers(http_request.headers)
-        search = self._engine.search(pipeline, index=index, body=body, params=params, caller=caller)
-        return JSONResponse(await until_disconnected(http_request, search))
+        return JSONResponse(await until_disconnected(http_request, self._engine.run(run)))
 
     async def msearch(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._settings.limits)
@@ -136,38 +135,13 @@ class SearchHandler:
         most = self._settings.limits.max_msearch_searches
         if pairs is not None and len(pairs) > most:
             raise InvalidRequest(f"_msearch holds {len(pairs)} searches, above limits.max_msearch_searches ({most})")
-        index = http_request.path_params.get("index")
         params = dict(http_request.query_params)
-        targets = [_line_index(header, index) for header, _ in pairs or []]
-        resolve = self._engine.resolver.resolve
-        pipelines = (
-            await asyncio.gather(*(resolve(t, body, {**params, **_header_pipeline(h)}) for (h, body), t in zip(pairs, targets, strict=True)))
-            if pairs is not None
-            else []
-        )
-        if pairs is None or not any(pipelines):
+        lines = await self._engine.msearch_lines(pairs, index=http_request.path_params.get("index"), params=params) if pairs else None
+        if lines is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)
-        lines = [
-            MsearchLine(header=header, body=body, index=target, pipeline=pipeline)
-            for (header, body), target, pipeline in zip(pairs, targets, pipelines, strict=True)
-        ]
         msearch = self._engine.msearch(lines, params=params, caller=Caller.from_headers(http_request.headers))
         return JSONResponse(await until_disconnected(http_request, msearch))
-
-
-def _header_pipeline(header: JSON) -> dict[str, str]:
-    value = header.get("search_pipeline")
-    return {"search_pipeline": value} if isinstance(value, str) else {}
-
-
-def _line_index(header: JSON, path_index: str | None) -> str | None:
-    """An msearch line's target: its header's ``index`` (a name, a comma list or a JSON list),
-    else the path's, as OpenSearch reads it; never "all indices" by omission."""
-    value = header.get("index")
-    if isinstance(value, list):
-        return ",".join(str(name) for name in value)
-    return value if isinstance(value, str) and value else path_index
 
 
 def _ndjson_pairs(raw: bytes) -> list[tuple[JSON, JSON]] | None:

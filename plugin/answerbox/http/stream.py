@@ -26,10 +26,11 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from answerbox.config import Settings
-from answerbox.errors import AnswerboxError, InvalidRequest, ParseError
+from answerbox.errors import AnswerboxError, ClientClosedRequest, InvalidRequest, ParseError
+from answerbox.http.disconnect import until_disconnected
 from answerbox.http.search import json_or_none, read_body, require_json
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.run import SearchEngine, SearchRun
+from answerbox.pipeline.engine import SearchEngine, SearchRun
 
 __all__ = ["AnswerStream"]
 
@@ -60,6 +61,15 @@ class _Events:
         self.queue.put_nowait(_event("error", error.to_body()))
 
 
+async def _searched(task: asyncio.Task[JSON], events: _Events) -> None:
+    """Until OpenSearch has answered, or the run ended (failed) before it did."""
+    searched = asyncio.ensure_future(events.search_done.wait())
+    try:
+        await asyncio.wait({task, searched}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        searched.cancel()
+
+
 class AnswerStream:
     def __init__(self, *, engine: SearchEngine, settings: Settings) -> None:
         self._engine = engine
@@ -70,19 +80,20 @@ class AnswerStream:
         body = json_or_none(await read_body(http_request, self._limits))
         if not isinstance(body, dict):
             raise ParseError("_answerbox/stream needs a JSON object as its search body")
-        index = http_request.path_params["index"]
-        params = dict(http_request.query_params)
-        pipeline = await self._engine.resolver.resolve(index, body, params)
-        if pipeline is None or not pipeline.writes_answer:
-            raise InvalidRequest("_answerbox/stream needs a search pipeline with a [cited_answer] response processor")
         events = _Events()
         caller = Caller.from_headers(http_request.headers)
-        run = self._engine.start(pipeline, index=index, body=body, params=params, caller=caller, listener=events)
+        index, params = http_request.path_params["index"], dict(http_request.query_params)
+        run = await self._engine.open(index=index, body=body, params=params, caller=caller, listener=events)
+        if run is None or not run.pipeline.writes_answer:
+            raise InvalidRequest("_answerbox/stream needs a search pipeline with a [cited_answer] response processor")
         task = asyncio.create_task(self._engine.run(run))
-        # Failures up to the search are a normal error response; after it, events.
-        searched = asyncio.create_task(events.search_done.wait())
-        await asyncio.wait({task, searched}, return_when=asyncio.FIRST_COMPLETED)
-        searched.cancel()
+        # Failures up to the search are a normal error response; after it, events. A caller who
+        # leaves before the first event stops the run, as on _search.
+        try:
+            await until_disconnected(http_request, _searched(task, events))
+        except ClientClosedRequest:
+            task.cancel()
+            raise
         if not events.search_done.is_set():
             await task  # it failed before OpenSearch answered: its error is the response
         return StreamingResponse(
@@ -98,10 +109,11 @@ class AnswerStream:
             if isinstance(error, AnswerboxError):
                 run.ctx.report.warn(f"the response processors failed: {error.reason}")
                 yield _event("error", error.to_body())
+                yield _event("answer", run.report())
             elif error is not None:
                 raise error
-            run.ctx.report.timings_ms["total"] = round(run.ctx.elapsed_ms(), 2)
-            yield _event("answer", run.ctx.report.render())
+            else:
+                yield _event("answer", task.result()["ext"]["answerbox"])
             yield _event("done", {})
         finally:
             # A client that leaves mid-stream closes this generator: its run stops too.

@@ -1,153 +1,291 @@
-"""The pipeline runner: answerbox request processors → OpenSearch → answerbox response processors.
+"""A search through a pipeline, end to end: the engine's one path.
 
-Time: a pipeline has a budget (``budget_s``) that its processors share. Each, when it starts,
-gets the time left times its ``budget_weight`` over the weights of the processors still to run
-(its own included), capped by the processor timeout; what one leaves unused goes to those
-after it. So a slow chain cannot eat the answer's time. A processor reads its own share
-from ``ctx.time_left()``.
+    resolve → request processors → the upstream form → OpenSearch (caller's credentials)
+            → response processors → the response with ``ext.answerbox``
 
-Ordering rule for mixed pipelines: processor types answerbox does not implement are
-OpenSearch's own, and run inside OpenSearch, sent with the search as an inline pipeline.
-So every answerbox request processor runs before OpenSearch's request processors, and
-every OpenSearch response processor runs before answerbox's response processors. Within
-each group the declared order holds.
+``SearchEngine.open`` resolves a search's pipeline and gives its run (or None: not ours),
+``SearchEngine.run`` runs it once admitted; ``msearch_lines`` and ``msearch`` do the same
+for each line of an ``_msearch`` (one upstream ``_msearch`` for all lines), and a stream is
+the same run with a ``RunListener`` told of each phase as it ends. ``http/`` parses, calls
+this, and writes what comes back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from answerbox.errors import ProcessorError
-from answerbox.pipeline.base import JSON, PipelineContext, Processor, RequestProcessor, ResponseProcessor, SearchRequest
-from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
-from answerbox.pipeline.stats import Phase, PipelineStats
+from pydantic import ValidationError
 
-__all__ = ["Pipeline"]
+from answerbox.config import Settings
+from answerbox.contract import GenerativeQAParameters
+from answerbox.errors import AnswerboxError, InvalidRequest, validation_problems
+from answerbox.opensearch import Caller, SearchBackend, with_pipeline
+from answerbox.pipeline.admission import Admission
+from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRequest
+from answerbox.pipeline.pipeline import Pipeline
+from answerbox.pipeline.resolver import PipelineResolver
+from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.query_text import question_of
 
-logger = logging.getLogger(__name__)
+__all__ = ["MsearchLine", "SearchEngine", "SearchRun"]
 
-T = TypeVar("T")
+# Parameters answerbox consumes; OpenSearch must not see them once a pipeline ran here.
+_OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
+# ext keys answerbox owns; OpenSearch rejects ext keys no plugin registered.
+_OWN_EXT = ("answerbox", "generative_qa_parameters")
 
 
-@dataclass(kw_only=True)
-class Pipeline:
-    id: str
-    request_processors: list[RequestProcessor[Any]]
-    response_processors: list[ResponseProcessor[Any]]
-    # The processors OpenSearch runs itself, or None when there are none.
-    native: PipelineDefinition | None
-    stats: PipelineStats
-    timeout_s: float  # one processor's cap
-    budget_s: float  # all processors of one search together
+@dataclass(frozen=True, slots=True)
+class MsearchLine:
+    header: JSON
+    body: JSON
+    index: str | None  # the line's target, as OpenSearch reads it
+    pipeline: Pipeline | None  # None: OpenSearch runs the line alone
 
-    @property
-    def native_rag(self) -> bool:
-        """Whether OpenSearch's own retrieval_augmented_generation processor runs in this pipeline."""
-        return self.native is not None and any("retrieval_augmented_generation" in e for e in self.native.response_processors)
 
-    @property
-    def inline_native(self) -> JSON:
-        """The OpenSearch-side processors as an inline pipeline; empty when there are none."""
-        return self.native.to_json() if self.native is not None else {}
+class SearchRun:
+    """One search's run through its pipeline; ``ctx`` holds its report and time."""
 
-    @property
-    def writes_answer(self) -> bool:
-        return any(p.writes_answer for p in self.response_processors)
-
-    async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
-        return await self._phase(
-            "request",
-            ctx,
-            request,
-            [(p, lambda current, p=p: p.process_request(current, ctx)) for p in self.request_processors],  # type: ignore[misc]
+    def __init__(self, engine: SearchEngine, pipeline: Pipeline, request: SearchRequest, *, verbose: bool, listener: RunListener | None) -> None:
+        self._engine = engine
+        self.pipeline = pipeline
+        self.request = request
+        self.verbose = verbose
+        self.ctx = PipelineContext(
+            pipeline_id=pipeline.id,
+            question=question_of(request.body, request.params),
+            search=engine.scoped(pipeline, request),
+            generative_qa=engine.generative_qa(pipeline, request.body),
+            listener=listener,
         )
 
-    async def process_response(
-        self, request: SearchRequest, response: JSON, ctx: PipelineContext, *, ranked: Callable[[JSON], None] | None = None
-    ) -> JSON:
-        """``ranked`` is told the response just before the first processor that writes the answer."""
+    async def prepare(self) -> SearchRequest:
+        """The request processors; returns the request in the form OpenSearch must receive."""
+        self.request = await self.pipeline.process_request(self.request, self.ctx)
+        # The response processors' own searches see what the search as sent sees.
+        self.ctx.search = self._engine.scoped(self.pipeline, self.request)
+        return self._upstream()
 
-        def step(p: ResponseProcessor[Any]) -> Callable[[JSON], Awaitable[JSON]]:
-            async def run(current: JSON) -> JSON:
-                if ranked is not None and p is first_writer:
-                    ranked(current)
-                return await p.process_response(request, current, ctx)
+    async def respond(self, response: JSON, *, search_ms: float) -> JSON:
+        """The response processors over OpenSearch's answer, then ``ext.answerbox``."""
+        self.ctx.report.timings_ms["search"] = round(search_ms, 2)
+        listener = self.ctx.listener
+        if listener is not None:
+            listener.searched(response)
+        ranked = (lambda current: listener.ranked(self._rendered(current))) if listener is not None else None
+        response = await self.pipeline.process_response(self.request, response, self.ctx, ranked=ranked)
+        return self._rendered(response)
 
-            return run
-
-        first_writer = next((p for p in self.response_processors if p.writes_answer), None)
-        return await self._phase("response", ctx, response, [(p, step(p)) for p in self.response_processors])
-
-    def _share(self, processor: Processor[Any], ctx: PipelineContext) -> float:
-        """The seconds ``processor`` may take now: its weighted part of the budget left."""
-        order = [*self.request_processors, *self.response_processors]
-        rest = order[order.index(processor) :]
-        left = self.budget_s - (time.perf_counter() - ctx.started)
-        share = max(0.0, left) * processor.budget_weight / sum(p.budget_weight for p in rest)
-        return min(self.timeout_s, share)
-
-    async def _phase(
-        self,
-        phase: Phase,
-        ctx: PipelineContext,
-        value: T,
-        steps: list[tuple[Processor[Any], Callable[[T], Awaitable[T]]]],
-    ) -> T:
-        if not steps:
-            return value
-        self.stats.start(self.id, phase)
+    async def run(self) -> JSON:
+        upstream = await self.prepare()
         started = time.perf_counter()
-        failed = False
-        try:
-            for processor, step in steps:
-                value = await self._step(phase, ctx, processor, step, value)
-            return value
-        except BaseException:
-            failed = True
-            raise
-        finally:
-            self.stats.finish(self.id, phase, (time.perf_counter() - started) * 1000, failed)
+        response = await self._engine.backend.search(index=upstream.index, body=upstream.body, params=upstream.params, caller=upstream.caller)
+        return await self.respond(response, search_ms=(time.perf_counter() - started) * 1000)
 
-    async def _step(
-        self, phase: Phase, ctx: PipelineContext, processor: Processor[Any], step: Callable[[T], Awaitable[T]], value: T
-    ) -> T:
-        started = time.perf_counter()
-        share = self._share(processor, ctx)
-        ctx.step_deadline = started + share
-        error: Exception | None = None
-        try:
-            async with asyncio.timeout(share):
-                result = await step(value)
-        except TimeoutError as exc:
-            error = TimeoutError(f"took longer than its {share:.3g}s share of the pipeline's budget")
-            error.__cause__ = exc
-        except Exception as exc:  # noqa: BLE001 - a processor may fail in any way; ignore_failure decides
-            error = exc
-        millis = (time.perf_counter() - started) * 1000
-        ignored = error is not None and processor.config.ignore_failure
-        # A search's own pipeline is counted by processor type: its tags are the caller's to
-        # invent, and each would be a new metric label.
-        counted = processor.type_name if self.id == AD_HOC_PIPELINE_ID else processor.name
-        self.stats.processor(self.id, phase, counted, processor.type_name, millis, error is not None, ignored)
-        ctx.report.timings_ms[processor.name] = round(millis, 2)
-        ctx.processor_results.append(
-            {
-                "processor_name": processor.type_name,
-                "tag": processor.config.tag,
-                "duration_millis": round(millis),
-                "status": "success" if error is None else "fail",
-                **({"error": f"{type(error).__name__}: {error}"} if error is not None else {}),
-            }
+    def _upstream(self) -> SearchRequest:
+        """Our parameters and ext keys removed, OpenSearch's own processors inline."""
+        upstream = self.request.copy()
+        upstream.body.pop("search_pipeline", None)
+        for name in _OWN_PARAMS:
+            upstream.params.pop(name, None)
+        ext = upstream.body.get("ext")
+        if isinstance(ext, dict):
+            for key in _OWN_EXT:
+                if not (key == "generative_qa_parameters" and self.pipeline.native_rag):
+                    ext.pop(key, None)
+            if not ext:
+                upstream.body.pop("ext")
+        # Inline even when empty: the index's default may name an answerbox pipeline OpenSearch does not know.
+        upstream.body = with_pipeline(upstream.body, self.pipeline.inline_native)
+        return upstream
+
+    def report(self) -> JSON:
+        """``ext.answerbox`` as it stands, with the time so far: the one place the report is rendered."""
+        self.ctx.report.timings_ms["total"] = round(self.ctx.elapsed_ms(), 2)
+        return self.ctx.report.render()
+
+    def _rendered(self, response: JSON) -> JSON:
+        """``response`` with the report in ``ext`` (a copy when a listener may still see changes)."""
+        report = self.ctx.report
+        if self.ctx.listener is not None:
+            response = {**response}
+        if self.pipeline.request_processors or self.pipeline.response_processors:
+            ext = response["ext"] = {**response.get("ext", {})}
+            ext["answerbox"] = self.report()
+            if report.answer is not None:
+                ext["retrieval_augmented_generation"] = {"answer": report.answer.text}
+        if self.verbose:
+            response["processor_results"] = self.ctx.processor_results + response.get("processor_results", [])
+        return response
+
+
+class SearchEngine:
+    """Runs searches through their pipelines with the caller's credentials."""
+
+    def __init__(self, *, resolver: PipelineResolver, backend: SearchBackend, settings: Settings) -> None:
+        self.resolver = resolver
+        self.backend = backend
+        self._settings = settings
+        self.admission = Admission(settings.limits)
+
+    async def open(
+        self, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, listener: RunListener | None = None
+    ) -> SearchRun | None:
+        """The search's run through the pipeline it names (or its index's default); None when no
+        answerbox pipeline applies, and the search is OpenSearch's alone."""
+        pipeline = await self.resolver.resolve(index, body, dict(params))
+        if pipeline is None:
+            return None
+        return self._start(pipeline, index=index, body=body, params=params, caller=caller, listener=listener)
+
+    def _start(
+        self, pipeline: Pipeline, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, listener: RunListener | None = None
+    ) -> SearchRun:
+        _check_size(body, params, self._settings.limits.max_search_size)
+        request = SearchRequest(index=index, body=body, params=dict(params), caller=caller)
+        return SearchRun(self, pipeline, request, verbose=params.get("verbose_pipeline") == "true", listener=listener)
+
+    async def run(self, run: SearchRun) -> JSON:
+        """``run`` once admitted (else a 429)."""
+        with self.admission.admitted(run.request.caller):
+            return await run.run()
+
+    async def msearch_lines(self, pairs: list[tuple[JSON, JSON]], *, index: str | None, params: Mapping[str, str]) -> list[MsearchLine] | None:
+        """Each line of an ``_msearch`` with its target and pipeline, resolved on its own; None
+        when no line runs an answerbox pipeline, and the request is OpenSearch's alone."""
+        targets = [_line_index(header, index) for header, _ in pairs]
+        pipelines = await asyncio.gather(
+            *(self.resolver.resolve(t, body, {**params, **_header_pipeline(h)}) for (h, body), t in zip(pairs, targets, strict=True))
         )
-        if error is None:
-            return result
-        if not ignored:
-            raise ProcessorError.from_exception(processor.type_name, processor.config.tag, error) from error
-        logger.warning("processor %s in pipeline %s failed and was ignored: %r", processor.name, self.id, error)
-        ctx.report.warn(f"processor [{processor.name}] failed and was skipped: {error}")
-        return value
+        if not any(pipelines):
+            return None
+        return [
+            MsearchLine(header=header, body=body, index=target, pipeline=pipeline)
+            for (header, body), target, pipeline in zip(pairs, targets, pipelines, strict=True)
+        ]
+
+    async def msearch(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
+        """Each line with a pipeline is its own run; one upstream ``_msearch`` serves them all.
+        A line's failure is that line's error object, as OpenSearch answers."""
+        with self.admission.admitted(caller, runs=sum(line.pipeline is not None for line in lines)):
+            return await self._msearch(lines, params=params, caller=caller)
+
+    async def _msearch(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
+        runs: list[SearchRun | None] = []
+        results: list[JSON | None] = []
+        for line in lines:
+            run, error = None, None
+            if line.pipeline is not None:
+                try:
+                    run = self._start(line.pipeline, index=line.index, body=line.body, params=params, caller=caller)
+                except AnswerboxError as exc:
+                    error = exc.to_body()
+            runs.append(run)
+            results.append(error)
+        upstream = await asyncio.gather(*(_prepared(run) for run in runs))
+        live = [i for i, result in enumerate(results) if result is None and not isinstance(upstream[i], dict)]
+        for i, prepared in enumerate(upstream):
+            if isinstance(prepared, dict):
+                results[i] = prepared
+        searches = [self._upstream_line(lines[i], runs[i], upstream[i]) for i in live]
+        started = time.perf_counter()
+        own = {k: v for k, v in params.items() if k not in _OWN_PARAMS}
+        # Every line may have failed already: then there is nothing to ask OpenSearch.
+        answer = await self.backend.msearch(searches=searches, params=own, caller=caller, inline=False) if searches else {"responses": []}
+        took = (time.perf_counter() - started) * 1000
+        responses = dict(zip(live, answer["responses"], strict=True))
+        finished = await asyncio.gather(*(_responded(runs[i], responses[i], took) for i in live))
+        for i, response in zip(live, finished, strict=True):
+            results[i] = response
+        return {"took": answer.get("took", round(took)), "responses": results}
+
+    @staticmethod
+    def _upstream_line(line: MsearchLine, run: SearchRun | None, prepared: Any) -> tuple[JSON, JSON]:
+        # A line answerbox runs loses its search_pipeline (its OpenSearch part is inline in the
+        # body); any other line keeps its own, for OpenSearch. The target is always explicit.
+        header = {k: v for k, v in line.header.items() if not (run is not None and k == "search_pipeline")}
+        header |= {"index": line.index} if line.index else {}
+        return header, prepared.body if run is not None else line.body
+
+    def scoped(self, pipeline: Pipeline, request: SearchRequest) -> ScopedSearch:
+        scope = SearchScope.of(caller=request.caller, index=request.index, body=request.body, params=request.params, native=pipeline.inline_native)
+        return ScopedSearch(self.backend, scope)
+
+    def generative_qa(self, pipeline: Pipeline, body: JSON) -> GenerativeQAParameters | None:
+        """``ext.generative_qa_parameters``, validated against the configured limits."""
+        ext = body.get("ext")
+        raw = ext.get("generative_qa_parameters") if isinstance(ext, dict) else None
+        if raw is None:
+            return None
+        try:
+            qa = GenerativeQAParameters.model_validate(raw)
+        except ValidationError as exc:
+            raise InvalidRequest(f"invalid ext.generative_qa_parameters: {validation_problems(exc)}") from exc
+        limits, settings = self._settings.limits, self._settings
+        for name in ("llm_question", "system_prompt", "user_instructions"):
+            if len(getattr(qa, name) or "") > limits.max_prompt_chars:
+                raise InvalidRequest(f"ext.generative_qa_parameters.{name} is longer than limits.max_prompt_chars ({limits.max_prompt_chars})")
+        if qa.context_size is not None and qa.context_size > limits.max_context_size:
+            raise InvalidRequest(f"ext.generative_qa_parameters.context_size is above limits.max_context_size ({limits.max_context_size})")
+        if qa.llm_model is not None and qa.llm_model not in (settings.llm.model, *settings.llm.allowed_models):
+            raise InvalidRequest(
+                f"ext.generative_qa_parameters.llm_model [{qa.llm_model}] is not one callers may choose (llm.allowed_models)"
+            )
+        if (qa.memory_id or qa.message_size or qa.llm_response_field) and not pipeline.native_rag:
+            # OpenSearch's own RAG processor keeps conversational memory; answerbox's do not, and
+            # a parameter that is accepted and ignored would answer as if it were honoured.
+            raise InvalidRequest(
+                "memory_id, message_size and llm_response_field need OpenSearch's retrieval_augmented_generation "
+                "processor in the pipeline: answerbox's processors keep no conversational memory"
+            )
+        return qa
+
+
+def _header_pipeline(header: JSON) -> dict[str, str]:
+    value = header.get("search_pipeline")
+    return {"search_pipeline": value} if isinstance(value, str) else {}
+
+
+def _line_index(header: JSON, path_index: str | None) -> str | None:
+    """An msearch line's target: its header's ``index`` (a name, a comma list or a JSON list),
+    else the path's, as OpenSearch reads it; never "all indices" by omission."""
+    value = header.get("index")
+    if isinstance(value, list):
+        return ",".join(str(name) for name in value)
+    return value if isinstance(value, str) and value else path_index
+
+
+def _check_size(body: JSON, params: Mapping[str, str], most: int) -> None:
+    """``from`` + ``size`` within ``limits.max_search_size``: answerbox reads every hit it asks for."""
+    asked = 0
+    for name, default in (("from", 0), ("size", 10)):
+        value: Any = params.get(name, body.get(name, default))
+        try:
+            asked += max(int(value), 0)
+        except (TypeError, ValueError):
+            return  # OpenSearch's own error says what is wrong with it
+    if asked > most:
+        raise InvalidRequest(f"[from] + [size] is {asked}, above limits.max_search_size ({most}) for a search pipeline answerbox runs")
+
+
+async def _prepared(run: SearchRun | None) -> SearchRequest | JSON | None:
+    """The line's upstream request, its error object, or None for a line OpenSearch runs alone."""
+    if run is None:
+        return None
+    try:
+        return await run.prepare()
+    except AnswerboxError as exc:
+        return exc.to_body()
+
+
+async def _responded(run: SearchRun | None, response: JSON, took_ms: float) -> JSON:
+    if run is None or "error" in response:
+        return response
+    try:
+        return await run.respond(response, search_ms=took_ms)
+    except AnswerboxError as exc:
+        return exc.to_body()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from answerbox.errors import ConfigError
 from answerbox.pipeline.base import ConfigContext, Processor, RequestProcessor, ResponseProcessor
 from answerbox.pipeline.definition import PipelineDefinition, ProcessorEntry
-from answerbox.pipeline.engine import Pipeline
+from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.stats import PipelineStats
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from opensearchpy import AsyncOpenSearch
 from answerbox.errors import InvalidRequest, UpstreamError
 from answerbox.opensearch import translate
 from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
-from answerbox.pipeline.engine import Pipeline
+from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.pipeline.store import PipelineStore

@@ -18,8 +18,8 @@ from pydantic import Field
 from answerbox.contract import Answer, ChainCitation, ChainReport, Citation, LLMUsageReport, PassagePiece
 from answerbox.errors import ModelError
 from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
+from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult, RunSettings
 from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
-from answerbox.processors.chain_of_query.run import ChainRun, RunResult, RunSettings
 from answerbox.processors.chain_of_query.verify import NodeRecord
 from answerbox.processors.text.normalize import contains_answer
 

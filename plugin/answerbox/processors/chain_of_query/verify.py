@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from answerbox.contract import ChainNodeReport
-from answerbox.processors.chain_of_query.evidence import NodeEvidence
+from answerbox.processors.chain_of_query.node_evidence import NodeEvidence
 from answerbox.processors.chain_of_query.parser import ChainNode
 from answerbox.processors.text.normalize import contains_answer
 

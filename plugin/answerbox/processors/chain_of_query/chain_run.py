@@ -21,7 +21,7 @@ from answerbox.errors import LLMError, ModelError, OutOfScope, UpstreamError, Up
 from answerbox.llm.client import Completion, Message
 from answerbox.llm.structured import Schema
 from answerbox.pipeline.scope import ScopedSearch
-from answerbox.processors.chain_of_query.evidence import gather_evidence, reference_excerpt
+from answerbox.processors.chain_of_query.node_evidence import gather_evidence, reference_excerpt
 from answerbox.processors.chain_of_query.parser import CHAIN_SCHEMA, FINAL_CONTENT_SCHEMA, ChainNode, ParsedChain, read_chain
 from answerbox.processors.chain_of_query.verify import Action, NodeRecord, judge_node
 from answerbox.processors.text.normalize import normalize_answer

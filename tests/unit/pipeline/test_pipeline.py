@@ -16,7 +16,7 @@ import pytest
 from answerbox.errors import ProcessorError
 from answerbox.opensearch import Caller
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, RequestProcessor, ResponseProcessor, SearchRequest
-from answerbox.pipeline.engine import Pipeline
+from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.services import Services
 
@@ -130,7 +130,7 @@ async def test_the_processor_timeout_caps_the_share() -> None:
 async def test_a_timed_out_processor_with_ignore_failure_is_skipped_and_the_next_gets_the_rest(caplog: pytest.LogCaptureFixture) -> None:
     pipeline = _pipeline(Stall(_config("slow", ignore_failure=True), NO_SERVICES), Note(_config("next"), NO_SERVICES))
     ctx = pipeline_context()
-    with caplog.at_level(logging.WARNING, logger="answerbox.pipeline.engine"):
+    with caplog.at_level(logging.WARNING, logger="answerbox.pipeline.pipeline"):
         response = await pipeline.process_response(_request(), {"hits": {"hits": []}}, ctx)
     assert response == {"hits": {"hits": []}, "ran": ["note:next"]}
     (skipped,) = [w for w in ctx.report.warnings if w.startswith("processor [stall:slow]")]

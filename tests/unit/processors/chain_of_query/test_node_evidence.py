@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from answerbox.models import ReaderSpan
-from answerbox.processors.chain_of_query.evidence import NodeEvidence, reference_excerpt
+from answerbox.processors.chain_of_query.node_evidence import NodeEvidence, reference_excerpt
 from answerbox.processors.text.passages import Passage
 
 

@@ -1,0 +1,153 @@
+"""The pipeline runner: answerbox request processors → OpenSearch → answerbox response processors.
+
+Time: a pipeline has a budget (``budget_s``) that its processors share. Each, when it starts,
+gets the time left times its ``budget_weight`` over the weights of the processors still to run
+(its own included), capped by the processor timeout; what one leaves unused goes to those
+after it. So a slow chain cannot eat the answer's time. A processor reads its own share
+from ``ctx.time_left()``.
+
+Ordering rule for mixed pipelines: processor types answerbox does not implement are
+OpenSearch's own, and run inside OpenSearch, sent with the search as an inline pipeline.
+So every answerbox request processor runs before OpenSearch's request processors, and
+every OpenSearch response processor runs before answerbox's response processors. Within
+each group the declared order holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from answerbox.errors import ProcessorError
+from answerbox.pipeline.base import JSON, PipelineContext, Processor, RequestProcessor, ResponseProcessor, SearchRequest
+from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
+from answerbox.pipeline.stats import Phase, PipelineStats
+
+__all__ = ["Pipeline"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(kw_only=True)
+class Pipeline:
+    id: str
+    request_processors: list[RequestProcessor[Any]]
+    response_processors: list[ResponseProcessor[Any]]
+    # The processors OpenSearch runs itself, or None when there are none.
+    native: PipelineDefinition | None
+    stats: PipelineStats
+    timeout_s: float  # one processor's cap
+    budget_s: float  # all processors of one search together
+
+    @property
+    def native_rag(self) -> bool:
+        """Whether OpenSearch's own retrieval_augmented_generation processor runs in this pipeline."""
+        return self.native is not None and any("retrieval_augmented_generation" in e for e in self.native.response_processors)
+
+    @property
+    def inline_native(self) -> JSON:
+        """The OpenSearch-side processors as an inline pipeline; empty when there are none."""
+        return self.native.to_json() if self.native is not None else {}
+
+    @property
+    def writes_answer(self) -> bool:
+        return any(p.writes_answer for p in self.response_processors)
+
+    async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
+        return await self._phase(
+            "request",
+            ctx,
+            request,
+            [(p, lambda current, p=p: p.process_request(current, ctx)) for p in self.request_processors],  # type: ignore[misc]
+        )
+
+    async def process_response(
+        self, request: SearchRequest, response: JSON, ctx: PipelineContext, *, ranked: Callable[[JSON], None] | None = None
+    ) -> JSON:
+        """``ranked`` is told the response just before the first processor that writes the answer."""
+
+        def step(p: ResponseProcessor[Any]) -> Callable[[JSON], Awaitable[JSON]]:
+            async def run(current: JSON) -> JSON:
+                if ranked is not None and p is first_writer:
+                    ranked(current)
+                return await p.process_response(request, current, ctx)
+
+            return run
+
+        first_writer = next((p for p in self.response_processors if p.writes_answer), None)
+        return await self._phase("response", ctx, response, [(p, step(p)) for p in self.response_processors])
+
+    def _share(self, processor: Processor[Any], ctx: PipelineContext) -> float:
+        """The seconds ``processor`` may take now: its weighted part of the budget left."""
+        order = [*self.request_processors, *self.response_processors]
+        rest = order[order.index(processor) :]
+        left = self.budget_s - (time.perf_counter() - ctx.started)
+        share = max(0.0, left) * processor.budget_weight / sum(p.budget_weight for p in rest)
+        return min(self.timeout_s, share)
+
+    async def _phase(
+        self,
+        phase: Phase,
+        ctx: PipelineContext,
+        value: T,
+        steps: list[tuple[Processor[Any], Callable[[T], Awaitable[T]]]],
+    ) -> T:
+        if not steps:
+            return value
+        self.stats.start(self.id, phase)
+        started = time.perf_counter()
+        failed = False
+        try:
+            for processor, step in steps:
+                value = await self._step(phase, ctx, processor, step, value)
+            return value
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            self.stats.finish(self.id, phase, (time.perf_counter() - started) * 1000, failed)
+
+    async def _step(
+        self, phase: Phase, ctx: PipelineContext, processor: Processor[Any], step: Callable[[T], Awaitable[T]], value: T
+    ) -> T:
+        started = time.perf_counter()
+        share = self._share(processor, ctx)
+        ctx.step_deadline = started + share
+        error: Exception | None = None
+        try:
+            async with asyncio.timeout(share):
+                result = await step(value)
+        except TimeoutError as exc:
+            error = TimeoutError(f"took longer than its {share:.3g}s share of the pipeline's budget")
+            error.__cause__ = exc
+        except Exception as exc:  # noqa: BLE001 - a processor may fail in any way; ignore_failure decides
+            error = exc
+        millis = (time.perf_counter() - started) * 1000
+        ignored = error is not None and processor.config.ignore_failure
+        # A search's own pipeline is counted by processor type: its tags are the caller's to
+        # invent, and each would be a new metric label.
+        counted = processor.type_name if self.id == AD_HOC_PIPELINE_ID else processor.name
+        self.stats.processor(self.id, phase, counted, processor.type_name, millis, error is not None, ignored)
+        ctx.report.timings_ms[processor.name] = round(millis, 2)
+        ctx.processor_results.append(
+            {
+                "processor_name": processor.type_name,
+                "tag": processor.config.tag,
+                "duration_millis": round(millis),
+                "status": "success" if error is None else "fail",
+                **({"error": f"{type(error).__name__}: {error}"} if error is not None else {}),
+            }
+        )
+        if error is None:
+            return result
+        if not ignored:
+            raise ProcessorError.from_exception(processor.type_name, processor.config.tag, error) from error
+        logger.warning("processor %s in pipeline %s failed and was ignored: %r", processor.name, self.id, error)
+        ctx.report.warn(f"processor [{processor.name}] failed and was skipped: {error}")
+        return value
