@@ -64,7 +64,7 @@ class Sleep(ResponseProcessor[SleepConfig]):
     cancelled: ClassVar[list[str]] = []
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
-        ctx.report.warn(f"{self.name} had {ctx.time_left():.2f}s")
+        ctx.report.warn(f"{self.name} had {ctx.deadline.left():.2f}s")
         try:
             await asyncio.sleep(self.config.seconds)
         except asyncio.CancelledError:

@@ -9,6 +9,7 @@ from typing import Any
 
 from answerbox.opensearch import JSON, Caller, SearchBackend
 from answerbox.pipeline.base import PipelineContext
+from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 
 
@@ -52,7 +53,22 @@ def scoped_search(backend: SearchBackend | None = None, *, index: str | None = "
     return ScopedSearch(backend or RecordingBackend(), scope)
 
 
-def pipeline_context(**overrides: Any) -> PipelineContext:
-    """A run's context searching through a ``RecordingBackend``."""
+class FakeClock:
+    """A clock that moves only when told: shares of time come out exact."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def pipeline_context(clock: FakeClock | None = None, **overrides: Any) -> PipelineContext:
+    """A run's context searching through a ``RecordingBackend``, its time on ``clock`` (a new
+    fake one by default)."""
     overrides.setdefault("search", scoped_search())
+    overrides.setdefault("deadline", Deadline(clock or FakeClock()))
     return PipelineContext(pipeline_id=overrides.pop("pipeline_id", "test"), question=overrides.pop("question", None), **overrides)

@@ -9,8 +9,6 @@ It does no I/O in ``__init__``; what it needs (LLM, models, OpenSearch) comes fr
 from __future__ import annotations
 
 import copy
-import math
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, Val
 from answerbox.contract import AnswerboxReport, GenerativeQAParameters
 from answerbox.errors import AnswerboxError, ConfigError, validation_problems
 from answerbox.opensearch import JSON, Caller
+from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch
 
 if TYPE_CHECKING:
@@ -158,26 +157,10 @@ class PipelineContext:
     generative_qa: GenerativeQAParameters | None = None
     report: AnswerboxReport = field(default_factory=AnswerboxReport)
     processor_results: list[JSON] = field(default_factory=list)
-    started: float = field(default_factory=time.perf_counter)
-    # When the running processor's share of the pipeline's budget runs out (perf_counter time).
-    step_deadline: float = math.inf
+    # The search's time: the running processor's share and every part of it (deadline.py).
+    deadline: Deadline = field(default_factory=Deadline)
     listener: RunListener | None = None
 
-    def elapsed_ms(self) -> float:
-        return (time.perf_counter() - self.started) * 1000
-
-    def time_left(self) -> float:
-        """Seconds the running processor has left: its LLM calls and searches must fit in them."""
-        return max(0.0, self.step_deadline - time.perf_counter())
-
-    def time_for_work(self) -> float:
-        """What the processor's own work may take: its time left less a margin, so that work out
-        of time can still degrade (a fallback, a warning) before the engine's timeout fails it."""
-        return self.time_left() * _WORK_SHARE
-
-
-# The share of its time left a processor's own work may take (see time_for_work).
-_WORK_SHARE = 0.9
 
 C = TypeVar("C", bound=ProcessorConfig)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from answerbox.errors import AnswerboxError, InvalidRequest, validation_problems
 from answerbox.opensearch import Caller, SearchBackend, with_pipeline
 from answerbox.pipeline.admission import Admission
 from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRequest
+from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
@@ -60,6 +61,7 @@ class SearchRun:
             question=question_of(request.body, request.params),
             search=engine.scoped(pipeline, request),
             generative_qa=engine.generative_qa(pipeline, request.body),
+            deadline=Deadline(engine.clock),
             listener=listener,
         )
 
@@ -105,7 +107,7 @@ class SearchRun:
 
     def report(self) -> JSON:
         """``ext.answerbox`` as it stands, with the time so far: the one place the report is rendered."""
-        self.ctx.report.timings_ms["total"] = round(self.ctx.elapsed_ms(), 2)
+        self.ctx.report.timings_ms["total"] = round(self.ctx.deadline.elapsed_ms(), 2)
         return self.ctx.report.render()
 
     def _rendered(self, response: JSON) -> JSON:
@@ -126,10 +128,13 @@ class SearchRun:
 class SearchEngine:
     """Runs searches through their pipelines with the caller's credentials."""
 
-    def __init__(self, *, resolver: PipelineResolver, backend: SearchBackend, settings: Settings) -> None:
+    def __init__(
+        self, *, resolver: PipelineResolver, backend: SearchBackend, settings: Settings, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self.resolver = resolver
         self.backend = backend
         self._settings = settings
+        self.clock = clock  # every run's Deadline reads it
         self.admission = Admission(settings.limits)
 
     async def open(

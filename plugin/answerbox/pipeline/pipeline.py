@@ -4,7 +4,7 @@ Time: a pipeline has a budget (``budget_s``) that its processors share. Each, wh
 gets the time left times its ``budget_weight`` over the weights of the processors still to run
 (its own included), capped by the processor timeout; what one leaves unused goes to those
 after it. So a slow chain cannot eat the answer's time. A processor reads its own share
-from ``ctx.time_left()``.
+from ``ctx.deadline`` (``left()``, ``for_work()``, ``share(fraction)``).
 
 Ordering rule for mixed pipelines: processor types answerbox does not implement are
 OpenSearch's own, and run inside OpenSearch, sent with the search as an inline pipeline.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -87,9 +86,7 @@ class Pipeline:
         """The seconds ``processor`` may take now: its weighted part of the budget left."""
         order = [*self.request_processors, *self.response_processors]
         rest = order[order.index(processor) :]
-        left = self.budget_s - (time.perf_counter() - ctx.started)
-        share = max(0.0, left) * processor.budget_weight / sum(p.budget_weight for p in rest)
-        return min(self.timeout_s, share)
+        return ctx.deadline.weighted(self.budget_s, processor.budget_weight, sum(p.budget_weight for p in rest), self.timeout_s)
 
     async def _phase(
         self,
@@ -101,7 +98,8 @@ class Pipeline:
         if not steps:
             return value
         self.stats.start(self.id, phase)
-        started = time.perf_counter()
+        clock = ctx.deadline.clock
+        started = clock()
         failed = False
         try:
             for processor, step in steps:
@@ -111,14 +109,15 @@ class Pipeline:
             failed = True
             raise
         finally:
-            self.stats.finish(self.id, phase, (time.perf_counter() - started) * 1000, failed)
+            self.stats.finish(self.id, phase, (clock() - started) * 1000, failed)
 
     async def _step(
         self, phase: Phase, ctx: PipelineContext, processor: Processor[Any], step: Callable[[T], Awaitable[T]], value: T
     ) -> T:
-        started = time.perf_counter()
+        clock = ctx.deadline.clock
+        started = clock()
         share = self._share(processor, ctx)
-        ctx.step_deadline = started + share
+        ctx.deadline.start_step(share)
         error: Exception | None = None
         try:
             async with asyncio.timeout(share):
@@ -128,7 +127,7 @@ class Pipeline:
             error.__cause__ = exc
         except Exception as exc:  # noqa: BLE001 - a processor may fail in any way; ignore_failure decides
             error = exc
-        millis = (time.perf_counter() - started) * 1000
+        millis = (clock() - started) * 1000
         ignored = error is not None and processor.config.ignore_failure
         # A search's own pipeline is counted by processor type: its tags are the caller's to
         # invent, and each would be a new metric label.

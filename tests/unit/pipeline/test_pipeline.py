@@ -1,15 +1,15 @@
 """The engine's budget: each processor gets its weighted share of the time left, a failure is
 skipped or raised as ``ignore_failure`` says, and the stream hears of the ranked hits once.
 
-Pipelines are built directly from processors defined here; a budget of 0.3 s keeps the one
-processor that must time out brief.
+Pipelines are built directly from processors defined here. Time is a fake clock that moves
+only when a test or processor moves it, so every share is asserted exactly; a budget of
+0.3 s keeps the one processor that must time out (on asyncio's real clock) brief.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any, cast
 
 import pytest
@@ -20,11 +20,9 @@ from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.services import Services
 
-from tests.unit.fakes import pipeline_context
+from tests.unit.fakes import FakeClock, pipeline_context
 
 BUDGET_S = 0.3
-SLACK_S = 0.05  # what a loaded machine may lose between the share's computation and its reading
-ULP_S = 1e-9  # a deadline minus a later clock reading can exceed the share by float rounding
 NO_SERVICES = cast(Services, None)  # these processors use none
 
 
@@ -35,7 +33,7 @@ class Note(ResponseProcessor[ProcessorConfig]):
     config_model = ProcessorConfig
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
-        ctx.report.warn(f"{self.name} had {ctx.time_left()!r}")
+        ctx.report.warn(f"{self.name} had {ctx.deadline.left()!r}")
         return {**response, "ran": [*response.get("ran", []), self.name]}
 
 
@@ -56,6 +54,9 @@ class Stall(ResponseProcessor[ProcessorConfig]):
     config_model = ProcessorConfig
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
+        clock = ctx.deadline.clock
+        assert isinstance(clock, FakeClock)
+        clock.advance(ctx.deadline.left())  # what real waiting does to the clock, at once
         await asyncio.Event().wait()
         return response
 
@@ -73,7 +74,7 @@ class NoteRequest(RequestProcessor[ProcessorConfig]):
     config_model = ProcessorConfig
 
     async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
-        ctx.report.warn(f"{self.name} had {ctx.time_left()!r}")
+        ctx.report.warn(f"{self.name} had {ctx.deadline.left()!r}")
         return request
 
 
@@ -97,10 +98,10 @@ def _request() -> SearchRequest:
     return SearchRequest(index="docs", body={"query": {"match_all": {}}}, params={}, caller=Caller())
 
 
-def _assert_given(ctx: PipelineContext, name: str, share: float, *, over: float = 0.0) -> None:
-    """``name`` was given ``share`` (up to ``over`` more), less what the machine took to start it."""
+def _assert_given(ctx: PipelineContext, name: str, share: float) -> None:
+    """``name`` was given exactly ``share`` (to float rounding)."""
     (given,) = [float(w.split(" had ")[1]) for w in ctx.report.warnings if w.startswith(f"{name} had ")]
-    assert share - SLACK_S < given <= share + over + ULP_S
+    assert given == pytest.approx(share, rel=1e-12)
 
 
 async def test_each_processor_gets_its_weight_over_the_weights_still_to_run() -> None:
@@ -116,7 +117,9 @@ async def test_each_processor_gets_its_weight_over_the_weights_still_to_run() ->
 
 
 async def test_time_already_spent_is_taken_off_the_budget() -> None:
-    ctx = pipeline_context(started=time.perf_counter() - 0.2)
+    clock = FakeClock()
+    ctx = pipeline_context(clock)
+    clock.advance(0.2)
     await _pipeline(Note(_config("late"), NO_SERVICES)).process_response(_request(), {}, ctx)
     _assert_given(ctx, "note:late", 0.1)
 
@@ -137,7 +140,7 @@ async def test_a_timed_out_processor_with_ignore_failure_is_skipped_and_the_next
     assert "failed and was skipped" in skipped and "share of the pipeline's budget" in skipped
     assert any("stall:slow" in record.getMessage() for record in caplog.records)
     # Two of weight 1: the stall got half and used it all; the next gets the other half.
-    _assert_given(ctx, "note:next", BUDGET_S / 2, over=0.01)
+    _assert_given(ctx, "note:next", BUDGET_S / 2)
     assert [(r["tag"], r["status"]) for r in ctx.processor_results] == [("slow", "fail"), ("next", "success")]
     stats = pipeline.stats.snapshot()["nodes"][pipeline.stats.node_id]["search_pipeline"]["pipelines"]["budget"]
     assert stats["response"]["failed"] == 0

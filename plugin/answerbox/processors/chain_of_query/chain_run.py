@@ -20,6 +20,7 @@ from answerbox.contract import BranchFeedback, BranchParent, BranchReport, Draft
 from answerbox.errors import LLMError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.llm.client import Completion, Message
 from answerbox.llm.structured import Schema
+from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch
 from answerbox.processors.chain_of_query.node_evidence import gather_evidence, reference_excerpt
 from answerbox.processors.chain_of_query.parser import CHAIN_SCHEMA, FINAL_CONTENT_SCHEMA, ChainNode, ParsedChain, read_chain
@@ -109,26 +110,27 @@ def _tokens(query: str) -> frozenset[str]:
     return frozenset(normalize_answer(query).split())
 
 
+# How far past the chain's deadline an LLM call's own timeout is set (see _llm_timeout).
+_PAST_DEADLINE_S = 1.0
+
+
 class ChainRun:
-    def __init__(
-        self, services: Services, settings: RunSettings, *, search: ScopedSearch, question: str, budget_s: float
-    ) -> None:
+    def __init__(self, services: Services, settings: RunSettings, *, search: ScopedSearch, question: str, deadline: Deadline) -> None:
         self._services = services
         self._settings = settings
         self._search = search
         self._question = question
-        self._budget_s = budget_s
-        self._deadline = asyncio.get_running_loop().time() + budget_s
+        self._deadline = deadline
         self._result = RunResult()
         self._structured = False  # whether the LLM is asked for JSON (set once, before the first round)
 
     async def run(self) -> RunResult:
         try:
-            async with asyncio.timeout_at(self._deadline):
+            async with asyncio.timeout(self._deadline.left()):
                 await self._rounds()
                 await self._trace()
         except TimeoutError:
-            self._fail(Stop.BUDGET, f"the time budget of {self._budget_s:g}s ran out in round {len(self._result.tree)}")
+            self._fail(Stop.BUDGET, f"the time budget of {self._deadline.seconds:g}s ran out in round {len(self._result.tree)}")
         except LLMError as exc:
             self._fail(Stop.FAILED, f"the LLM failed: {exc.reason}")
         except (ModelError, UpstreamError, UpstreamUnavailable, OutOfScope) as exc:
@@ -233,9 +235,9 @@ class ChainRun:
         self._result.final_content = read_chain(text, self._structured).final_content or unmarked
 
     def _llm_timeout(self) -> float:
-        # The LLM's own timeout still applies; the budget's deadline cuts it shorter.
-        remaining = self._deadline - asyncio.get_running_loop().time()
-        return min(self._services.settings.llm.timeout_s, remaining + 1.0)
+        # The LLM's own timeout still applies; past the chain's deadline, the run's own timeout
+        # cuts the call (and names the budget as the cause), not the LLM client's.
+        return min(self._services.settings.llm.timeout_s, self._deadline.left() + _PAST_DEADLINE_S)
 
     async def _complete(self, messages: list[Message], stop: tuple[str, ...] | None, schema: Schema) -> Completion:
         completion = await self._services.llm.complete(

@@ -60,8 +60,8 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             return response
         theta = self.config.theta if self.config.theta is not None else models.manifest.theta
         # Its share of the pipeline's time, less a margin for tracing and the report.
-        budget_s = min(self.config.budget_s, ctx.time_for_work())
-        result = await ChainRun(self.services, self._settings(request, theta), search=ctx.search, question=question, budget_s=budget_s).run()
+        deadline = ctx.deadline.within(min(self.config.budget_s, ctx.deadline.for_work()))
+        result = await ChainRun(self.services, self._settings(request, theta), search=ctx.search, question=question, deadline=deadline).run()
         for warning in result.warnings:
             ctx.report.warn(warning)
         report = _report(question, result, theta, self.config.max_reference_chars)

@@ -155,7 +155,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     async def _generate(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> AsyncGenerator[str, None]:
         qa = ctx.generative_qa
         incremental = ctx.listener is not None
-        limit = ctx.time_left() * _LLM_SHARE
+        limit = ctx.deadline.share(_LLM_SHARE)
         timeout = min((qa.timeout if qa else None) or self.config.timeout_s or self.services.settings.llm.timeout_s, limit)
         # JSON only for a whole answer: a listener is shown the tokens as they come.
         structured = not incremental and await self.services.llm.structured(timeout_s=timeout)
@@ -228,7 +228,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         """The reader's featured snippet; ``flagged`` are the LLM's claims it replaces."""
         try:
             # Within the time left: under load an abstention, never a failed search.
-            async with asyncio.timeout(ctx.time_for_work()):
+            async with asyncio.timeout(ctx.deadline.for_work()):
                 models = await self.services.models()
                 answer = await featured_snippet(question, blocks, models, min_support=self.config.snippet_min_support, flagged=flagged)
         except ModelError as exc:

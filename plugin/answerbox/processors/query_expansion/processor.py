@@ -244,7 +244,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         """One LLM call (after the PRF search); the cleaned expansion, or "" after a fallback."""
         # timeout_s bounds the PRF search and the LLM call together, within the processor's share
         # of the pipeline's time (with a margin: a fallback, never a processor timeout).
-        timeout = min(self.config.timeout_s, ctx.time_for_work())
+        timeout = min(self.config.timeout_s, ctx.deadline.for_work())
         try:
             async with asyncio.timeout(timeout):
                 # The PRF search, or a search of no documents, checks the caller's credentials

@@ -79,6 +79,8 @@ __all__ = ["RetrievalEvaluator", "RetrievalEvaluatorConfig", "Verdict", "judge"]
 
 # A hit without text cannot support an answer: it scores as the worst possible passage.
 _NO_TEXT_SCORE = -1.0
+# The keyword rewrite's share of the processor's time left (see _rewrite_timeout).
+_REWRITE_SHARE = 0.5
 
 
 class Verdict(StrEnum):
@@ -188,7 +190,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
     def _rewrite_timeout(self, config: CorrectiveSearchConfig, ctx: PipelineContext) -> float:
         """The LLM's time for the rewrite: never more than half the processor's time left, so that a
         slow LLM ends in the keyword fallback rather than in a processor timeout that loses the hits."""
-        return min(config.llm_timeout_s or self.services.settings.llm.timeout_s, ctx.time_left() / 2)
+        return min(config.llm_timeout_s or self.services.settings.llm.timeout_s, ctx.deadline.share(_REWRITE_SHARE))
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         question = (ctx.question or "").strip()
@@ -201,7 +203,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         try:
             # Within its share of the pipeline's time: under load the model's queue may be too
             # long, and then the hits go on unjudged rather than the search failing.
-            async with asyncio.timeout(ctx.time_for_work()):
+            async with asyncio.timeout(ctx.deadline.for_work()):
                 models = await self.services.models()
                 judged = await _score_hits(models.evaluator, question, passages)
                 scores = judged.hits
