@@ -36,15 +36,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import dataclasses
 import json
-import os
 import re
 import statistics
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -56,51 +53,20 @@ from answerbox.processors.cited_answer.citations import parse_claims
 from answerbox.processors.cited_answer.evidence import EvidenceFields, evidence_from_hits, number
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
-from bench.stats import quantile
-from onnx_models.squad import (
-    DEV_FILE,
-    Paragraph,
-    Question,
-    exact_match,
-    f1_score,
-    load_squad,
-    normalize_answer,
-    sample_questions,
+from bench.harness import (
+    BENCH_DIR,
+    SQUAD_INDEX,
+    ScriptedLLM,
+    contains_answer,
+    dev_paragraphs,
+    index_with_titles,
+    match_body,
+    quantile,
+    serve,
 )
-from tests.support.scripted_llm import ScriptedLLM
-from tests.support.servers import serve
+from onnx_models.squad import Paragraph, Question, exact_match, f1_score, sample_questions
 
-INDEX = "squad"
-CACHE_DIR = Path(os.environ.get("ANSWERBOX_BENCH_DIR", "/root/.cache/answerbox/bench"))
 MODES = ("extractive", "generative", "replay")
-
-
-def _dev() -> list[Paragraph]:
-    """The dev set, read from the tarball once and kept as JSON beside the other bench data."""
-    cached = CACHE_DIR / "answer_eval" / "squaddev.json"
-    if not cached.exists():
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps([dataclasses.asdict(p) for p in load_squad([DEV_FILE])]))
-    return [
-        Paragraph(id=row["id"], article=row["article"], context=row["context"], questions=tuple(map(_question, row["questions"])))
-        for row in json.loads(cached.read_text())
-    ]
-
-
-def _question(row: dict[str, Any]) -> Question:
-    return Question(id=row["id"], text=row["text"], answers=tuple(row["answers"]), answer_starts=tuple(row["answer_starts"]))
-
-
-def _load_corpus(client: httpx.Client, url: str, paragraphs: Sequence[Paragraph]) -> None:
-    mappings = {"properties": {"text": {"type": "text"}, "title": {"type": "text"}}}
-    client.put(f"{url}/{INDEX}", json={"mappings": mappings}).raise_for_status()
-    lines = []
-    for p in paragraphs:
-        title = p.article.split("/", 1)[-1].replace("_", " ")
-        lines += [json.dumps({"index": {"_id": p.id}}), json.dumps({"text": p.context, "title": title})]
-    response = client.post(f"{url}/{INDEX}/_bulk?refresh=true", content="\n".join(lines) + "\n", headers={"content-type": "application/x-ndjson"})
-    response.raise_for_status()
-    assert not response.json()["errors"]
 
 
 def _readme_pipeline() -> dict[str, Any]:
@@ -130,7 +96,7 @@ def _stream(client: httpx.Client, url: str, question: str) -> dict[str, Any]:
     """Events of one streamed search, with the seconds at which each kind first arrived."""
     started = time.perf_counter()
     seen: dict[str, Any] = {"tokens": [], "errors": [], "at": {}}
-    with client.stream("POST", f"{url}/{INDEX}/_answerbox/stream?search_pipeline=answers", json=_body(question)) as response:
+    with client.stream("POST", f"{url}/{SQUAD_INDEX}/_answerbox/stream?search_pipeline=answers", json=match_body(question)) as response:
         response.raise_for_status()
         name = ""
         for line in response.iter_lines():
@@ -150,15 +116,6 @@ def _stream(client: httpx.Client, url: str, question: str) -> dict[str, Any]:
     return seen
 
 
-def _body(question: str) -> dict[str, Any]:
-    return {"query": {"match": {"text": question}}, "size": 10}
-
-
-def _contains_answer(text: str, answers: Sequence[str]) -> bool:
-    normalized = normalize_answer(text)
-    return any(normalize_answer(a) and normalize_answer(a) in normalized for a in answers)
-
-
 def _raw_citations(raw: str, hits: list[dict[str, Any]], args: argparse.Namespace) -> list[str | None]:
     """The hit id behind every marker of the raw LLM text (None: out of range), numbered as the processor numbers."""
     blocks = number(evidence_from_hits(hits[: args.size], EvidenceFields(), snippet_chars=args.snippet_chars), args.size)
@@ -170,7 +127,7 @@ def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: 
     answer = seen["answer"]["answer"]
 
     def right(doc_id: str | None) -> bool:
-        return doc_id is not None and (doc_id == paragraph.id or _contains_answer(texts[doc_id], question.answers))
+        return doc_id is not None and (doc_id == paragraph.id or contains_answer(texts[doc_id], question.answers))
 
     raw = "".join(seen["tokens"]).strip()
     return {
@@ -181,8 +138,8 @@ def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: 
         "raw": raw,
         "em": exact_match(answer["text"], question.answers) if not answer["abstained"] else 0.0,
         "f1": f1_score(answer["text"], question.answers) if not answer["abstained"] else 0.0,
-        "contains": not answer["abstained"] and _contains_answer(answer["text"], question.answers),
-        "raw_contains": _contains_answer(raw, question.answers),
+        "contains": not answer["abstained"] and contains_answer(answer["text"], question.answers),
+        "raw_contains": contains_answer(raw, question.answers),
         "cited_right": [right(c["_id"]) for c in answer["citations"]],
         "cited_support": [c.get("support") for c in answer["citations"]],
         # Only the bench's own pipeline numbers its evidence as _raw_citations does.
@@ -195,12 +152,12 @@ def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: 
 
 
 def _rows(name: str) -> dict[str, dict[str, Any]]:
-    path = CACHE_DIR / "answer_eval" / f"{name}.jsonl"
+    path = BENCH_DIR / "answer_eval" / f"{name}.jsonl"
     return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
 
 
 def _append(name: str, row: dict[str, Any]) -> None:
-    path = CACHE_DIR / "answer_eval" / f"{name}.jsonl"
+    path = BENCH_DIR / "answer_eval" / f"{name}.jsonl"
     with path.open("a") as out:
         out.write(json.dumps(row) + "\n")
 
@@ -229,7 +186,7 @@ def _replay_llm(stack: ExitStack, sample: list[tuple[Paragraph, Question]]) -> t
         asked = [line for line in messages[-1]["content"].splitlines() if line.startswith("question: ")][-1]
         return str(by_question.get(asked.removeprefix("question: "), ""))
 
-    url = stack.enter_context(serve(ScriptedLLM(replies=[reply]).app()))
+    url = stack.enter_context(serve(ScriptedLLM(reply).app()))
     return f"{url}/v1", [(p, q) for p, q in sample if q.id in recorded]
 
 
@@ -237,7 +194,7 @@ def _search_times(client: httpx.Client, url: str, sample: list[tuple[Paragraph, 
     times = []
     for _, question in sample:
         started = time.perf_counter()
-        client.post(f"{url}/{INDEX}/_search?search_pipeline=answers", json=_body(question.text)).raise_for_status()
+        client.post(f"{url}/{SQUAD_INDEX}/_search?search_pipeline=answers", json=match_body(question.text)).raise_for_status()
         times.append(time.perf_counter() - started)
     return times
 
@@ -300,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.pipeline != "answers" and "replay" in args.modes:
         parser.error("replay re-checks one LLM answer per question: only with --pipeline answers")
 
-    paragraphs = _dev()
+    paragraphs = dev_paragraphs()
     texts = {p.id: p.context for p in paragraphs}
     sample = sample_questions(paragraphs, args.sample, args.seed)
     print(f"{len(paragraphs)} paragraphs; sample {len(sample)} questions (seed {args.seed}); {vars(args)}", flush=True)
@@ -310,13 +267,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"model {model_dir} (manifest {written}): support_lower {manifest.support_lower}, theta {manifest.theta}", flush=True)
     # Other questions than the sample's: the encoder caches what it read, so a repeat would time the cache.
     cold = [pq for pq in sample_questions(paragraphs, args.sample + args.search_sample, args.seed + 1) if pq not in sample]
-    (CACHE_DIR / "answer_eval").mkdir(parents=True, exist_ok=True)
+    (BENCH_DIR / "answer_eval").mkdir(parents=True, exist_ok=True)
     search_times: dict[str, list[float]] = {}
     if not args.report_only:
         with ExitStack() as stack, httpx.Client(timeout=600) as client:
             osmem = OsmemServer.start(japanese=False)
             stack.callback(osmem.close)
-            _load_corpus(client, osmem.url, paragraphs)
+            index_with_titles(client, osmem.url, paragraphs)
             for mode in args.modes:
                 questions = sample
                 llm: dict[str, Any] = {}

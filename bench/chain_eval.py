@@ -39,10 +39,9 @@ from answerbox.processors.text.normalize import normalize_answer
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
-from bench.crag_eval import dev_paragraphs, index_paragraphs
+from bench.harness import dev_paragraphs, index_paragraphs, serve
 from bench.twohop import compose
 from onnx_models.squad import exact_match, sample_questions
-from tests.support.servers import serve
 
 OUT = Path("/root/.cache/answerbox/bench")
 

@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import collections
 import json
-import pickle
 import statistics
 import time
 from collections.abc import Sequence
@@ -42,11 +41,9 @@ from answerbox.config import ModelSettings, Settings
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
-from bench.stats import quantile
-from onnx_models.squad import DEV_FILE, Paragraph, Question, load_squad, normalize_answer, sample_questions
-from tests.support.servers import serve
+from bench.harness import dev_paragraphs, doc_id, index_paragraphs, quantile, serve
+from onnx_models.squad import Paragraph, Question, normalize_answer, sample_questions
 
-CACHE = Path("/root/.cache/answerbox/bench/squaddev_paragraphs.pickle")
 VERDICTS = ("correct", "ambiguous", "incorrect")
 
 
@@ -60,31 +57,6 @@ class Outcome:
     knowledge: str  # the refined strips, joined
     warnings: int
     millis: float
-
-
-def dev_paragraphs() -> list[Paragraph]:
-    """The dev paragraphs, read from the tarball once and kept outside the repo."""
-    if CACHE.exists():
-        paragraphs: list[Paragraph] = pickle.loads(CACHE.read_bytes())
-        return paragraphs
-    paragraphs = load_squad([DEV_FILE])
-    CACHE.parent.mkdir(parents=True, exist_ok=True)
-    CACHE.write_bytes(pickle.dumps(paragraphs))
-    return paragraphs
-
-
-def doc_id(paragraph: Paragraph) -> str:
-    return paragraph.id.replace("/", ":")
-
-
-def index_paragraphs(client: OpenSearch, index: str, paragraphs: Sequence[Paragraph]) -> None:
-    client.indices.create(index=index, body={"mappings": {"properties": {"text": {"type": "text"}}}})
-    for start in range(0, len(paragraphs), 500):
-        lines: list[dict[str, Any]] = []
-        for p in paragraphs[start : start + 500]:
-            lines += [{"index": {"_index": index, "_id": doc_id(p)}}, {"text": p.context}]
-        client.bulk(body=lines)
-    client.indices.refresh(index=index)
 
 
 def pipeline(top_n: int, corrective: bool) -> dict[str, Any]:

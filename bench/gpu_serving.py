@@ -40,7 +40,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -67,13 +66,11 @@ from answerbox.models.session import CPU, OnnxSession, import_onnxruntime
 from answerbox.models.windows import Window, pad_windows
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
-from bench.model_throughput import first_windows
-from bench.stats import quantile
+from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, index_with_titles, quantile
 from onnx_models.squad import BM25, DEV_FILE, Paragraph, Question, default_tarball, load_squad, normalize_answer, sample_questions
 
 CUDA = "CUDAExecutionProvider"
 PROVIDERS = {"cuda": CUDA, "cpu": CPU}
-INDEX = "squad"
 PIPELINE_ID = "gpu-check"
 # The pipeline a new user writes (bench.search_cost's): the evaluator reranks the top 10, the
 # reader's cited snippet answers.
@@ -90,8 +87,6 @@ SPAN_AGREEMENT, ORDER_AGREEMENT = 0.99, 0.98
 GPU_OVER_CPU_INT8_AT_64, GPU_P50_MS = 20.0, 30.0
 # answerbox.models.session logs "<file> runs on <provider>" once per session it creates.
 RUNS_ON = " runs on "
-
-Batch = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,24 +293,6 @@ def throughput(sessions: dict[str, OnnxSession], device: str, windows: Sequence[
 # --- answerbox end to end -------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def index_paragraphs(client: httpx.Client, url: str, paragraphs: Sequence[Paragraph]) -> None:
-    mappings = {"properties": {"text": {"type": "text"}, "title": {"type": "text"}}}
-    client.put(f"{url}/{INDEX}", json={"mappings": mappings}).raise_for_status()
-    lines = []
-    for p in paragraphs:
-        lines += [json.dumps({"index": {"_id": p.id}}), json.dumps({"text": p.context, "title": p.article.split("/")[-1].replace("_", " ")})]
-    response = client.post(f"{url}/{INDEX}/_bulk?refresh=true", content="\n".join(lines) + "\n", headers={"content-type": "application/x-ndjson"})
-    response.raise_for_status()
-    if response.json()["errors"]:
-        raise RuntimeError("osmem-server refused some paragraphs")
-
-
 @contextmanager
 def answerbox_serving(config: dict[str, Any], work: Path) -> Iterator[tuple[str, Path]]:
     """``answerbox serve`` in its own process (the clients' event loop must not share its
@@ -377,7 +354,7 @@ async def _searches(url: str, questions: Sequence[Question], clients: int) -> di
         while pending:
             question = pending.pop()
             started = time.perf_counter()
-            response = await http.post(f"{url}/{INDEX}/_search", params={"search_pipeline": PIPELINE_ID}, json=_body(question.text), auth=auth)
+            response = await http.post(f"{url}/{SQUAD_INDEX}/_search", params={"search_pipeline": PIPELINE_ID}, json=_body(question.text), auth=auth)
             millis.append((time.perf_counter() - started) * 1000)
             response.raise_for_status()
             report = response.json()["ext"]["answerbox"]
@@ -412,11 +389,11 @@ def end_to_end(args: argparse.Namespace, model_dir: Path, paragraphs: Sequence[P
     models |= {k: v for k, v in (("max_batch", args.serve_max_batch), ("max_wait_ms", args.serve_max_wait_ms)) if v is not None}
     report: dict[str, Any] = {"pipeline": PIPELINE, "models": models}
     with OsmemServer.start(japanese=False) as osmem, httpx.Client(timeout=300) as http:
-        index_paragraphs(http, osmem.url, paragraphs)
+        index_with_titles(http, osmem.url, paragraphs)
         with answerbox_serving({"opensearch": {"url": osmem.url}, "models": models}, work) as (url, log):
             http.put(f"{url}/_search/pipeline/{PIPELINE_ID}", json=PIPELINE).raise_for_status()
             # Loads the models: not part of any level's time.
-            http.post(f"{url}/{INDEX}/_search", params={"search_pipeline": PIPELINE_ID}, json=_body("warm up")).raise_for_status()
+            http.post(f"{url}/{SQUAD_INDEX}/_search", params={"search_pipeline": PIPELINE_ID}, json=_body("warm up")).raise_for_status()
             report["served_on"] = served_providers(log)
             if not served_on_device(report["served_on"], args.provider):
                 return report  # measuring a fallback costs device time and tells nothing

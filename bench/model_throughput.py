@@ -23,87 +23,17 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from answerbox.config import ModelSettings
 from answerbox.models import Models, load_models
 from answerbox.models.manifest import ModelManifest
-from answerbox.models.session import CPU, OnnxSession
-from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
+from answerbox.models.session import CPU
 
+from bench.harness import Batch, Timed, first_windows, interleaved_pairs_per_s, median_ratio, onnx_runner, torch_runner
 from onnx_models.reading import evaluate
 from onnx_models.squad import DEV_FILE, Paragraph, Question, data_dir, default_tarball, load_squad, sample_questions
-
-Batch = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-@dataclass(frozen=True, slots=True)
-class Timed:
-    """One configuration: an engine fed the windows in batches of ``batch``, padded to ``pad_to``."""
-
-    run: Callable[[Batch], object]
-    batch: int
-    pad_to: int | None = None
-
-
-def interleaved_pairs_per_s(configs: dict[str, Timed], windows: Sequence[Window], rounds: int) -> dict[str, list[float]]:
-    """pairs/s of every configuration in each of ``rounds`` rounds, the configurations taking turns."""
-    fed = {
-        name: [pad_windows(windows[i : i + c.batch], c.pad_to) for i in range(0, len(windows), c.batch)]
-        for name, c in configs.items()
-    }
-    for name, c in configs.items():
-        c.run(fed[name][0])  # warm-up: first-run allocations and graph setup
-    out: dict[str, list[float]] = {name: [] for name in configs}
-    for _ in range(rounds):
-        for name, c in configs.items():
-            started = time.perf_counter()
-            for b in fed[name]:
-                c.run(b)
-            out[name].append(len(windows) / (time.perf_counter() - started))
-    return out
-
-
-def median_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> float:
-    return round(statistics.median(a / b for a, b in zip(numerator, denominator, strict=True)), 2)
-
-
-def first_windows(model_dir: Path, questions: Sequence[tuple[Paragraph, Question]]) -> list[Window]:
-    """The first window of each question with its gold paragraph, as ``model_dir``'s model reads it."""
-    manifest = ModelManifest.load(model_dir)
-    tokenizer = WindowTokenizer(
-        load_tokenizer(model_dir / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride
-    )
-    return [tokenizer.windows(q.text, [p.context])[0] for p, q in questions]
-
-
-def dev_windows(model_dir: Path, data: Path, pairs: int, seed: int) -> list[Window]:
-    """The first window of each of ``pairs`` seeded SQuAD dev questions with its gold paragraph."""
-    return first_windows(model_dir, sample_questions(load_squad([DEV_FILE], data), pairs, seed))
-
-
-def onnx_runner(path: Path, threads: int) -> Callable[[Batch], object]:
-    session = OnnxSession(path, providers=[CPU], intra_op_threads=threads)
-    return lambda b: session.run({"input_ids": b[0], "attention_mask": b[1], "token_type_ids": b[2]})
-
-
-def torch_runner(checkpoint: Path, threads: int) -> Callable[[Batch], object] | None:
-    if not (checkpoint / "model.safetensors").exists():
-        return None
-    import torch
-    from answerbox.models.modeling import ReaderEvaluatorModel
-
-    if threads:
-        torch.set_num_threads(threads)
-    model = ReaderEvaluatorModel.load(checkpoint)
-
-    def run(b: Batch) -> object:
-        with torch.inference_mode():
-            return model(*(torch.from_numpy(a) for a in b))
-
-    return run
 
 
 async def batcher_run(models: Models, requests: Sequence[tuple[Paragraph, Question]], callers: int) -> dict[str, float]:

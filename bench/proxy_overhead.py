@@ -24,10 +24,11 @@ import httpx
 from osmem_server import OsmemServer
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from answerbox.embedded import SAMPLE_INDEX, _wait_until_up, load_sample_corpus
-from support.servers import free_port
+from answerbox.embedded import SAMPLE_INDEX, load_sample_corpus, wait_until_up
+
+from bench.harness import free_port
 
 
 def _queries(n: int) -> list[dict[str, object]]:
@@ -71,7 +72,7 @@ async def main() -> None:
         proxy = subprocess.Popen([sys.executable, "-m", "answerbox.cli", "serve", "--log-level", "warning"], env=env)
         try:
             base = f"http://127.0.0.1:{port}"
-            _wait_until_up(f"{base}/", proxy, 30)
+            wait_until_up(f"{base}/", proxy, 30)
             await _run(base, queries[:50], 4)  # warm both paths' connection pools and caches
             await _run(osmem.url, queries[:50], 4)
             print(f"{len(queries)} match queries x {args.rounds} rounds per path, sample corpus, osmem-server")

@@ -44,7 +44,7 @@ from answerbox.models.row_scaling import down_projections, feed_forward, project
 from answerbox.models.session import CPU
 from answerbox.models.smoothing import layer_norm_inputs
 
-from bench.model_throughput import Timed, first_windows, interleaved_pairs_per_s, median_ratio, onnx_runner, torch_runner
+from bench.harness import Timed, first_windows, interleaved_pairs_per_s, median_ratio, onnx_runner, torch_runner
 from onnx_models.reading import evaluate
 from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_questions
 

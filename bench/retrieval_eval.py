@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import random
 import statistics
 import time
@@ -30,7 +29,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from math import log2
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -41,12 +39,10 @@ from answerbox.query_text import TextClause, replace_text_clauses
 from osmem_server import OsmemServer
 from scipy import stats
 
+from bench.harness import BENCH_DIR, ScriptedLLM, serve
 from onnx_models.squad import DEV_FILE, load_squad
-from tests.support.scripted_llm import ScriptedLLM
-from tests.support.servers import serve
 
 INDEX = "squad"
-CACHE_DIR = Path(os.environ.get("ANSWERBOX_BENCH_DIR", "/root/.cache/answerbox/bench"))
 METHODS = ("q2e_zs", "q2d_prf", "q2e_prf", "q2d_zs", "cot_zs", "cot_prf", "q2d_fs", "q2e_fs")
 # Written for this bench, on Wikipedia-style questions that are not in SQuAD dev.
 FEW_SHOT = {
@@ -77,7 +73,7 @@ class Question:
 
 def _paragraphs() -> tuple[list[str], list[Question]]:
     """Dev paragraphs and questions, extracted from the tarball once and kept as JSON."""
-    cached = CACHE_DIR / "squad_dev.json"
+    cached = BENCH_DIR / "squad_dev.json"
     if not cached.exists():
         rows = [{"context": p.context, "questions": [[q.id, q.text] for q in p.questions]} for p in load_squad([DEV_FILE])]
         cached.parent.mkdir(parents=True, exist_ok=True)
@@ -125,14 +121,14 @@ def _rank(ids: list[str], gold: str) -> int | None:
 
 
 def _results(method: str) -> dict[str, dict[str, Any]]:
-    path = CACHE_DIR / "retrieval_eval" / f"{method}.jsonl"
+    path = BENCH_DIR / "retrieval_eval" / f"{method}.jsonl"
     if not path.exists():
         return {}
     return {row["id"]: row for row in map(json.loads, path.read_text().splitlines())}
 
 
 def _append(method: str, row: dict[str, Any]) -> None:
-    path = CACHE_DIR / "retrieval_eval" / f"{method}.jsonl"
+    path = BENCH_DIR / "retrieval_eval" / f"{method}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as out:
         out.write(json.dumps(row) + "\n")
@@ -249,7 +245,7 @@ def _replay_llm(stack: ExitStack, method: str, sample: list[Question]) -> tuple[
         prompt = messages[-1]["content"]
         return by_text[max((text for text in by_text if text in prompt), key=len)]
 
-    url = stack.enter_context(serve(ScriptedLLM(replies=[reply]).app()))
+    url = stack.enter_context(serve(ScriptedLLM(reply).app()))
     return f"{url}/v1", chosen
 
 

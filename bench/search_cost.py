@@ -29,10 +29,8 @@ from answerbox.config import REPO_ROOT, ModelSettings, Settings
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
-from bench.crag_eval import dev_paragraphs, index_paragraphs
-from bench.stats import quantile
+from bench.harness import dev_paragraphs, index_paragraphs, quantile, serve
 from onnx_models.squad import normalize_answer, sample_questions
-from tests.support.servers import serve
 
 PIPELINE = {
     "response_processors": [

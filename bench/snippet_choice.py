@@ -36,9 +36,8 @@ from answerbox.models.reader import best_span
 from answerbox.processors.cited_answer.evidence import Evidence
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
-from bench.answer_eval import INDEX, _body, _contains_answer, _dev, _load_corpus
+from bench.harness import SQUAD_INDEX, contains_answer, dev_paragraphs, index_with_titles, match_body, serve
 from onnx_models.squad import exact_match, sample_questions
-from tests.support.servers import serve
 
 PIPELINE = {"response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": {"size": 5, "mode": "extractive"}}]}
 
@@ -86,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--min-support", type=float, default=0.0, help="the gate (cited_answer's snippet_min_support)")
     args = parser.parse_args(argv)
-    paragraphs = _dev()
+    paragraphs = dev_paragraphs()
     texts = {p.id: p.context for p in paragraphs}
     sample = sample_questions(paragraphs, args.sample, args.seed)
     recorded: dict[str, list[Candidate]] = {}
@@ -101,11 +100,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         with ExitStack() as stack, httpx.Client(timeout=600) as client:
             osmem = OsmemServer.start(japanese=False)
             stack.callback(osmem.close)
-            _load_corpus(client, osmem.url, paragraphs)
+            index_with_titles(client, osmem.url, paragraphs)
             url = stack.enter_context(serve(create_app(Settings.load(opensearch={"url": osmem.url}, llm={}))))
             client.put(f"{url}/_search/pipeline/answers", json=PIPELINE).raise_for_status()
             for _, question in sample:
-                client.post(f"{url}/{INDEX}/_search?search_pipeline=answers", json=_body(question.text)).raise_for_status()
+                client.post(f"{url}/{SQUAD_INDEX}/_search?search_pipeline=answers", json=match_body(question.text)).raise_for_status()
     finally:
         cited_answer.featured_snippet = shipped
     print(f"{len(sample)} questions (seed {args.seed}), gate {args.min_support}")
@@ -120,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             if best.score < args.min_support:
                 continue
             answered += 1
-            right += best.id == paragraph.id or _contains_answer(texts[best.id], question.answers)
+            right += best.id == paragraph.id or contains_answer(texts[best.id], question.answers)
             em += exact_match(best.text, question.answers)
         n = len(sample)
         print(f"{name:<22} answered {100 * answered / n:5.1f}%  citation precision {100 * right / max(answered, 1):5.1f}%  EM {100 * em / n:5.1f}")

@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from bench.harness import dev_paragraphs
 from onnx_models.squad import Paragraph, Question, normalize_answer
 
 __all__ = ["TwoHop", "compose"]
@@ -95,8 +96,6 @@ def compose(paragraphs: Sequence[Paragraph], count: int, seed: int) -> list[TwoH
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from bench.crag_eval import dev_paragraphs
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--seed", type=int, default=13)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -31,11 +32,25 @@ from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.embedded import SAMPLE_INDEX, load_sample_corpus
 
-from tests.deploy.admin_guide import admin_requests
-from tests.support.scripted_llm import ScriptedLLM
-from tests.support.servers import serve
-from tests.ui.conftest import CHROMIUM, CHROMIUM_FLAGS
-from tests.ui.embedded import Oracle
+from bench.harness import ScriptedLLM, serve
+
+# Debian's Chromium, headless, as the answer box page tests drive it.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ADMIN_GUIDE = ROOT / "deploy" / "ADMIN.md"
+_SHELL_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
+_CURL = re.compile(r"""curl -sS(?: -N)?(?: -X(?P<method>[A-Z]+))? "\$ANSWERBOX(?P<path>[^"]+)"(?: -H '[^']*')?(?: -d '(?P<body>[^']*)')?""")
+# The first snippet line's first sentence, or the whole line (a title strip has no stop).
+_FIRST_SENTENCE = re.compile(r"^snippet: (.+?)(?:[.!?](?=\s|$)|$)", re.MULTILINE)
 
 # Presses Enter on the page's form and resolves with the times of the stream's events.
 _ASK = """
@@ -58,6 +73,28 @@ async ({question, index, pipeline}) => {
   return {...times, state: box.getAttribute("state"), degraded: box.hasAttribute("degraded")};
 }
 """
+
+
+def _admin_puts() -> list[tuple[str, Any]]:
+    """The PUT curls of deploy/ADMIN.md's shell blocks (its pipelines), in order, as (path, body)."""
+    puts = []
+    for block in _SHELL_BLOCK.findall(ADMIN_GUIDE.read_text()):
+        for curl in _CURL.finditer(block):
+            if curl["method"] == "PUT":
+                puts.append((curl["path"], json.loads(curl["body"]) if curl["body"] else None))
+    return puts
+
+
+def _scripted_reply(messages: list[dict[str, str]]) -> str:
+    """``--scripted``'s LLM, a model that read the evidence: a FreshPrompt prompt (it ends in
+    ``answer:``) gets the first sentence of evidence block [1], cited; any other prompt
+    (expansion, keyword rewrite) gets keywords."""
+    prompt = messages[-1]["content"]
+    if not prompt.rstrip().endswith("answer:"):
+        return "Super Bowl 50, stadium, venue"
+    # This question's evidence comes after the last "query:" (the demonstrations come first).
+    first = _FIRST_SENTENCE.search(prompt.rsplit("\nquery: ", 1)[-1])
+    return (f"{first.group(1)} [1]." if first else "The evidence does not say.").strip()
 
 
 def _questions(n: int) -> list[str]:
@@ -102,7 +139,7 @@ def main() -> None:
     parser.add_argument("--llm-timeout", type=float, default=120.0)
     args = parser.parse_args()
 
-    scripted = ScriptedLLM(replies=[Oracle()])
+    scripted = ScriptedLLM(_scripted_reply)
     with OsmemServer.start(japanese=False) as osmem, serve(scripted.app()) as scripted_url:
         load_sample_corpus(osmem.url)
         llm_url = args.llm or f"{scripted_url}/v1"
@@ -112,9 +149,8 @@ def main() -> None:
             limits={"processor_timeout_s": args.llm_timeout + 60, "pipeline_budget_s": args.llm_timeout + 60},
         )
         with serve(create_app(settings)) as url:
-            for request in admin_requests():
-                if request.method == "PUT":
-                    httpx.put(f"{url}{request.path}", json=request.body, timeout=30).raise_for_status()
+            for path, body in _admin_puts():
+                httpx.put(f"{url}{path}", json=body, timeout=30).raise_for_status()
             print(f"LLM: {llm_url}   pipeline: {args.pipeline}   questions: {args.questions}")
             print(f"{'hits ms':>8} {'token ms':>8} {'final ms':>8}  state")
             results = _ask_all(url, _questions(args.questions), args.pipeline)

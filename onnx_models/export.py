@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from answerbox.models.cli import add_models_subcommand
+from answerbox.models.commands import add_models_subcommand
 
 
 def main(argv: list[str]) -> int:

@@ -22,7 +22,7 @@ import httpx
 from answerbox.children import require_free_port, spawn, stop
 from answerbox.config import REPO_ROOT
 
-__all__ = ["SAMPLE_INDEX", "SAMPLE_PIPELINE", "llama_server_command", "load_sample_corpus", "local_llm", "run_demo"]
+__all__ = ["SAMPLE_INDEX", "SAMPLE_PIPELINE", "llama_server_command", "load_sample_corpus", "local_llm", "run_demo", "wait_until_up"]
 
 CORPUS = REPO_ROOT / "deploy" / "embedded" / "corpus.jsonl"
 SAMPLE_INDEX = "squad"
@@ -42,7 +42,7 @@ _MAPPINGS = {
 }
 
 
-def _wait_until_up(url: str, process: subprocess.Popen[bytes] | None, timeout_s: float) -> None:
+def wait_until_up(url: str, process: subprocess.Popen[bytes] | None, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
@@ -129,7 +129,7 @@ def local_llm(port: int, threads: int = 2) -> Iterator[str]:
     process = spawn(llama_server_command(port, threads))
     try:
         # Ready once the model is loaded: until then llama.cpp's server answers 503.
-        _wait_until_up(f"http://127.0.0.1:{port}/v1/models", process, 120)
+        wait_until_up(f"http://127.0.0.1:{port}/v1/models", process, 120)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         stop(process)
@@ -183,7 +183,7 @@ def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_p
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         base = f"http://{settings.host}:{port}"
-        _wait_until_up(f"{base}/", None, 30)
+        wait_until_up(f"{base}/", None, 30)
         with httpx.Client(base_url=base, timeout=300) as client:
             client.put(f"/_search/pipeline/{SAMPLE_PIPELINE_ID}", json=SAMPLE_PIPELINE).raise_for_status()
             client.put(f"/{SAMPLE_INDEX}/_settings", json={"index.search.default_pipeline": SAMPLE_PIPELINE_ID}).raise_for_status()

@@ -188,7 +188,7 @@ def to_int8(
         reduce_range=True,
         nodes_to_exclude=keep,
         # ONNX shape inference cannot type the outputs of ONNX Runtime's fused (com.microsoft)
-        # ops, as in a graph through its transformer optimizer (bench.attention_fusion): float.
+        # ops, as in a graph through its transformer optimizer (onnx_models/LOG.md, eighteenth stop): float.
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
     )
     return target

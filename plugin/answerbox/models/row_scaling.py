@@ -36,7 +36,7 @@ def down_projections(model: onnx.ModelProto) -> list[str]:
 
 def feed_forward(model: onnx.ModelProto) -> list[str]:
     """The feed-forward up- and down-projection MatMuls of a BERT encoder export: where per-token
-    scaling buys back the most int8 accuracy for its cost (``onnx_models/README.md``)."""
+    scaling buys back the most int8 accuracy for its cost (``onnx_models/LOG.md``)."""
     down = set(down_projections(model))
     return [n.name for n in model.graph.node if n.name in down or n.name.endswith("/intermediate/dense/MatMul")]
 

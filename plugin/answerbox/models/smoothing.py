@@ -9,7 +9,7 @@ One per-tensor activation scale set by them rounds every other channel coarsely.
 
 is exact in fp32 and moves part of those channels' range into the weights, which int8 quantizes
 per output channel. It costs one Mul by a constant per smoothed tensor. The channel maxima come
-from the fp32 graph run on random token ids, so no data is needed (``onnx_models/README.md``
+from the fp32 graph run on random token ids, so no data is needed (``onnx_models/LOG.md``
 compares them with dev text).
 """
 

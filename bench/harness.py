@@ -1,0 +1,272 @@
+"""What the benches share: servers on loopback ports, a scripted LLM, quantiles, SQuAD v1.1 dev
+as the benches index it, and the interleaved timing of model graphs.
+
+Benches import this module, the package and ``onnx_models``; none imports ``tests/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import socket
+import statistics
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import numpy as np
+import uvicorn
+from answerbox.models.manifest import ModelManifest
+from answerbox.models.session import CPU, OnnxSession
+from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from onnx_models.squad import DEV_FILE, Paragraph, Question, load_squad, normalize_answer
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+__all__ = [
+    "BENCH_DIR",
+    "SQUAD_INDEX",
+    "Batch",
+    "ScriptedLLM",
+    "Timed",
+    "contains_answer",
+    "dev_paragraphs",
+    "doc_id",
+    "first_windows",
+    "free_port",
+    "index_paragraphs",
+    "index_with_titles",
+    "interleaved_pairs_per_s",
+    "match_body",
+    "median_ratio",
+    "onnx_runner",
+    "quantile",
+    "serve",
+    "torch_runner",
+]
+
+# Where the benches keep their data and the rows of a run, outside the repository.
+BENCH_DIR = Path(os.environ.get("ANSWERBOX_BENCH_DIR", "/root/.cache/answerbox/bench"))
+
+
+# --- servers ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """The ASGI ``app`` under uvicorn on a free loopback port, in a thread; yields its URL."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+# --- a scripted LLM ---------------------------------------------------------------------
+
+
+@dataclass
+class ScriptedLLM:
+    """An OpenAI-compatible chat-completions endpoint whose every reply is ``reply(messages)``,
+    streamed when the request asks. It takes no ``response_format`` (400, as vLLM answers a
+    form it does not know), so answerbox's structured-output probe finds none and the LLM's
+    text is free text, as with the real local LLM."""
+
+    reply: Callable[[list[dict[str, str]]], str]
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
+
+    async def _chat(self, request: Request) -> Response:
+        payload = await request.json()
+        if (form := payload.get("response_format")) is not None:
+            error = {"message": f"response_format {form.get('type')!r} is not supported", "type": "invalid_request_error"}
+            return JSONResponse({"error": error}, status_code=400)
+        text = self.reply(payload["messages"])
+        if payload.get("stream"):
+            return StreamingResponse(self._events(text), media_type="text/event-stream")
+        message = {"role": "assistant", "content": text}
+        words = len(text.split())
+        return JSONResponse(
+            {
+                **self._envelope("chat.completion", payload.get("model", "scripted")),
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": words, "total_tokens": 10 + words},
+            }
+        )
+
+    @staticmethod
+    def _envelope(kind: str, model: str) -> dict[str, Any]:
+        return {"id": "chatcmpl-scripted", "object": kind, "created": int(time.time()), "model": model}
+
+    async def _events(self, text: str) -> AsyncIterator[str]:
+        """One chunk a word (each followed by a space), a last chunk that stops, then [DONE]."""
+        for word in text.split(" "):
+            delta = {"index": 0, "delta": {"content": word + " "}, "finish_reason": None}
+            yield f"data: {json.dumps({**self._envelope('chat.completion.chunk', 'scripted'), 'choices': [delta]})}\n\n"
+        last = {"index": 0, "delta": {}, "finish_reason": "stop"}
+        yield f"data: {json.dumps({**self._envelope('chat.completion.chunk', 'scripted'), 'choices': [last]})}\n\n"
+        yield "data: [DONE]\n\n"
+
+
+# --- statistics -------------------------------------------------------------------------
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (``q`` in [0, 1]); NaN for no values."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+# --- SQuAD v1.1 dev ---------------------------------------------------------------------
+
+# The index the answer benches search: every dev paragraph, ``_id`` its paragraph id.
+SQUAD_INDEX = "squad"
+
+
+def dev_paragraphs() -> list[Paragraph]:
+    """The dev paragraphs, read from the tarball once and kept in ``BENCH_DIR``."""
+    cached = BENCH_DIR / "squaddev_paragraphs.pickle"
+    if cached.exists():
+        paragraphs: list[Paragraph] = pickle.loads(cached.read_bytes())
+        return paragraphs
+    paragraphs = load_squad([DEV_FILE])
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_bytes(pickle.dumps(paragraphs))
+    return paragraphs
+
+
+def doc_id(paragraph: Paragraph) -> str:
+    """A paragraph's ``_id`` in ``index_paragraphs``'s indices."""
+    return paragraph.id.replace("/", ":")
+
+
+def index_paragraphs(client: OpenSearch, index: str, paragraphs: Sequence[Paragraph]) -> None:
+    """``index`` created with every paragraph's ``text``, ``_id`` = ``doc_id(paragraph)``."""
+    client.indices.create(index=index, body={"mappings": {"properties": {"text": {"type": "text"}}}})
+    for start in range(0, len(paragraphs), 500):
+        lines: list[dict[str, Any]] = []
+        for p in paragraphs[start : start + 500]:
+            lines += [{"index": {"_index": index, "_id": doc_id(p)}}, {"text": p.context}]
+        client.bulk(body=lines)
+    client.indices.refresh(index=index)
+
+
+def index_with_titles(client: httpx.Client, url: str, paragraphs: Sequence[Paragraph]) -> None:
+    """``SQUAD_INDEX`` on the engine at ``url``: every paragraph's ``text`` and its article's
+    ``title``, ``_id`` = the paragraph id (so a cited hit names its paragraph)."""
+    mappings = {"properties": {"text": {"type": "text"}, "title": {"type": "text"}}}
+    client.put(f"{url}/{SQUAD_INDEX}", json={"mappings": mappings}).raise_for_status()
+    lines = []
+    for p in paragraphs:
+        title = p.article.split("/", 1)[-1].replace("_", " ")
+        lines += [json.dumps({"index": {"_id": p.id}}), json.dumps({"text": p.context, "title": title})]
+    headers = {"content-type": "application/x-ndjson"}
+    response = client.post(f"{url}/{SQUAD_INDEX}/_bulk?refresh=true", content="\n".join(lines) + "\n", headers=headers)
+    response.raise_for_status()
+    if response.json()["errors"]:
+        raise RuntimeError("the engine refused some paragraphs")
+
+
+def match_body(question: str) -> dict[str, Any]:
+    """The search the answer benches send: BM25 on ``text``, the top 10."""
+    return {"query": {"match": {"text": question}}, "size": 10}
+
+
+def contains_answer(text: str, answers: Sequence[str]) -> bool:
+    """Whether ``text`` holds one of the gold ``answers``, both normalised as SQuAD scores."""
+    normalized = normalize_answer(text)
+    return any(normalize_answer(a) and normalize_answer(a) in normalized for a in answers)
+
+
+# --- model graphs, timed ----------------------------------------------------------------
+
+Batch = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def first_windows(model_dir: Path, questions: Sequence[tuple[Paragraph, Question]]) -> list[Window]:
+    """The first window of each question with its gold paragraph, as ``model_dir``'s model reads it."""
+    manifest = ModelManifest.load(model_dir)
+    tokenizer = WindowTokenizer(
+        load_tokenizer(model_dir / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride
+    )
+    return [tokenizer.windows(q.text, [p.context])[0] for p, q in questions]
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """One configuration: an engine fed the windows in batches of ``batch``, padded to ``pad_to``."""
+
+    run: Callable[[Batch], object]
+    batch: int
+    pad_to: int | None = None
+
+
+def interleaved_pairs_per_s(configs: dict[str, Timed], windows: Sequence[Window], rounds: int) -> dict[str, list[float]]:
+    """pairs/s of every configuration in each of ``rounds`` rounds, the configurations taking turns."""
+    fed = {
+        name: [pad_windows(windows[i : i + c.batch], c.pad_to) for i in range(0, len(windows), c.batch)]
+        for name, c in configs.items()
+    }
+    for name, c in configs.items():
+        c.run(fed[name][0])  # warm-up: first-run allocations and graph setup
+    out: dict[str, list[float]] = {name: [] for name in configs}
+    for _ in range(rounds):
+        for name, c in configs.items():
+            started = time.perf_counter()
+            for b in fed[name]:
+                c.run(b)
+            out[name].append(len(windows) / (time.perf_counter() - started))
+    return out
+
+
+def median_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> float:
+    return round(statistics.median(a / b for a, b in zip(numerator, denominator, strict=True)), 2)
+
+
+def onnx_runner(path: Path, threads: int) -> Callable[[Batch], object]:
+    session = OnnxSession(path, providers=[CPU], intra_op_threads=threads)
+    return lambda b: session.run({"input_ids": b[0], "attention_mask": b[1], "token_type_ids": b[2]})
+
+
+def torch_runner(checkpoint: Path, threads: int) -> Callable[[Batch], object] | None:
+    if not (checkpoint / "model.safetensors").exists():
+        return None
+    import torch
+    from answerbox.models.modeling import ReaderEvaluatorModel
+
+    if threads:
+        torch.set_num_threads(threads)
+    model = ReaderEvaluatorModel.load(checkpoint)
+
+    def run(b: Batch) -> object:
+        with torch.inference_mode():
+            return model(*(torch.from_numpy(a) for a in b))
+
+    return run
