@@ -59,14 +59,14 @@ from answerbox.config import ModelSettings
 from answerbox.embedded import CORPUS
 from answerbox.models import Models, load_models
 from answerbox.models.encoder import WindowOutput
-from answerbox.models.export import to_fp16  # the export's fp16 converter: export_model needs a PyTorch checkpoint
 from answerbox.models.manifest import ModelManifest
-from answerbox.models.packing import unpack_fp32
 from answerbox.models.session import CPU, OnnxSession, import_onnxruntime
 from answerbox.models.windows import Window, pad_windows
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
 from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, index_with_titles, quantile
+from onnx_models.export import to_fp16  # the export's fp16 converter: export_model needs a PyTorch checkpoint
+from onnx_models.packing import unpack_fp32
 from onnx_models.squad import BM25, DEV_FILE, Paragraph, Question, default_tarball, load_squad, normalize_answer, sample_questions
 
 CUDA = "CUDAExecutionProvider"

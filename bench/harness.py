@@ -259,7 +259,8 @@ def torch_runner(checkpoint: Path, threads: int) -> Callable[[Batch], object] | 
     if not (checkpoint / "model.safetensors").exists():
         return None
     import torch
-    from answerbox.models.modeling import ReaderEvaluatorModel
+
+    from onnx_models.modeling import ReaderEvaluatorModel
 
     if threads:
         torch.set_num_threads(threads)

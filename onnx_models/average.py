@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from answerbox.models.modeling import ReaderEvaluatorModel
+
+from onnx_models.modeling import ReaderEvaluatorModel
 
 __all__ = ["average"]
 

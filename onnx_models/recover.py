@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import torch
-from answerbox.models.export import export_model
-from answerbox.models.modeling import ReaderEvaluatorModel
 from onnx import numpy_helper
 
+from onnx_models.export import export_model
+from onnx_models.modeling import ReaderEvaluatorModel
 from onnx_models.train import default_encoder_dir
 
 __all__ = ["load_graph_weights", "parameter_names", "recover"]

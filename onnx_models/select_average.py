@@ -31,9 +31,9 @@ from pathlib import Path
 
 from answerbox.config import ModelSettings
 from answerbox.models import load_models
-from answerbox.models.export import export_model
 
 from onnx_models.average import average
+from onnx_models.export import export_model
 from onnx_models.reading import evaluate
 from onnx_models.squad import TRAIN_FILES, default_tarball, held_out, holdout_fraction, load_squad, sample_questions
 

@@ -60,7 +60,8 @@ def tiny_config() -> BertConfig:
 
 def make_tiny_checkpoint(directory: Path, *, seed: int = 0) -> Path:
     import torch
-    from answerbox.models.modeling import ReaderEvaluatorModel
+
+    from onnx_models.modeling import ReaderEvaluatorModel
 
     directory.mkdir(parents=True, exist_ok=True)
     _tokenizer(_vocab()).save(str(directory / "tokenizer.json"))

@@ -33,12 +33,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from answerbox.models.modeling import ReaderEvaluatorModel
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
 from torch import nn
 
 from onnx_models.checkpoint import TrainingState, load_state, save_state
 from onnx_models.int8_simulation import simulate_int8
+from onnx_models.modeling import ReaderEvaluatorModel
 from onnx_models.squad import (
     BM25,
     TRAIN_FILES,

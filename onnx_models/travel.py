@@ -2,7 +2,7 @@
 
 The ``device`` tool gives a GPU machine the working tree and what a call carries, 64 MiB in
 all, and brings back at most 8 files of 16 MiB each. The tree already holds the shipped
-weights (``model.fp32.packed.onnx`` and the int8 graph's tables, ``answerbox.models.packing``),
+weights (``model.fp32.packed.onnx`` and the int8 graph's tables, ``onnx_models.packing``),
 so a run that goes on from the shipped model carries only what the tree lacks:
 
     # here (the base encoder is needed to learn the parameter names):
@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 from answerbox.models.manifest import ModelManifest
-from answerbox.models.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel
 from safetensors.numpy import load_file, save_file
 
+from onnx_models.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel
 from onnx_models.squad import TRAIN_FILES, default_tarball, read_tarball_files
 
 __all__ = ["base_bundle", "checkpoint_from_tree", "extract_data", "to_shards", "from_shards"]
@@ -71,9 +71,9 @@ def extract_data(out: Path, tarball: Path | None = None) -> Path:
 
 def checkpoint_from_tree(model_dir: Path, base: Path, out: Path) -> Path:
     """The training checkpoint of ``model_dir``'s fp32 graph, built with ``base`` (no encoder weights)."""
-    from answerbox.models.packing import unpack_fp32
     from transformers import AutoConfig
 
+    from onnx_models.packing import unpack_fp32
     from onnx_models.recover import load_graph_weights
 
     manifest = ModelManifest.load(model_dir)

@@ -39,9 +39,10 @@ if ! "$VENV/bin/python" -c "from answerbox.embedded import llama_server_command;
   "${PIP[@]}" "llama-cpp-python[server]"
 fi
 # The repository keeps the fp32 graph packed (half its size, so that the tree can travel to a
-# lent GPU): rebuild model.fp32.onnx where it is missing or older than the packed graph.
+# lent GPU): for the tests (the demo serves int8), rebuild model.fp32.onnx where it is missing or
+# older than the packed graph. Unpacking is the building side's (onnx_models/, [export]).
 MODEL_DIR="$ROOT/onnx_models/default"
-if [ ! "$MODEL_DIR/model.fp32.onnx" -nt "$MODEL_DIR/model.fp32.packed.onnx" ]; then
-  "$VENV/bin/answerbox" models unpack "$MODEL_DIR" >&2
+if [ "$PROFILE" = test ] && [ ! "$MODEL_DIR/model.fp32.onnx" -nt "$MODEL_DIR/model.fp32.packed.onnx" ]; then
+  (cd "$ROOT" && "$VENV/bin/answerbox" models unpack "$MODEL_DIR" >&2)
 fi
 echo "$VENV"

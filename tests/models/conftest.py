@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from answerbox.config import ModelSettings
 from answerbox.models import Models, load_models
-from answerbox.models.export import export_model
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.models.windows import WindowTokenizer, load_tokenizer, pad_windows
 
+from onnx_models.export import export_model
 from onnx_models.squad import TRAIN_FILES
 from onnx_models.tiny import make_tiny_checkpoint
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 from answerbox.errors import ModelError
-from answerbox.models.export import export_model
 from answerbox.models.manifest import ModelManifest
-from answerbox.models.modeling import ReaderEvaluatorModel
 from answerbox.models.session import OnnxSession
 
+from onnx_models.export import export_model
+from onnx_models.modeling import ReaderEvaluatorModel
 from onnx_models.tiny import tiny_config
 
 

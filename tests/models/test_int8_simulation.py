@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from answerbox.models.manifest import ModelManifest
-from answerbox.models.modeling import ReaderEvaluatorModel
 from answerbox.models.session import OnnxSession
 
 from onnx_models.int8_simulation import simulate_int8
+from onnx_models.modeling import ReaderEvaluatorModel
 from onnx_models.tiny import tiny_config
 
 

@@ -16,9 +16,9 @@ from answerbox.config import REPO_ROOT, ModelSettings
 from answerbox.errors import ModelError
 from answerbox.models import load_models
 from answerbox.models.manifest import PACKED_FP32
-from answerbox.models.packing import pack_fp32, unpack_fp32
 from onnx import numpy_helper
 
+from onnx_models.packing import pack_fp32, unpack_fp32
 from tests.models.conftest import DEFAULT_DIR
 
 TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")

@@ -5,11 +5,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from answerbox.models.export import to_int8
-from answerbox.models.row_scaling import down_projections, feed_forward, projections, scale_rows
 from answerbox.models.session import OnnxSession
 from onnx import version_converter
 
+from onnx_models.export import to_int8
+from onnx_models.row_scaling import down_projections, feed_forward, projections, scale_rows
 from onnx_models.tiny import tiny_config
 
 

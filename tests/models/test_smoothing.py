@@ -5,11 +5,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from answerbox.models.export import to_int8
 from answerbox.models.session import OnnxSession
-from answerbox.models.smoothing import channel_maxima, layer_norm_inputs, smooth_channels
 from onnx import numpy_helper
 
+from onnx_models.export import to_int8
+from onnx_models.smoothing import channel_maxima, layer_norm_inputs, smooth_channels
 from onnx_models.tiny import tiny_config
 
 _OUTLIER = 7  # the channel made an outlier below

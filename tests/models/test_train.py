@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from answerbox.models.modeling import ReaderEvaluatorModel
 from safetensors.torch import load_file
 
 from onnx_models.average import average
+from onnx_models.modeling import ReaderEvaluatorModel
 from onnx_models.select_average import by_step, select
 from onnx_models.select_average import parse_args as select_args
 from onnx_models.squad import TRAIN_FILES, Paragraph, Question, in_holdout

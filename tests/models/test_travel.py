@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from answerbox.models.modeling import ReaderEvaluatorModel
-from answerbox.models.packing import pack_fp32
 from safetensors.numpy import load_file
 
+from onnx_models.modeling import ReaderEvaluatorModel
+from onnx_models.packing import pack_fp32
 from onnx_models.squad import TRAIN_FILES, load_squad
 from onnx_models.travel import base_bundle, checkpoint_from_tree, extract_data, from_shards, to_shards
 

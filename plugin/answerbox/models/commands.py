@@ -1,10 +1,18 @@
-"""``answerbox models export|pack|unpack|info``: wired into the main CLI by :func:`add_models_subcommand`."""
+"""``answerbox models export|pack|unpack|info``: wired into the main CLI by :func:`add_models_subcommand`.
+
+Serving needs none of export, pack and unpack: they live in ``onnx_models/`` (with torch and
+onnx, the ``[export]`` extra) and are imported only when called, from a checkout's root.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 __all__ = ["add_models_subcommand"]
@@ -41,9 +49,21 @@ def add_models_subcommand(subparsers: Any) -> None:
     info.set_defaults(run=_info)
 
 
-def _export(args: argparse.Namespace) -> int:
-    from answerbox.models.export import export_model
+def _building(module: str) -> ModuleType:
+    """``onnx_models.<module>``: the building side, in the checkout run from, with the ``[export]`` extra."""
+    if importlib.util.find_spec("onnx_models") is None and (Path.cwd() / "onnx_models").is_dir():
+        sys.path.insert(0, str(Path.cwd()))  # a console script does not look in the folder it runs in
+    try:
+        return importlib.import_module(f"onnx_models.{module}")
+    except ModuleNotFoundError as exc:
+        raise SystemExit(
+            f"answerbox models: {exc.name} is missing; building models needs a checkout of answerbox "
+            "(run the command from its root) and the [export] extra"
+        ) from exc
 
+
+def _export(args: argparse.Namespace) -> int:
+    export_model = _building("export").export_model
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     manifest = export_model(
         args.checkpoint, args.out, args.task, variants, max_length=args.max_length, stride=args.stride
@@ -53,16 +73,12 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
-    from answerbox.models.packing import pack_fp32
-
-    print(pack_fp32(args.dir))
+    print(_building("packing").pack_fp32(args.dir))
     return 0
 
 
 def _unpack(args: argparse.Namespace) -> int:
-    from answerbox.models.packing import unpack_fp32
-
-    print(unpack_fp32(args.dir))
+    print(_building("packing").unpack_fp32(args.dir))
     return 0
 
 

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
-
 from answerbox.models.manifest import PACKED_FP32, ModelManifest
+from onnx import numpy_helper
 
 __all__ = ["pack_fp32", "unpack_fp32"]
 
