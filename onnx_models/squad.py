@@ -14,12 +14,13 @@ import math
 import os
 import random
 import re
-import string
 import tarfile
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from answerbox.processors.text.normalize import normalize_answer  # the one SQuAD normalisation; re-exported
 
 __all__ = [
     "BM25",
@@ -152,13 +153,6 @@ def sample_questions(paragraphs: Sequence[Paragraph], limit: int, seed: int) -> 
 
 
 # --- SQuAD v1.1 official normalisation and metrics ---------------------------------
-
-
-def normalize_answer(text: str) -> str:
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
 
 
 def exact_match(prediction: str, golds: Sequence[str]) -> float:

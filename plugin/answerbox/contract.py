@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "Answer",
+    "AnswerMode",
     "AnswerboxReport",
     "BranchFeedback",
     "BranchParent",
@@ -209,10 +210,13 @@ class FlaggedClaim(BaseModel):
     support: float | None = None
 
 
+AnswerMode = Literal["generative", "extractive", "chain"]
+
+
 class Answer(BaseModel):
     text: str
     citations: list[Citation] = []
-    mode: str  # "generative" | "extractive" | "chain"
+    mode: AnswerMode
     abstained: bool = False
     flagged: list[FlaggedClaim] = []
 

@@ -15,7 +15,8 @@
     ├── LLMError (502, llm_exception)
     │   └── LLMTimeout (504, llm_timeout_exception)
     ├── UpstreamError (OpenSearch's status and body, kept unchanged)
-    └── UpstreamUnavailable (502/503/504, connect/timeout failures reaching OpenSearch)
+    └── UpstreamUnavailable (502, OpenSearch cannot be reached)
+        └── UpstreamTimeout (504, timeout_exception: OpenSearch did not answer in time)
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "RequestTooLarge",
     "ResourceNotFound",
     "UpstreamError",
+    "UpstreamTimeout",
     "UpstreamUnavailable",
     "error_body",
     "validation_problems",
@@ -212,10 +214,17 @@ class UpstreamUnavailable(AnswerboxError):
         logger.warning("OpenSearch is unreachable: %s", cause)
         return cls("OpenSearch is unreachable")
 
+
+class UpstreamTimeout(UpstreamUnavailable):
+    """OpenSearch did not answer in time (the cause goes to the log, as for UpstreamUnavailable)."""
+
+    status = 504
+    error_type = "timeout_exception"
+
     @classmethod
-    def timed_out(cls, cause: object) -> UpstreamUnavailable:
+    def after(cls, cause: object) -> UpstreamTimeout:
         logger.warning("OpenSearch did not answer in time: %r", cause)
-        return cls("OpenSearch did not answer in time", status=504, error_type="timeout_exception")
+        return cls("OpenSearch did not answer in time")
 
 
 def _reason_of(body: Any) -> str | None:

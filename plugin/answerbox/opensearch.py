@@ -18,7 +18,7 @@ from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
 from answerbox.config import OpenSearchSettings
-from answerbox.errors import UpstreamError, UpstreamUnavailable
+from answerbox.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 
 __all__ = ["JSON", "Caller", "OpenSearchClients", "SearchBackend", "ensure_index", "translate", "with_pipeline"]
 
@@ -64,7 +64,7 @@ async def translate(call: Any) -> Any:
     try:
         return await call
     except ConnectionTimeout as exc:
-        raise UpstreamUnavailable.timed_out(exc) from exc
+        raise UpstreamTimeout.after(exc) from exc
     except OSConnectionError as exc:
         raise UpstreamUnavailable.unreachable(exc.info or exc) from exc
     except TransportError as exc:

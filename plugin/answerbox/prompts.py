@@ -20,10 +20,10 @@ from jinja2.exceptions import SecurityError
 from answerbox.errors import ConfigError
 from answerbox.prompt_sandbox import MAX_VALUE_CHARS, BoundedSandbox, RenderTimeout, time_budget
 
-__all__ = ["MAX_PROMPT_CHARS", "MAX_TEMPLATE_CHARS", "RENDER_BUDGET_S", "Prompt", "PromptLibrary", "oneline"]
+__all__ = ["MAX_RENDERED_CHARS", "MAX_TEMPLATE_CHARS", "RENDER_BUDGET_S", "Prompt", "PromptLibrary", "oneline"]
 
 MAX_TEMPLATE_CHARS = 20_000
-MAX_PROMPT_CHARS = MAX_VALUE_CHARS
+MAX_RENDERED_CHARS = MAX_VALUE_CHARS
 RENDER_BUDGET_S = 0.2  # a real prompt renders in well under a millisecond
 # What a template's own code may get wrong: each is the template's fault, never the server's.
 _TEMPLATE_FAULTS = (ArithmeticError, LookupError, RecursionError, TypeError, ValueError, jinja2.TemplateError, MemoryError)
@@ -48,8 +48,8 @@ class Prompt:
             with time_budget(RENDER_BUDGET_S):
                 for chunk in self._template.generate(**variables):
                     size += len(chunk)
-                    if size > MAX_PROMPT_CHARS:
-                        raise ConfigError(f"prompt [{self.name}] renders to more than {MAX_PROMPT_CHARS} characters")
+                    if size > MAX_RENDERED_CHARS:
+                        raise ConfigError(f"prompt [{self.name}] renders to more than {MAX_RENDERED_CHARS} characters")
                     chunks.append(chunk)
         except jinja2.UndefinedError as exc:
             raise ConfigError(f"prompt [{self.name}]: {exc.message}") from exc

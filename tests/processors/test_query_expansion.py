@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -218,10 +217,11 @@ def test_a_cache_hit_makes_no_llm_call(url: str, client: httpx.Client, llm: Scri
 
 
 def test_cached_expansions_expire(url: str, client: httpx.Client, llm: ScriptedLLM) -> None:
+    """The pipeline's cache_ttl_s reaches the cache: a nanosecond's entry is gone by the next
+    search, with no sleeping (the cache's own clock is tested in tests/unit/test_ttl_cache.py)."""
     body = {"query": {"match": {"body": QUERY}}}
-    _search(client, url, body, cache_ttl_s=0.5)
-    time.sleep(0.6)
-    again = _search(client, url, body, cache_ttl_s=0.5)
+    _search(client, url, body, cache_ttl_s=1e-9)
+    again = _search(client, url, body, cache_ttl_s=1e-9)
     assert len(llm.calls) == 2 and again["ext"]["answerbox"]["query_expansion"]["cached"] is False
 
 

@@ -20,7 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from yarl import URL
 
 from answerbox.config import OpenSearchSettings
-from answerbox.errors import InvalidRequest, UpstreamUnavailable
+from answerbox.errors import InvalidRequest, UpstreamTimeout, UpstreamUnavailable
 
 __all__ = ["Passthrough"]
 
@@ -94,7 +94,7 @@ class Passthrough:
                 request.method, url, data=content, headers=_forwardable(request.headers.items()), allow_redirects=False
             )
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise UpstreamUnavailable.timed_out(exc) from exc
+            raise UpstreamTimeout.after(exc) from exc
         except aiohttp.ClientError as exc:
             raise UpstreamUnavailable.unreachable(exc) from exc
         except ValueError as exc:  # aiohttp refuses to send a request line or header with control characters

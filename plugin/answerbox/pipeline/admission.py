@@ -14,12 +14,12 @@ caller's share of its queue).
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from answerbox.config import Limits
+from answerbox.digest import json_digest
 from answerbox.errors import RejectedExecution
 from answerbox.llm.admission import call_budget
 from answerbox.opensearch import Caller
@@ -33,7 +33,7 @@ def caller_key(caller: Caller) -> str | None:
     """Who a caller is, for sharing: its credentials (``x-opaque-id`` names a request); None
     without any, when callers cannot be told apart and only the global limits apply."""
     credentials = [h for h in caller.headers if h[0] != "x-opaque-id"]
-    return hashlib.sha256(repr(credentials).encode()).hexdigest()[:16] if credentials else None
+    return json_digest(credentials)[:16] if credentials else None
 
 
 class Admission:

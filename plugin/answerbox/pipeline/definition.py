@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from answerbox.digest import json_digest
 from answerbox.errors import ConfigError, InvalidRequest, validation_problems
 
 __all__ = ["AD_HOC_PIPELINE_ID", "PipelineDefinition", "ProcessorEntry", "validate_pipeline_id"]
@@ -70,4 +69,4 @@ class PipelineDefinition(BaseModel):
         return self.model_dump(exclude_none=True, exclude_defaults=True)
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()
+        return json_digest(self.to_json())

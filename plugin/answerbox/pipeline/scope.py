@@ -12,12 +12,11 @@ cannot carry (``min_score``) gives its processors no searches at all: ``OutOfSco
 from __future__ import annotations
 
 import fnmatch
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from answerbox.digest import json_digest
 from answerbox.errors import OutOfScope
 from answerbox.opensearch import JSON, Caller, SearchBackend
 from answerbox.pipeline.restriction import Unscopable, restriction_of
@@ -110,7 +109,7 @@ class SearchScope:
         credentials = [h for h in self.caller.headers if h[0] != "x-opaque-id"]
         parts = [credentials, self.index, self.native, dict(self.params), self.restriction, self.unscopable, self.post_filter]
         parts += [self.source_enabled, self.includes, self.excludes]
-        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+        return json_digest(parts)
 
 
 def _restriction(body: Mapping[str, Any], params: Mapping[str, str]) -> tuple[JSON | None, str | None]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from answerbox.contract import Answer, FlaggedClaim
+from answerbox.contract import Answer, AnswerMode, FlaggedClaim
 from answerbox.errors import LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.pipeline.base import JSON, LLMModel, LLMTokens, Override, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
@@ -244,7 +244,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             return self.config.min_support
         return models.manifest.support_lower if models else -1.0
 
-    def _abstain(self, mode: str, flagged: Sequence[FlaggedClaim] = ()) -> Answer:
+    def _abstain(self, mode: AnswerMode, flagged: Sequence[FlaggedClaim] = ()) -> Answer:
         return Answer(text=self.config.abstain_text, mode=mode, abstained=True, flagged=list(flagged))
 
 

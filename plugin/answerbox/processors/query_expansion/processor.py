@@ -10,8 +10,6 @@ query as the user wrote it and adds a warning: expansion may improve the hits, n
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -26,6 +24,7 @@ from pydantic import (
 )
 
 from answerbox.contract import QueryExpansionReport
+from answerbox.digest import json_digest
 from answerbox.errors import ConfigError, LLMError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import (
     ConfigContext,
@@ -152,10 +151,6 @@ class QueryExpansionConfig(ProcessorConfig):
         return self.examples or self._file_examples
 
 
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
-
-
 def _strings(value: Any) -> list[str]:
     """Every string inside a ``_source`` value, in document order."""
     if isinstance(value, str):
@@ -189,7 +184,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         self._model: str = config.model or services.settings.llm.model
         self._cache: TTLCache[str] = TTLCache(config.cache_entries, config.cache_ttl_s)
         self._in_flight: dict[str, asyncio.Future[str]] = {}
-        self._config_digest = _digest(config.model_dump(mode="json"))
+        self._config_digest = json_digest(config.model_dump(mode="json"))
 
     async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
         question = (ctx.question or "").strip()
@@ -286,7 +281,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         scope: list[Any] = []
         if self.config.mode == "prf":
             scope = [ctx.search.scope.key(), request.body.get("query")]
-        return _digest([credentials, self._model, self._prompt.sha256, self._config_digest, question, scope])
+        return json_digest([credentials, self._model, self._prompt.sha256, self._config_digest, question, scope])
 
     def _prf_fields(self, request: SearchRequest) -> list[str]:
         if self.config.prf_fields:

@@ -1,7 +1,7 @@
 """SQuAD answer normalisation, and the containment test SearChain uses to compare answers.
 
-The package cannot import ``onnx_models/`` (it is not installed with it), so the official
-SQuAD v1.1 normalisation lives here for the processors.
+The one copy of the official SQuAD v1.1 normalisation: ``onnx_models`` (training, selection)
+and the benches import it from here, so what the models are chosen by is what the processors use.
 """
 
 from __future__ import annotations
