@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,39 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 import yaml
-from answerbox.config import Settings
-from answerbox.server import uvicorn_config
+from answerbox.server import free_port, serve_in_thread
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def serve(app: Any, port: int | None = None, settings: Settings | None = None) -> Iterator[str]:
-    """``app`` on 127.0.0.1; with ``settings``, under answerbox's own server configuration."""
-    port = port or free_port()
-    if settings is not None:
-        config = uvicorn_config(app, settings.model_copy(update={"host": "127.0.0.1"}), port=port)
-    else:
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+# Any ASGI app in a thread on a free loopback port (the package's, so benches share it).
+serve = serve_in_thread
 
 
 @contextmanager
