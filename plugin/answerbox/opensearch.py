@@ -41,6 +41,12 @@ class Caller:
     def as_dict(self) -> dict[str, str]:
         return dict(self.headers)
 
+    @property
+    def credentials(self) -> list[tuple[str, str]]:
+        """Who the caller is, for caches and fair shares: its headers less ``x-opaque-id``,
+        which names a request, not a caller."""
+        return [h for h in self.headers if h[0] != "x-opaque-id"]
+
 
 def _client(settings: OpenSearchSettings, *, with_service_auth: bool) -> AsyncOpenSearch:
     auth = None

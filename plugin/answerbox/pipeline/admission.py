@@ -30,10 +30,9 @@ __all__ = ["Admission"]
 
 
 def caller_key(caller: Caller) -> str | None:
-    """Who a caller is, for sharing: its credentials (``x-opaque-id`` names a request); None
-    without any, when callers cannot be told apart and only the global limits apply."""
-    credentials = [h for h in caller.headers if h[0] != "x-opaque-id"]
-    return json_digest(credentials)[:16] if credentials else None
+    """Who a caller is, for sharing; None without credentials, when callers cannot be told
+    apart and only the global limits apply."""
+    return json_digest(caller.credentials)[:16] if caller.credentials else None
 
 
 class Admission:
@@ -41,10 +40,6 @@ class Admission:
         self._limits = limits
         self._running = 0
         self._per_caller: Counter[str] = Counter()
-
-    @property
-    def running(self) -> int:
-        return self._running
 
     @contextmanager
     def admitted(self, caller: Caller, runs: int = 1) -> Iterator[None]:

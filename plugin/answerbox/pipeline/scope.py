@@ -105,9 +105,7 @@ class SearchScope:
 
     def key(self) -> str:
         """A digest of the scope, for caches of results that depend on what the caller can see."""
-        # x-opaque-id names a request, not a caller.
-        credentials = [h for h in self.caller.headers if h[0] != "x-opaque-id"]
-        parts = [credentials, self.index, self.native, dict(self.params), self.restriction, self.unscopable, self.post_filter]
+        parts = [self.caller.credentials, self.index, self.native, dict(self.params), self.restriction, self.unscopable, self.post_filter]
         parts += [self.source_enabled, self.includes, self.excludes]
         return json_digest(parts)
 

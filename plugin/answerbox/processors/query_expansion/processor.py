@@ -274,14 +274,12 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         Always keyed by the caller's credentials: a cache shared across callers would tell one
         caller (by ``cached: true``, or by speed) what another asked. A PRF prompt also holds
         documents this caller was allowed to read, so its expansion is keyed by everything
-        that chose those documents; a hit then also skips the PRF search. ``x-opaque-id``
-        names a request, not a caller.
+        that chose those documents; a hit then also skips the PRF search.
         """
-        credentials = [h for h in request.caller.headers if h[0] != "x-opaque-id"]
         scope: list[Any] = []
         if self.config.mode == "prf":
             scope = [ctx.search.scope.key(), request.body.get("query")]
-        return json_digest([credentials, self._model, self._prompt.sha256, self._config_digest, question, scope])
+        return json_digest([request.caller.credentials, self._model, self._prompt.sha256, self._config_digest, question, scope])
 
     def _prf_fields(self, request: SearchRequest) -> list[str]:
         if self.config.prf_fields:
