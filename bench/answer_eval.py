@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import re
 import statistics
 import time
 from collections.abc import Sequence
@@ -46,42 +45,24 @@ from typing import Any
 
 import httpx
 from answerbox.app import create_app
-from answerbox.config import REPO_ROOT, ModelSettings, Settings
+from answerbox.config import ModelSettings, Settings
 from answerbox.embedded import SAMPLE_PIPELINE
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.processors.cited_answer.citations import parse_claims
 from answerbox.processors.cited_answer.evidence import EvidenceFields, evidence_from_hits, number
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
-from bench.harness import (
-    BENCH_DIR,
-    SQUAD_INDEX,
-    ScriptedLLM,
-    contains_answer,
-    dev_paragraphs,
-    index_with_titles,
-    match_body,
-    quantile,
-    serve,
-)
-from onnx_models.squad import Paragraph, Question, exact_match, f1_score, sample_questions
+from bench.harness import BENCH_DIR, SQUAD_INDEX, ScriptedLLM, dev_paragraphs, match_body, quantile, readme_pipeline, serve
+from onnx_models.squad import Paragraph, Question, contains_gold, exact_match, f1_score, index_with_titles, sample_questions
 
 MODES = ("extractive", "generative", "replay")
-
-
-def _readme_pipeline() -> dict[str, Any]:
-    """The admin pipeline the README registers, read from its curl so the bench runs what users copy."""
-    curl = re.search(r"_search/pipeline/answers -H '[^']*' -d '([^']*)'", (REPO_ROOT / "README.md").read_text())
-    if curl is None:
-        raise SystemExit("README.md registers no pipeline 'answers'")
-    return dict(json.loads(curl[1]))
 
 
 def _pipeline(args: argparse.Namespace) -> dict[str, Any]:
     if args.pipeline == "embedded":
         return SAMPLE_PIPELINE
     if args.pipeline == "readme":
-        return _readme_pipeline()
+        return readme_pipeline()
     config = {
         "size": args.size,
         "snippet_chars": args.snippet_chars,
@@ -127,7 +108,7 @@ def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: 
     answer = seen["answer"]["answer"]
 
     def right(doc_id: str | None) -> bool:
-        return doc_id is not None and (doc_id == paragraph.id or contains_answer(texts[doc_id], question.answers))
+        return doc_id is not None and (doc_id == paragraph.id or contains_gold(texts[doc_id], question.answers))
 
     raw = "".join(seen["tokens"]).strip()
     return {
@@ -138,8 +119,8 @@ def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: 
         "raw": raw,
         "em": exact_match(answer["text"], question.answers) if not answer["abstained"] else 0.0,
         "f1": f1_score(answer["text"], question.answers) if not answer["abstained"] else 0.0,
-        "contains": not answer["abstained"] and contains_answer(answer["text"], question.answers),
-        "raw_contains": contains_answer(raw, question.answers),
+        "contains": not answer["abstained"] and contains_gold(answer["text"], question.answers),
+        "raw_contains": contains_gold(raw, question.answers),
         "cited_right": [right(c["_id"]) for c in answer["citations"]],
         "cited_support": [c.get("support") for c in answer["citations"]],
         # Only the bench's own pipeline numbers its evidence as _raw_citations does.
@@ -273,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         with ExitStack() as stack, httpx.Client(timeout=600) as client:
             osmem = OsmemServer.start(japanese=False)
             stack.callback(osmem.close)
-            index_with_titles(client, osmem.url, paragraphs)
+            index_with_titles(client, osmem.url, paragraphs, SQUAD_INDEX)
             for mode in args.modes:
                 questions = sample
                 llm: dict[str, Any] = {}

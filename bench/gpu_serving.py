@@ -64,10 +64,20 @@ from answerbox.models.session import CPU, OnnxSession, import_onnxruntime
 from answerbox.models.windows import Window, pad_windows
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
-from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, index_with_titles, quantile
+from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, quantile
 from onnx_models.export import to_fp16  # the export's fp16 converter: export_model needs a PyTorch checkpoint
 from onnx_models.packing import unpack_fp32
-from onnx_models.squad import BM25, DEV_FILE, Paragraph, Question, default_tarball, load_squad, normalize_answer, sample_questions
+from onnx_models.squad import (
+    BM25,
+    DEV_FILE,
+    Paragraph,
+    Question,
+    default_tarball,
+    index_with_titles,
+    load_squad,
+    normalize_answer,
+    sample_questions,
+)
 
 CUDA = "CUDAExecutionProvider"
 PROVIDERS = {"cuda": CUDA, "cpu": CPU}
@@ -389,7 +399,7 @@ def end_to_end(args: argparse.Namespace, model_dir: Path, paragraphs: Sequence[P
     models |= {k: v for k, v in (("max_batch", args.serve_max_batch), ("max_wait_ms", args.serve_max_wait_ms)) if v is not None}
     report: dict[str, Any] = {"pipeline": PIPELINE, "models": models}
     with OsmemServer.start(japanese=False) as osmem, httpx.Client(timeout=300) as http:
-        index_with_titles(http, osmem.url, paragraphs)
+        index_with_titles(http, osmem.url, paragraphs, SQUAD_INDEX)
         with answerbox_serving({"opensearch": {"url": osmem.url}, "models": models}, work) as (url, log):
             http.put(f"{url}/_search/pipeline/{PIPELINE_ID}", json=PIPELINE).raise_for_status()
             # Loads the models: not part of any level's time.

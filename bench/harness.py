@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -16,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
+from answerbox.config import REPO_ROOT
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
@@ -27,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from onnx_models.squad import DEV_FILE, Paragraph, Question, load_squad, normalize_answer
+from onnx_models.squad import DEV_FILE, Paragraph, Question, load_squad
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -38,18 +39,17 @@ __all__ = [
     "Batch",
     "ScriptedLLM",
     "Timed",
-    "contains_answer",
     "dev_paragraphs",
     "doc_id",
     "first_windows",
     "free_port",
     "index_paragraphs",
-    "index_with_titles",
     "interleaved_pairs_per_s",
     "match_body",
     "median_ratio",
     "onnx_runner",
     "quantile",
+    "readme_pipeline",
     "serve",
     "torch_runner",
 ]
@@ -154,31 +154,17 @@ def index_paragraphs(client: OpenSearch, index: str, paragraphs: Sequence[Paragr
     client.indices.refresh(index=index)
 
 
-def index_with_titles(client: httpx.Client, url: str, paragraphs: Sequence[Paragraph]) -> None:
-    """``SQUAD_INDEX`` on the engine at ``url``: every paragraph's ``text`` and its article's
-    ``title``, ``_id`` = the paragraph id (so a cited hit names its paragraph)."""
-    mappings = {"properties": {"text": {"type": "text"}, "title": {"type": "text"}}}
-    client.put(f"{url}/{SQUAD_INDEX}", json={"mappings": mappings}).raise_for_status()
-    lines = []
-    for p in paragraphs:
-        title = p.article.split("/", 1)[-1].replace("_", " ")
-        lines += [json.dumps({"index": {"_id": p.id}}), json.dumps({"text": p.context, "title": title})]
-    headers = {"content-type": "application/x-ndjson"}
-    response = client.post(f"{url}/{SQUAD_INDEX}/_bulk?refresh=true", content="\n".join(lines) + "\n", headers=headers)
-    response.raise_for_status()
-    if response.json()["errors"]:
-        raise RuntimeError("the engine refused some paragraphs")
+def readme_pipeline() -> dict[str, Any]:
+    """The admin pipeline the README registers, read from its curl so a bench runs what users copy."""
+    curl = re.search(r"_search/pipeline/answers -H '[^']*' -d '([^']*)'", (REPO_ROOT / "README.md").read_text())
+    if curl is None:
+        raise SystemExit("README.md registers no pipeline 'answers'")
+    return dict(json.loads(curl[1]))
 
 
 def match_body(question: str) -> dict[str, Any]:
     """The search the answer benches send: BM25 on ``text``, the top 10."""
     return {"query": {"match": {"text": question}}, "size": 10}
-
-
-def contains_answer(text: str, answers: Sequence[str]) -> bool:
-    """Whether ``text`` holds one of the gold ``answers``, both normalised as SQuAD scores."""
-    normalized = normalize_answer(text)
-    return any(normalize_answer(a) and normalize_answer(a) in normalized for a in answers)
 
 
 # --- model graphs, timed ----------------------------------------------------------------

@@ -36,8 +36,8 @@ from answerbox.models.reader import best_span
 from answerbox.processors.cited_answer.evidence import Evidence
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
-from bench.harness import SQUAD_INDEX, contains_answer, dev_paragraphs, index_with_titles, match_body, serve
-from onnx_models.squad import exact_match, sample_questions
+from bench.harness import SQUAD_INDEX, dev_paragraphs, match_body, serve
+from onnx_models.squad import contains_gold, exact_match, index_with_titles, sample_questions
 
 PIPELINE = {"response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": {"size": 5, "mode": "extractive"}}]}
 
@@ -72,7 +72,7 @@ async def _candidates(question: str, evidence: Sequence[Evidence], models: Model
         tokens = best_span(read, models.manifest.max_answer_tokens)
         if tokens is None or not span.text.strip() or read.start_logits is None or read.end_logits is None:
             continue
-        first, last = tokens
+        first, last, _ = tokens
         span_logit = float(read.start_logits[first] + read.end_logits[last])
         null = float(read.start_logits[0] + read.end_logits[0])
         found.append(Candidate(block.id, block.rank, span.text, score, read.relevance, span_logit, null))
@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         with ExitStack() as stack, httpx.Client(timeout=600) as client:
             osmem = OsmemServer.start(japanese=False)
             stack.callback(osmem.close)
-            index_with_titles(client, osmem.url, paragraphs)
+            index_with_titles(client, osmem.url, paragraphs, SQUAD_INDEX)
             url = stack.enter_context(serve(create_app(Settings.load(opensearch={"url": osmem.url}, llm={}))))
             client.put(f"{url}/_search/pipeline/answers", json=PIPELINE).raise_for_status()
             for _, question in sample:
@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             if best.score < args.min_support:
                 continue
             answered += 1
-            right += best.id == paragraph.id or contains_answer(texts[best.id], question.answers)
+            right += best.id == paragraph.id or contains_gold(texts[best.id], question.answers)
             em += exact_match(best.text, question.answers)
         n = len(sample)
         print(f"{name:<22} answered {100 * answered / n:5.1f}%  citation precision {100 * right / max(answered, 1):5.1f}%  EM {100 * em / n:5.1f}")

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from answerbox.processors.text.normalize import normalize_answer  # the one SQuAD normalisation; re-exported
 
 __all__ = [
@@ -31,10 +32,12 @@ __all__ = [
     "data_dir",
     "default_tarball",
     "exact_match",
+    "contains_gold",
     "f1_score",
     "held_out",
     "holdout_fraction",
     "in_holdout",
+    "index_with_titles",
     "load_squad",
     "normalize_answer",
     "sample_questions",
@@ -155,6 +158,13 @@ def sample_questions(paragraphs: Sequence[Paragraph], limit: int, seed: int) -> 
 # --- SQuAD v1.1 official normalisation and metrics ---------------------------------
 
 
+def contains_gold(text: str, answers: Sequence[str]) -> bool:
+    """Whether ``text`` holds one of the gold ``answers``, both normalised as SQuAD scores."""
+    normalized = normalize_answer(text)
+    return any(normalize_answer(a) and normalize_answer(a) in normalized for a in answers)
+
+
+
 def exact_match(prediction: str, golds: Sequence[str]) -> float:
     return max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds)
 
@@ -173,6 +183,25 @@ def _f1(prediction: str, gold: str) -> float:
     precision = same / len(pred_tokens)
     recall = same / len(gold_tokens)
     return 2 * precision * recall / (precision + recall)
+
+
+# --- an index of paragraphs ------------------------------------------------------
+
+
+def index_with_titles(client: httpx.Client, url: str, paragraphs: Sequence[Paragraph], index: str) -> None:
+    """``index`` on the engine at ``url``: every paragraph's ``text`` and its article's
+    ``title``, ``_id`` = the paragraph id (so a cited hit names its paragraph)."""
+    mappings = {"properties": {"text": {"type": "text"}, "title": {"type": "text"}}}
+    client.put(f"{url}/{index}", json={"mappings": mappings}).raise_for_status()
+    lines = []
+    for p in paragraphs:
+        title = p.article.split("/", 1)[-1].replace("_", " ")
+        lines += [json.dumps({"index": {"_id": p.id}}), json.dumps({"text": p.context, "title": title})]
+    headers = {"content-type": "application/x-ndjson"}
+    response = client.post(f"{url}/{index}/_bulk?refresh=true", content="\n".join(lines) + "\n", headers=headers)
+    response.raise_for_status()
+    if response.json()["errors"]:
+        raise RuntimeError("the engine refused some paragraphs")
 
 
 # --- BM25 (Okapi, k1=0.9, b=0.4 as in Lucene/Anserini defaults for passages) ----------

@@ -11,6 +11,7 @@ OpenSearch response plus::
         "retrieval":       null | {...}          # retrieval_evaluator (CRAG)
         "chain":           null | {...}          # chain_of_query (SearChain)
         "timings_ms":      {"<processor>": ms, "search": ms, "total": ms}
+        "llm_skipped":     ["chain_of_query"]   # processors the reader's confidence spared the LLM
         "warnings":        ["..."]              # degradations: LLM down, model failure, ...
       },
       "retrieval_augmented_generation": {"answer": "..."}   # for OpenSearch RAG clients
@@ -30,10 +31,12 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "Answer",
     "AnswerMode",
+    "AnswerReason",
     "AnswerboxReport",
     "BranchFeedback",
     "BranchParent",
     "BranchReport",
+    "Candidate",
     "ChainCitation",
     "ChainNodeReport",
     "ChainReport",
@@ -44,6 +47,7 @@ __all__ = [
     "GenerativeQAParameters",
     "HitScore",
     "KnowledgeStrip",
+    "LLMUse",
     "LLMUsageReport",
     "PassagePiece",
     "QueryExpansionReport",
@@ -211,6 +215,23 @@ class FlaggedClaim(BaseModel):
 
 
 AnswerMode = Literal["generative", "extractive", "chain"]
+# Why an answer abstained: its confidence is below ``min_confidence`` (the best candidate is in
+# ``candidate``) / the search found no evidence / CRAG judged the hits incorrect / no claim of
+# the answer held up against its evidence (nor did the reader find a span) / the chain
+# verified nothing / no reader or LLM could answer.
+AnswerReason = Literal["low_confidence", "no_evidence", "retrieval_incorrect", "unsupported", "chain_unverified", "unavailable"]
+# What the LLM did for the answer: it was not called, the reader being confident enough
+# (``skip_llm_above``) / it was called / it was called and failed. None: no LLM in this answer.
+LLMUse = Literal["skipped", "used", "failed"]
+
+
+class Candidate(BaseModel):
+    """An answer below ``min_confidence``: a page may show it as a possible answer, or not at all."""
+
+    text: str
+    citations: list[Citation] = []
+    mode: AnswerMode
+    confidence: float
 
 
 class Answer(BaseModel):
@@ -219,6 +240,13 @@ class Answer(BaseModel):
     mode: AnswerMode
     abstained: bool = False
     flagged: list[FlaggedClaim] = []
+    # The probability that ``text`` is right (contains a right answer): calibrated on held-out
+    # questions with the pipeline in the loop (``answerbox.models.confidence``). None when abstained.
+    confidence: float | None = None
+    reason: AnswerReason | None = None  # set exactly when abstained
+    candidate: Candidate | None = None  # the answer held back by ``min_confidence``
+    llm: LLMUse | None = None
+    signals: dict[str, float] | None = None  # what ``confidence`` was computed from
 
 
 class GenerativeQAParameters(BaseModel):
@@ -243,6 +271,8 @@ class AnswerboxReport(BaseModel):
     retrieval: RetrievalReport | None = None
     chain: ChainReport | None = None
     timings_ms: dict[str, float] = {}
+    # Processors that did not ask the LLM: the reader's own answer was confident enough (skip_llm_above).
+    llm_skipped: list[str] = []
     warnings: list[str] = []
 
     def warn(self, message: str) -> None:

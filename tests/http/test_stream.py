@@ -69,8 +69,10 @@ def test_stream_sends_hits_then_tokens_then_checked_answer(
     body = {"query": {"match": {"text": QUESTION}}}
     events = stream(client, url, body, "?search_pipeline=answers")
     kinds = names(events)
-    assert kinds[:2] == ["search", "hits"] and kinds[-2:] == ["answer", "done"] and set(kinds[2:-2]) == {"token"}
-    found, hits, answer = events[0][1], events[1][1], events[-2][1]
+    assert kinds[:3] == ["search", "hits", "snippet"] and kinds[-2:] == ["answer", "done"] and set(kinds[3:-2]) == {"token"}
+    found, hits, snippet, answer = events[0][1], events[1][1], events[2][1], events[-2][1]
+    # The reader's answer, scored, the moment it has one: before the LLM's first token.
+    assert snippet["mode"] == "extractive" and "Herbert" in snippet["text"] and 0 < snippet["confidence"] < 1
     plain = client.post(f"{url}/books/_search?search_pipeline=answers", json=body).json()
     assert hits["hits"] == plain["hits"]
     assert hits["ext"]["answerbox"]["answer"] is None
@@ -94,8 +96,8 @@ def test_llm_failure_mid_stream_sends_error_then_the_extractive_answer(
     with serve(broken.app()) as llm_url:
         url = make_answerbox(llm={"base_url": f"{llm_url}/v1"})
         events = stream(client, url, answer_search())
-    assert names(events) == ["search", "hits", "token", "token", "error", "answer", "done"]
-    error, answer = events[4][1], events[5][1]
+    assert names(events) == ["search", "hits", "snippet", "token", "token", "error", "answer", "done"]
+    error, answer = events[5][1], events[6][1]
     assert error["status"] == 502 and error["error"]["type"] == "llm_exception"
     # The provider's own words stay in answerbox's log.
     assert error["error"]["reason"].startswith("the LLM") and "the model crashed" not in str(events)
@@ -108,8 +110,9 @@ def test_without_an_llm_the_stream_has_no_tokens(
 ) -> None:
     url = make_answerbox()
     events = stream(client, url, answer_search())
-    assert names(events) == ["search", "hits", "answer", "done"]
-    assert events[2][1]["answer"]["mode"] == "extractive"
+    assert names(events) == ["search", "hits", "snippet", "answer", "done"]
+    snippet, answer = events[2][1], events[3][1]["answer"]
+    assert answer["mode"] == "extractive" and snippet == answer
 
 
 def test_stream_needs_a_pipeline_with_cited_answer(

@@ -23,17 +23,28 @@ async def test_the_snippet_comes_from_the_best_scored_passage(reader_models: Mod
     evidence = _evidence()
     scores = await reader_models.evaluator.score(QUESTION, [e.snippet for e in evidence])
     best = max(range(len(evidence)), key=lambda i: scores[i])
-    answer = await featured_snippet(QUESTION, evidence, reader_models, min_support=-1.0)
-    assert answer is not None and answer.mode == "extractive"
+    found = await featured_snippet(QUESTION, evidence, reader_models)
+    assert found is not None and found.answer.mode == "extractive"
+    answer, signals = found.answer, found.signals
     (citation,) = answer.citations
     # The search ranked the answering passage last; the choice is the evaluator's.
     assert citation.id == evidence[best].id == "result"
     assert citation.support == round(scores[best], 4)
     assert answer.text in citation.quote and "Broncos" in answer.text
+    # What its confidence rests on: the chosen passage's score and place, its lead over the next.
+    assert (signals.score, signals.rank) == (scores[best], best)  # the search's order: the hits' here
+    assert signals.margin == scores[best] - max(s for i, s in enumerate(scores) if i != best)
+    assert 0 < signals.span_probability <= 1 and signals.words == len(answer.text.split())
 
 
-async def test_no_snippet_when_the_best_passage_scores_below_the_gate(reader_models: Models) -> None:
-    evidence = _evidence()
-    best = max(await reader_models.evaluator.score(QUESTION, [e.snippet for e in evidence]))
-    assert await featured_snippet(QUESTION, evidence, reader_models, min_support=best + 0.001) is None
-    assert await featured_snippet(QUESTION, evidence, reader_models, min_support=best - 0.001) is not None
+async def test_agreement_counts_the_other_passages_that_say_the_same(reader_models: Models) -> None:
+    twice = {**TEXTS, "again": "Super Bowl 50 was won by the Denver Broncos, who beat the Carolina Panthers."}
+    hits = [{"_index": "nfl", "_id": doc_id, "_source": {"text": text}} for doc_id, text in twice.items()]
+    found = await featured_snippet(QUESTION, evidence_from_hits(hits, EvidenceFields(title=None), snippet_chars=1000), reader_models)
+    alone = await featured_snippet(QUESTION, _evidence(), reader_models)
+    assert found is not None and alone is not None
+    assert found.signals.agreement > alone.signals.agreement
+
+
+async def test_no_snippet_without_passages_to_read(reader_models: Models) -> None:
+    assert await featured_snippet(QUESTION, [], reader_models) is None

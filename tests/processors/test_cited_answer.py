@@ -66,8 +66,10 @@ def generative(books: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_an
 
 
 def answer_search(question: str = QUESTION, ext: dict[str, Any] | None = None, **config: Any) -> dict[str, Any]:
-    """A search whose inline pipeline is just ``cited_answer`` (dates from ``published``, a fixed today)."""
-    processor = {"fields": {"date": "published"}, "current_date": "2026-11-22", **config}
+    """A search whose inline pipeline is just ``cited_answer`` (dates from ``published``, a fixed
+    today); unless ``config`` says otherwise, the LLM is always asked, its held-up answer kept,
+    and no answer is held back for its confidence (``test_answer_confidence`` tests those)."""
+    processor = {"fields": {"date": "published"}, "current_date": "2026-11-22", "prefer": "generative", "min_confidence": 0, **config}
     body: dict[str, Any] = {
         "query": {"match": {"text": question}},
         "search_pipeline": {"response_processors": [{"cited_answer": processor}]},

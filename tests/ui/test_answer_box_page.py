@@ -5,6 +5,7 @@ and a scripted LLM."""
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ document.addEventListener("answerbox:token", (event) => {
 });
 document.addEventListener("answerbox:answer", (event) => { window.seen.answer = event.detail; });
 window.seen.events = [];
-for (const name of ["search", "hits", "token", "answer", "done"]) {
+for (const name of ["search", "hits", "snippet", "token", "answer", "done"]) {
   document.addEventListener(`answerbox:${name}`, (event) => {
     const root = event.target.shadowRoot;
     window.seen.events.push({name, hits: root.querySelectorAll(".hit").length, state: event.target.getAttribute("state")});
@@ -161,18 +162,69 @@ def test_how_this_was_checked_lists_the_sentence_whose_citation_was_removed(page
     expect(row).to_contain_text("cites no evidence block")
 
 
-def test_uncited_answer_shows_the_abstain_state_over_the_hits(page: Page, stack: Stack) -> None:
+def _put_answers(stack: Stack, name: str, **cited_answer: Any) -> str:
+    pipeline = {"response_processors": [{"retrieval_evaluator": {"top_n": 10}}, {"cited_answer": {"size": 5, **cited_answer}}]}
+    assert httpx.put(f"{stack.url}/_search/pipeline/{name}", json=pipeline).status_code == 200
+    return name
+
+
+def _percent(confidence: float) -> str:
+    return f"confidence {math.floor(confidence * 100 + 0.5)}%"  # as the page rounds (Math.round)
+
+
+def _above_the_hits(box: Locator, selector: str) -> bool:
+    """Whether ``selector`` comes before the first hit in the box's shadow DOM."""
+    script = f"(box) => !!(box.shadowRoot.querySelector({selector!r}).compareDocumentPosition(box.shadowRoot.querySelector('.hit')) & 4)"
+    return bool(box.evaluate(script))
+
+
+@needs_model
+def test_an_answer_shows_its_confidence_and_the_snippet_comes_first(page: Page, stack: Stack) -> None:
+    box = _ask(page, stack.url, QUESTION, pipeline=_put_answers(stack, "sure", mode="extractive", min_confidence=0))
+    expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
+    seen = _seen(page)
+    assert [e["name"] for e in seen["events"]] == ["search", "hits", "snippet", "answer", "done"]
+    assert [e["state"] for e in seen["events"]] == ["answering", "answering", "answering", "answered", "answered"]
+    answer = seen["answer"]["answer"]
+    expect(box.locator(".answer")).to_have_attribute("data-answer", "answer")
+    expect(box.locator(".answer-text")).to_have_text(answer["text"])
+    expect(box.locator(".confidence")).to_have_text(f"extractive answer · {_percent(answer['confidence'])}")
+    expect(box.locator(".possible-label")).to_have_count(0)
+
+
+@needs_model
+def test_a_low_confidence_answer_is_a_muted_possible_answer(page: Page, stack: Stack) -> None:
+    box = _ask(page, stack.url, QUESTION, pipeline=_put_answers(stack, "unsure", mode="extractive", min_confidence=1))
+    expect(box).to_have_attribute("state", "possible", timeout=ANSWER_TIMEOUT_MS)
+    seen = _seen(page)
+    assert [e["name"] for e in seen["events"]] == ["search", "hits", "snippet", "answer", "done"]
+    answer = seen["answer"]["answer"]
+    candidate = answer["candidate"]
+    assert answer["abstained"] and answer["reason"] == "low_confidence" and candidate["text"]
+    expect(box.locator(".answer")).to_have_attribute("data-answer", "possible")
+    expect(box.locator(".possible-label")).to_have_text("Possible answer")
+    expect(box.locator(".answer-text.possible")).to_have_text(candidate["text"])
+    expect(box.locator(".confidence")).to_have_text(f"extractive answer · {_percent(candidate['confidence'])}")
+    assert box.locator(".hit").count() > 0 and _above_the_hits(box, ".answer")
+    box.locator("details.check > summary").click()
+    expect(box.locator(".check-confidence .reason")).to_contain_text("below the pipeline's min_confidence")
+
+
+def test_uncited_answer_shows_no_answer_found_above_the_hits(page: Page, stack: Stack) -> None:
     # Strictly generative: the default (auto) would put the reader's snippet in its place.
-    strict = {"response_processors": [{"retrieval_evaluator": {"top_n": 10}}, {"cited_answer": {"size": 5, "mode": "generative"}}]}
-    assert httpx.put(f"{stack.url}/_search/pipeline/strict", json=strict).status_code == 200
     stack.oracle.cite = False
-    box = _ask(page, stack.url, QUESTION, pipeline="strict")
+    box = _ask(page, stack.url, QUESTION, pipeline=_put_answers(stack, "strict", mode="generative"))
     expect(box).to_have_attribute("state", "abstained", timeout=ANSWER_TIMEOUT_MS)
-    abstention = _seen(page)["answer"]["answer"]
-    assert abstention["abstained"] and abstention["text"]
-    expect(box.locator(".abstain")).to_have_text(abstention["text"])
+    seen = _seen(page)
+    names = [e["name"] for e in seen["events"]]
+    # The snippet showed while the LLM wrote; the checked answer then took its place.
+    assert names[:3] == ["search", "hits", "snippet"] and names[-2:] == ["answer", "done"] and "token" in names
+    abstention = seen["answer"]["answer"]
+    assert abstention["abstained"] and abstention["reason"] == "unsupported" and abstention["candidate"] is None
+    expect(box.locator(".answer")).to_have_attribute("data-answer", "none")
+    expect(box.locator(".abstain")).to_have_text("No answer found in these results.")
     expect(box.locator(".chip")).to_have_count(0)
-    assert box.locator(".hit").count() > 0
+    assert box.locator(".hit").count() > 0 and _above_the_hits(box, ".abstain")
     expect(box).not_to_have_attribute("degraded", "")
 
 

@@ -4,6 +4,7 @@ Events, in order::
 
     event: search  data: {"hits": ...}: the hits as OpenSearch answered, before any response processor
     event: hits    data: the search response after every response processor before the answer's
+    event: snippet data: the reader's answer with its confidence, the moment it has one (no LLM yet)
     event: token   data: {"text": "..."}              (zero or more, as the LLM writes)
     event: error   data: OpenSearch-shaped error       (something failed; the answer degrades around it)
     event: answer  data: the final ext.answerbox object, with the checked citations
@@ -26,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from answerbox.config import Settings
+from answerbox.contract import Answer
 from answerbox.errors import AnswerboxError, ClientClosedRequest, InvalidRequest, ParseError
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.search import json_or_none, read_body, require_json
@@ -53,6 +55,9 @@ class _Events:
 
     def ranked(self, response: JSON) -> None:
         self.queue.put_nowait(_event("hits", response))
+
+    def snippet(self, answer: Answer) -> None:
+        self.queue.put_nowait(_event("snippet", answer.model_dump(by_alias=True)))
 
     def token(self, text: str) -> None:
         self.queue.put_nowait(_event("token", {"text": text}))

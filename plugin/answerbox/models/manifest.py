@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from answerbox.errors import ModelError
+from answerbox.models.confidence import AnswerCalibrator
 
 __all__ = ["MANIFEST_FILE", "PACKED_FP32", "ModelManifest"]
 
@@ -43,12 +45,20 @@ class ModelManifest:
     score_scale: float = 0.5
     score_offset: float = 0.0
     rerank_fusion_weight: float = 0.0  # fused = score + w · engine score / best engine score
+    # answer.confidence's calibrator and thresholds (``answerbox.models.confidence``), fitted by
+    # ``onnx_models/answer_confidence.py``; empty: the evaluator's own probability.
+    answer_confidence: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] = field(default_factory=dict)  # how the thresholds were chosen
+
+    @functools.cached_property
+    def answer_calibrator(self) -> AnswerCalibrator:
+        return AnswerCalibrator.from_manifest(self.answer_confidence)
 
     def __post_init__(self) -> None:
         weight: object = self.rerank_fusion_weight
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight < 0:
             raise ModelError(f"rerank_fusion_weight must be a finite number >= 0, not {weight!r}")
+        _ = self.answer_calibrator  # a manifest whose calibrator does not parse does not load
 
     def model_path(self, directory: Path, variant: str) -> Path:
         if variant not in self.variants:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,17 +22,20 @@ class ReaderSpan:
     Like DPR's reader, a span is always extracted (SearChain's completion step uses it
     whatever the confidence); whether to believe it is the caller's call:
     ``confidence`` is the relevance logit of the chosen window (SearChain's f, compare
-    with ``manifest.theta``).
+    with ``manifest.theta``); ``probability`` is the span's own, softmax(start) ×
+    softmax(end) over that window's passage tokens (a signal of ``answer.confidence``).
     """
 
     text: str
     start: int
     end: int
     confidence: float
+    probability: float = 0.0
 
 
-def best_span(output: WindowOutput, max_answer_tokens: int) -> tuple[int, int] | None:
-    """(first token, last token) of the span with the best start+end logit inside the passage chunk."""
+def best_span(output: WindowOutput, max_answer_tokens: int) -> tuple[int, int, float] | None:
+    """(first token, last token, probability) of the span with the best start+end logit
+    inside the passage chunk; the probability is softmax(start) × softmax(end) over the chunk."""
     w = output.window
     if output.start_logits is None or output.end_logits is None:
         raise ModelError("this model has no span head: it can score passages but not read them")
@@ -47,7 +51,13 @@ def best_span(output: WindowOutput, max_answer_tokens: int) -> tuple[int, int] |
     scores = np.where((offsets >= 0) & (offsets < max_answer_tokens), scores, -np.inf)
     flat = int(np.argmax(scores))
     s, e = divmod(flat, n)
-    return lo + s, lo + e
+    log_probability = float(scores[s, e]) - _log_sum_exp(start) - _log_sum_exp(end)
+    return lo + s, lo + e, math.exp(log_probability)
+
+
+def _log_sum_exp(logits: npt.NDArray[np.float32]) -> float:
+    top = float(np.max(logits))
+    return top + math.log(float(np.sum(np.exp(logits.astype(np.float64) - top))))
 
 
 class Reader:
@@ -68,7 +78,7 @@ class Reader:
         found = best_span(chosen, self._max_answer_tokens)
         if found is None:
             return ReaderSpan("", 0, 0, confidence=chosen.relevance)
-        first, last = found
+        first, last, probability = found
         offsets = chosen.window.offsets
         start, end = offsets[first][0], offsets[last][1]
-        return ReaderSpan(passage[start:end], start, end, confidence=chosen.relevance)
+        return ReaderSpan(passage[start:end], start, end, confidence=chosen.relevance, probability=probability)

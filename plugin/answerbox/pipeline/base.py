@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Protocol, T
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo
 
-from answerbox.contract import AnswerboxReport, GenerativeQAParameters
+from answerbox.contract import Answer, AnswerboxReport, GenerativeQAParameters
 from answerbox.errors import AnswerboxError, ConfigError, validation_problems
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.deadline import Deadline
@@ -138,6 +138,9 @@ class RunListener(Protocol):
 
     def ranked(self, response: JSON) -> None:
         """Every response processor before the answer's has run (``response`` is rendered)."""
+
+    def snippet(self, answer: Answer) -> None:
+        """The reader's answer, scored, before any LLM is asked."""
 
     def token(self, text: str) -> None:
         """The answer's LLM wrote ``text``."""

@@ -11,17 +11,24 @@ an LLM, model or search failure only degrades the chain (a warning, an abstentio
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from answerbox.contract import Answer, ChainCitation, ChainReport, Citation, LLMUsageReport, PassagePiece
 from answerbox.errors import ModelError
+from answerbox.models.confidence import signals_record
 from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult, RunSettings
 from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
 from answerbox.processors.chain_of_query.verify import NodeRecord
+from answerbox.processors.cited_answer.evidence import EvidenceFields, answer_evidence, evidence_from_references
+from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
 from answerbox.processors.text.normalize import contains_answer
+from answerbox.processors.text.passages import hits_of
+
+if TYPE_CHECKING:
+    from answerbox.models import Models
 
 __all__ = ["ChainOfQuery", "ChainOfQueryConfig"]
 
@@ -37,6 +44,9 @@ class ChainOfQueryConfig(ProcessorConfig):
     duplicate_overlap: float = Field(default=0.8, gt=0, le=1)
     max_reference_chars: int = Field(default=800, ge=100)
     abstain_text: str = Field(default="No answer could be verified against the searched documents.", min_length=1)
+    # The chain (and its LLM) runs only when the reader's own answer from the hits is less
+    # confident than this; None: the model's calibrated threshold (cited_answer's rule).
+    skip_llm_above: float | None = Field(default=None, ge=0, le=1)
 
 
 class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
@@ -58,6 +68,9 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         except ModelError as exc:
             ctx.report.warn(f"chain_of_query: the reader is unavailable ({exc.reason}); the chain was skipped")
             return response
+        if await self._reader_is_sure(question, response, models, ctx):
+            ctx.report.llm_skipped.append(self.type_name)
+            return response
         theta = self.config.theta if self.config.theta is not None else models.manifest.theta
         # Its share of the pipeline's time, less a margin for tracing and the report.
         deadline = ctx.deadline.within(min(self.config.budget_s, ctx.deadline.for_work()))
@@ -67,8 +80,18 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         report = _report(question, result, theta, self.config.max_reference_chars)
         ctx.report.chain = report
         if ctx.report.answer is None:
-            ctx.report.answer = self._answer(report)
+            ctx.report.answer = await self._answer(question, report, models)
         return response
+
+    async def _reader_is_sure(self, question: str, response: JSON, models: Models, ctx: PipelineContext) -> bool:
+        """Whether the reader's featured snippet from the hits is confident enough to answer without the chain."""
+        calibrator = models.manifest.answer_calibrator
+        threshold = self.config.skip_llm_above if self.config.skip_llm_above is not None else calibrator.skip_llm_above
+        if threshold >= 1:
+            return False
+        fields = EvidenceFields(text=self.config.text_field, title=None)
+        found = await featured_snippet(question, answer_evidence(ctx.report, hits_of(response), fields, size=5, snippet_chars=1000), models)
+        return found is not None and calibrator.confidence(found.signals) >= threshold
 
     def _settings(self, request: SearchRequest, theta: float) -> RunSettings:
         c = self.config
@@ -82,16 +105,29 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             max_reference_chars=c.max_reference_chars,
         )
 
-    def _answer(self, report: ChainReport) -> Answer:
-        """The chain's answer for RAG clients: only verified citations, or an abstention."""
+    async def _answer(self, question: str, report: ChainReport, models: Models) -> Answer:
+        """The chain's answer for RAG clients: only verified citations, or an abstention.
+
+        Its confidence is the generative calibrator's: the chain's text is the LLM's, checked
+        by the reader, so it is scored as an LLM's checked answer over the chain's references."""
         if report.abstained or report.final_content is None:
-            return Answer(text=self.config.abstain_text, mode="chain", abstained=True)
+            return Answer(text=self.config.abstain_text, mode="chain", abstained=True, reason="chain_unverified", llm="used")
         citations = [
             Citation(marker=c.marker, index=c.index, id=c.id, field=c.field, start=c.start, end=c.end, quote=c.quote)
             for c in report.citations
             if c.verified
         ]
-        return Answer(text=report.final_content, citations=citations, mode="chain")
+        calibrator = models.manifest.answer_calibrator
+        fields = EvidenceFields(text=self.config.text_field, title=None)
+        snippet = await featured_snippet(question, evidence_from_references(report.references, [], fields), models)
+        signals = beside_the_snippet(
+            report.final_content,
+            support=snippet.signals.score if snippet is not None else -1.0,
+            snippet=snippet.answer.text if snippet is not None else "",
+            snippet_confidence=calibrator.confidence(snippet.signals) if snippet is not None else 0.0,
+        )
+        confidence = calibrator.confidence(signals)
+        return Answer(text=report.final_content, citations=citations, mode="chain", confidence=confidence, llm="used", signals=signals_record(signals))
 
 
 def _citation(marker: int, record: NodeRecord, by: Literal["marker", "answer"]) -> ChainCitation | None:

@@ -13,13 +13,13 @@ from datetime import date, datetime
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from answerbox.contract import Citation, PassagePiece
+from answerbox.contract import AnswerboxReport, Citation, PassagePiece
 from answerbox.pipeline.base import JSON
 from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hit_key, passages_of
 from answerbox.processors.text.sentences import sentence_spans
 
-__all__ = ["Evidence", "EvidenceFields", "Excerpt", "Sentence", "evidence_from_hits", "evidence_from_references", "number", "written_date"]
+__all__ = ["Evidence", "EvidenceFields", "Excerpt", "Sentence", "answer_evidence", "evidence_from_hits", "evidence_from_references", "number", "written_date"]
 
 _TAG = re.compile(r"</?em>")
 _EM = re.compile(r"<em>(.*?)</em>", re.DOTALL)
@@ -209,6 +209,13 @@ def evidence_from_references(references: Sequence[PassagePiece], hits: Sequence[
             )
         )
     return found
+
+
+def answer_evidence(report: AnswerboxReport, hits: Sequence[JSON], fields: EvidenceFields, *, size: int, snippet_chars: int) -> list[Evidence]:
+    """An answer's numbered evidence: what earlier processors kept (``AnswerboxReport.kept_passages``), else the top ``size`` hits."""
+    kept = report.kept_passages()
+    found = evidence_from_references(kept, hits, fields) if kept is not None else evidence_from_hits(hits[:size], fields, snippet_chars=snippet_chars)
+    return number(found, size)
 
 
 def number(evidence: Sequence[Evidence], keep: int) -> list[Evidence]:

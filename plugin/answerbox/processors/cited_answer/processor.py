@@ -2,8 +2,11 @@
 
 One LLM call over numbered evidence blocks (methods.md §4); the LLM cites ``[k]``; each
 citation is resolved to the hit's field and character span and checked by the evaluator;
-unsupported ones are removed, and an answer left with no supported claim abstains. With no
-LLM, or when it fails, the reader's best span is the answer (a featured snippet).
+unsupported ones are removed, and an answer left with no supported claim abstains. The
+reader's best span (a featured snippet) comes first: with no LLM, when it fails, or when the
+snippet is confident enough (``skip_llm_above``), it is the answer. Every answer carries its
+calibrated ``confidence`` (``answerbox.models.confidence``); below ``min_confidence`` it
+abstains and is kept as ``answer.candidate``.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from answerbox.contract import Answer, AnswerMode, FlaggedClaim
+from answerbox.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, LLMUse
 from answerbox.errors import LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
+from answerbox.models.confidence import AnswerCalibrator, signals_record
 from answerbox.pipeline.base import JSON, LLMModel, LLMTokens, Override, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors.cited_answer.citations import (
     ANSWER_SCHEMA,
@@ -30,8 +34,8 @@ from answerbox.processors.cited_answer.citations import (
     rewrite,
     without_echoed_fields,
 )
-from answerbox.processors.cited_answer.evidence import Evidence, EvidenceFields, evidence_from_hits, evidence_from_references, number, written_date
-from answerbox.processors.cited_answer.extractive import featured_snippet
+from answerbox.processors.cited_answer.evidence import Evidence, EvidenceFields, answer_evidence, written_date
+from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
 from answerbox.processors.text.passages import hits_of
 
 if TYPE_CHECKING:
@@ -48,10 +52,13 @@ _LLM_SHARE = 0.7
 
 
 class CitedAnswerConfig(ProcessorConfig):
-    # auto: the LLM's checked answer, and when no claim of it holds up (or the LLM fails) the
-    # reader's featured snippet, so the LLM can add to the no-LLM answer but never take it
-    # away. generative: the LLM's checked answer or an abstention. extractive: no LLM at all.
+    # auto: the reader's snippet first; the LLM only when the snippet's confidence is below
+    # skip_llm_above, and its checked answer replaces the snippet only when it held up and is
+    # more confident (prefer: generative, whenever it held up). generative: the LLM's checked
+    # answer or an abstention. extractive: no LLM at all. Whatever the mode, an answer less
+    # confident than min_confidence abstains, its text kept in answer.candidate.
     mode: Literal["auto", "generative", "extractive"] = "auto"
+    prefer: Literal["confident", "generative"] = "confident"
     fields: EvidenceFields = EvidenceFields()
     size: int = Field(default=5, ge=1, le=50, description="evidence blocks (n); ext context_size overrides")
     snippet_chars: int = Field(default=1000, ge=100, le=20_000)
@@ -67,11 +74,11 @@ class CitedAnswerConfig(ProcessorConfig):
     # The evaluator score a cited block needs; None: the model's calibrated support_lower: 95%
     # of passages holding the answer score above it.
     min_support: float | None = Field(default=None, ge=-1, le=1)
-    # The score the featured snippet's passage needs. Scores are calibrated as 2P - 1, so 0 is
-    # even odds that the passage holds the answer: a snippet, unlike an LLM's claim that it
-    # checks, is the answer on its own, and below even odds abstaining is the better answer.
-    snippet_min_support: float = Field(default=0.0, ge=-1, le=1)
     min_coverage: float = Field(default=0.5, ge=0, le=1, description="share of a claim's new words the block must hold")
+    # None: the thresholds fitted with the model's calibrator (its manifest's answer_confidence):
+    # min_confidence for 85% precision, skip_llm_above where the LLM stops adding right answers.
+    min_confidence: float | None = Field(default=None, ge=0, le=1)
+    skip_llm_above: float | None = Field(default=None, ge=0, le=1)
     abstain_text: str = Field(default="The search results do not support an answer.", min_length=1)
 
 
@@ -82,26 +89,65 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     writes_answer: ClassVar[bool] = True
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
-        """The checked answer lands in ``ctx.report.answer``; a run's listener hears the LLM's
-        tokens as they come."""
+        """The checked answer lands in ``ctx.report.answer``; a run's listener hears the
+        reader's snippet, then the LLM's tokens, as they come."""
         question = ctx.question
         if not question or not question.strip():
             ctx.report.warn("cited_answer: the search has no question text; no answer")
             return response
         blocks = self._evidence(response, ctx)
+        mode: AnswerMode = "generative" if self._uses_llm else "extractive"
         if not blocks:
-            ctx.report.answer = self._abstain("generative" if self.services.llm.configured else "extractive")
+            incorrect = ctx.report.retrieval is not None and ctx.report.retrieval.verdict == "incorrect"
+            ctx.report.answer = self._abstain(mode, "retrieval_incorrect" if incorrect else "no_evidence")
             return response
-        if self.services.llm.configured and self.config.mode != "extractive":
-            ctx.report.answer = await self._generative(question, blocks, ctx)
-            if ctx.report.answer is not None:
-                return response
-        ctx.report.answer = await self._extractive(question, blocks, ctx)
+        calibrator = await self._calibrator(ctx)
+        snippet = await self._snippet(question, blocks, calibrator, ctx)
+        if snippet is not None and ctx.listener is not None:
+            ctx.listener.snippet(self._gated(snippet, mode, calibrator))  # shown as the answer will be
+        answer = await self._answer(question, blocks, snippet, calibrator, ctx) if self._uses_llm else snippet
+        ctx.report.answer = self._gated(answer, mode, calibrator)
         return response
 
-    async def _generative(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer | None:
-        """The LLM's checked answer; None when the extractive answer must take over (``auto``:
-        no claim held up; any mode: the LLM failed)."""
+    @property
+    def _uses_llm(self) -> bool:
+        return self.services.llm.configured and self.config.mode != "extractive"
+
+    async def _answer(
+        self, question: str, blocks: Sequence[Evidence], snippet: Answer | None, calibrator: AnswerCalibrator, ctx: PipelineContext
+    ) -> Answer | None:
+        """The LLM's checked answer or the snippet, whichever the mode and the confidences choose."""
+        auto = self.config.mode == "auto"
+        skip_above = self.config.skip_llm_above if self.config.skip_llm_above is not None else calibrator.skip_llm_above
+        if auto and self.config.prefer == "confident" and snippet is not None and snippet.confidence is not None and snippet.confidence >= skip_above:
+            return snippet.model_copy(update={"llm": "skipped"})
+        generated = await self._generative(question, blocks, snippet, calibrator, ctx)
+        if generated is None:  # the LLM failed: the snippet, whatever the mode
+            return snippet.model_copy(update={"llm": "failed"}) if snippet is not None else self._abstain("generative", "unavailable", llm="failed")
+        if not auto or snippet is None:
+            return generated
+        if generated.abstained:
+            ctx.report.warn("cited_answer: no claim of the LLM's answer held up; answering extractively")
+            return snippet.model_copy(update={"llm": "used", "flagged": generated.flagged})
+        if self.config.prefer == "generative" or (generated.confidence or 0.0) > (snippet.confidence or 0.0):
+            return generated
+        return snippet.model_copy(update={"llm": "used"})
+
+    def _gated(self, answer: Answer | None, mode: AnswerMode, calibrator: AnswerCalibrator) -> Answer:
+        """``answer`` when it is confident enough, else an abstention holding it as the candidate."""
+        if answer is None:
+            return self._abstain(mode, "unsupported")
+        threshold = self.config.min_confidence if self.config.min_confidence is not None else calibrator.min_confidence
+        if answer.abstained or answer.confidence is None or answer.confidence >= threshold:
+            return answer
+        candidate = Candidate(text=answer.text, citations=answer.citations, mode=answer.mode, confidence=answer.confidence)
+        held = self._abstain(answer.mode, "low_confidence", llm=answer.llm, flagged=answer.flagged)
+        return held.model_copy(update={"candidate": candidate, "signals": answer.signals})
+
+    async def _generative(
+        self, question: str, blocks: Sequence[Evidence], snippet: Answer | None, calibrator: AnswerCalibrator, ctx: PipelineContext
+    ) -> Answer | None:
+        """The LLM's checked answer, scored; None when the LLM failed."""
         parts: list[str] = []
         try:
             async for text in self._generate(question, blocks, ctx):
@@ -116,23 +162,21 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
                 ctx.listener.failed(exc)
             return None
         answer = await self._checked("".join(parts), question, blocks, ctx)
-        if answer.abstained and self.config.mode == "auto":
-            ctx.report.warn("cited_answer: no claim of the LLM's answer held up; answering extractively")
-            return await self._extractive(question, blocks, ctx, answer.flagged)
-        return answer
+        if answer.abstained:
+            return answer
+        signals = beside_the_snippet(
+            answer.text,
+            support=max((c.support for c in answer.citations if c.support is not None), default=0.0),
+            snippet=snippet.text if snippet is not None else "",
+            snippet_confidence=(snippet.confidence or 0.0) if snippet is not None else 0.0,
+        )
+        return answer.model_copy(update={"confidence": calibrator.confidence(signals), "signals": signals_record(signals)})
 
     def _evidence(self, response: JSON, ctx: PipelineContext) -> list[Evidence]:
-        """What earlier processors kept (``AnswerboxReport.kept_passages``), else the top hits."""
-        hits = hits_of(response)
         size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
         if ctx.report.chain is not None and not ctx.report.chain.references:
             ctx.report.warn("cited_answer: the chain verified nothing; answering from the search results")
-        kept = ctx.report.kept_passages()
-        if kept is not None:
-            found = evidence_from_references(kept, hits, self.config.fields)
-        else:
-            found = evidence_from_hits(hits[:size], self.config.fields, snippet_chars=self.config.snippet_chars)
-        return number(found, size)
+        return answer_evidence(ctx.report, hits_of(response), self.config.fields, size=size, snippet_chars=self.config.snippet_chars)
 
     def _messages(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, *, json: bool) -> list[Message]:
         qa = ctx.generative_qa
@@ -218,34 +262,40 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         flagged = _flag(verdicts, ctx)
         kept = [v for v in verdicts if v.supported]
         if not kept:
-            return self._abstain("generative", flagged)
+            return self._abstain("generative", "unsupported", llm="used", flagged=flagged)
         citations = list({(c.marker, c.start, c.end): c for c in map(citation_of, kept)}.values())
-        return Answer(text=rewrite(text, verdicts), citations=citations, mode="generative", flagged=flagged)
+        return Answer(text=rewrite(text, verdicts), citations=citations, mode="generative", flagged=flagged, llm="used")
 
-    async def _extractive(
-        self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, flagged: Sequence[FlaggedClaim] = ()
-    ) -> Answer:
-        """The reader's featured snippet; ``flagged`` are the LLM's claims it replaces."""
+    async def _calibrator(self, ctx: PipelineContext) -> AnswerCalibrator:
+        try:
+            return (await self.services.models()).manifest.answer_calibrator
+        except ModelError:
+            return AnswerCalibrator()  # the reader is unavailable too: _snippet says so
+
+    async def _snippet(self, question: str, blocks: Sequence[Evidence], calibrator: AnswerCalibrator, ctx: PipelineContext) -> Answer | None:
+        """The reader's featured snippet, scored; None when the reader has none."""
         try:
             # Within the time left: under load an abstention, never a failed search.
             async with asyncio.timeout(ctx.deadline.for_work()):
                 models = await self.services.models()
-                answer = await featured_snippet(question, blocks, models, min_support=self.config.snippet_min_support, flagged=flagged)
+                found = await featured_snippet(question, blocks, models)
         except ModelError as exc:
             ctx.report.warn(f"cited_answer: the reader is unavailable, no extractive answer: {exc.reason}")
-            answer = None
+            return None
         except TimeoutError:
             ctx.report.warn("cited_answer: the reader did not finish in the time left; no extractive answer")
-            answer = None
-        return answer or self._abstain("extractive", flagged)
+            return None
+        if found is None:
+            return None
+        return found.answer.model_copy(update={"confidence": calibrator.confidence(found.signals), "signals": signals_record(found.signals)})
 
     def _min_support(self, models: Models | None) -> float:
         if self.config.min_support is not None:
             return self.config.min_support
         return models.manifest.support_lower if models else -1.0
 
-    def _abstain(self, mode: AnswerMode, flagged: Sequence[FlaggedClaim] = ()) -> Answer:
-        return Answer(text=self.config.abstain_text, mode=mode, abstained=True, flagged=list(flagged))
+    def _abstain(self, mode: AnswerMode, reason: AnswerReason, *, llm: LLMUse | None = None, flagged: Sequence[FlaggedClaim] = ()) -> Answer:
+        return Answer(text=self.config.abstain_text, mode=mode, abstained=True, reason=reason, llm=llm, flagged=list(flagged))
 
 
 async def _whole(completion: Awaitable[Completion], structured: bool) -> AsyncGenerator[str, None]:

@@ -10,8 +10,11 @@
 // this URL parameter on load, for a site whose search bar submits to a results page).
 // A page that searches without reloading calls `box.ask(question)` instead.
 // Read-only attributes it keeps current: state (idle, searching, answering, answered,
-// abstained, searched, error) and degraded (the LLM failed; the answer is a fallback).
-// It fires answerbox:search / :hits / :token / :answer /
+// possible, abstained, searched, error) and degraded (the LLM failed; the answer is a
+// fallback). An answer shows its confidence; one below the pipeline's min_confidence is a
+// muted "possible answer"; with neither, "No answer found in these results" stands above
+// the hits. The reader's snippet shows the moment it arrives; the final answer replaces it.
+// It fires answerbox:search / :hits / :snippet / :token / :answer /
 // :error / :done events carrying each stream event's data.
 
 import { renderCheck } from "./check.js";
@@ -37,6 +40,8 @@ async function failedResponseReason(response) {
     return `${response.status} ${response.statusText}`;
   }
 }
+
+const confidenceText = (value) => (typeof value === "number" ? `confidence ${Math.round(value * 100)}%` : "");
 
 class AnswerBox extends HTMLElement {
   #status = el("p", { class: "status", role: "status", "aria-live": "polite", part: "status" });
@@ -129,6 +134,7 @@ class AnswerBox extends HTMLElement {
   #handle(event, data) {
     // search: the hits as found, at once; hits: the same after the evaluator (re-ranked, judged).
     if (event === "search" || event === "hits") this.#showHits(data);
+    else if (event === "snippet") this.#showAnswer(data, "answering");
     else if (event === "token") this.#appendToken(data.text);
     else if (event === "answer") this.#showReport(data);
     else if (event === "error") this.#interrupted(errorReason(data, "the answer failed"));
@@ -179,11 +185,12 @@ class AnswerBox extends HTMLElement {
     this.#setState("answering", hits.length ? "Writing the answer…" : this.#noHitsMessage());
   }
 
+  // The LLM's draft goes below the snippet, if one is shown: the answer event decides which stays.
   #appendToken(text) {
     let live = this.#answer.querySelector(".answer-text.streaming");
     if (!live) {
       live = el("p", { class: "answer-text streaming" });
-      this.#answer.replaceChildren(live);
+      this.#answer.append(live);
     }
     live.append(text);
   }
@@ -200,14 +207,27 @@ class AnswerBox extends HTMLElement {
       this.#answer.replaceChildren();
       return this.#setState("searched", this.#noHitsMessage());
     }
-    if (answer.abstained) {
-      // The pipeline's own wording (each processor has an abstain_text).
-      this.#answer.replaceChildren(el("p", { class: "abstain" }, answer.text || "No answer: these results do not support one."));
-      return this.#setState("abstained", "");
+    this.#showAnswer(answer);
+  }
+
+  // One of three states: an answer; a possible answer (below min_confidence: muted, with its
+  // confidence); no answer. `during` keeps the box's state while the stream goes on (a snippet).
+  #showAnswer(answer, during) {
+    const candidate = answer.abstained ? answer.candidate : null;
+    const shown = candidate || answer;
+    this.#answer.dataset.answer = candidate ? "possible" : answer.abstained ? "none" : "answer";
+    if (answer.abstained && !candidate) {
+      this.#answer.replaceChildren(
+        el("p", { class: "abstain" }, "No answer found in these results."),
+        el("p", { class: "mode" }, answer.text),
+      );
+      return this.#setState(during || "abstained", during ? "Writing the answer…" : "");
     }
-    const text = el("p", { class: "answer-text", "data-mode": answer.mode }, ...renderAnswerText(answer));
-    this.#answer.replaceChildren(text, el("p", { class: "mode" }, `${answer.mode} answer`));
-    this.#setState("answered", "");
+    const label = candidate ? el("p", { class: "possible-label" }, "Possible answer") : null;
+    const text = el("p", { class: `answer-text${candidate ? " possible" : ""}`, "data-mode": shown.mode }, ...renderAnswerText(shown));
+    const about = [`${shown.mode} answer`, confidenceText(shown.confidence)].filter(Boolean).join(" · ");
+    this.#answer.replaceChildren(...[label, text, el("p", { class: "mode confidence" }, about)].filter(Boolean));
+    this.#setState(during || (candidate ? "possible" : "answered"), during ? "Checking with the LLM…" : "");
   }
 
   #card(citation) {

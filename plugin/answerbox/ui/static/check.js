@@ -110,9 +110,30 @@ function flagged(list) {
   return section("flagged", "Removed citations", list, el("ul", { class: "flagged" }, ...rows));
 }
 
+// How sure the answer is, and what the LLM did for it.
+function confidence(answer) {
+  const shown = answer.candidate || answer;
+  const why = {
+    low_confidence: "below the pipeline's min_confidence: shown as a possible answer",
+    no_evidence: "the search found no evidence",
+    retrieval_incorrect: "the retrieval evaluator judged the hits incorrect",
+    unsupported: "no claim held up against the evidence",
+    chain_unverified: "the chain verified nothing",
+    unavailable: "no reader or LLM could answer",
+  };
+  return section(
+    "confidence",
+    "Confidence",
+    { confidence: shown.confidence ?? null, reason: answer.reason ?? null, llm: answer.llm ?? null, signals: answer.signals ?? null },
+    line("summary", `confidence ${score(shown.confidence)}${answer.llm ? ` · LLM ${answer.llm}` : ""}`),
+    answer.abstained ? line("reason", `abstained: ${why[answer.reason] ?? answer.reason}`) : null,
+  );
+}
+
 /** The sections of the view for one `ext.answerbox` report. */
 export function renderCheck(report) {
   return [
+    report.answer ? confidence(report.answer) : null,
     report.query_expansion ? expansion(report.query_expansion) : null,
     report.retrieval ? retrieval(report.retrieval) : null,
     report.chain ? chain(report.chain) : null,

@@ -1,0 +1,212 @@
+"""Selective answering on SQuAD v1.1 dev: how often the box answers, how often it is right when it
+does, how well ``answer.confidence`` is calibrated, and what it answers when the answer is not there.
+
+All 2,067 dev paragraphs go into osmem-server (index ``squad``), and again without the sampled
+questions' gold paragraphs (``squad-removed``: no right answer exists, unless another paragraph
+holds it). Each question runs through answerbox over HTTP (``_search``), per pipeline:
+
+- ``extractive``: ``retrieval_evaluator`` top 10 with rerank, then ``cited_answer`` with no LLM;
+- ``embedded``: the embedded default's pipeline (``answerbox.embedded.SAMPLE_PIPELINE``), local LLM;
+- ``readme``: the README's admin pipeline, local LLM;
+- ``embedded-before`` / ``readme-before``: those two as they were before answers had a
+  confidence (q2d expansion; the LLM always asked and its held-up answer always kept; no
+  confidence gate). The extractive pipeline's *before* is its own run counted ungated: every
+  candidate an answer.
+
+*Right*: the answer contains a gold answer (SQuAD normalisation). Per pipeline it prints the
+share answered and the precision when answering (as configured: ``min_confidence`` from the
+model), contains-gold over all questions, coverage at 80/85/90% precision and AURC (answers
+ranked by confidence, candidates included), ECE over 10 bins, the share answered (and answered
+wrong) over ``squad-removed``, and the p50 of a search. Rows go to
+``$ANSWERBOX_BENCH_DIR/selective/<pipeline>-<index>.jsonl`` so a run resumes.
+
+    PYTHONPATH=plugin:. python -m bench.selective --sample 300 --llm-sample 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from typing import Any
+
+import httpx
+import numpy as np
+from answerbox.app import create_app
+from answerbox.config import Settings
+from answerbox.embedded import SAMPLE_PIPELINE, local_llm
+from osmem_server import OsmemServer  # type: ignore[import-untyped]
+
+from bench.harness import BENCH_DIR, SQUAD_INDEX, dev_paragraphs, free_port, match_body, quantile, readme_pipeline, serve
+from onnx_models.answer_confidence import ece
+from onnx_models.squad import Question, contains_gold, index_with_titles, sample_questions
+
+REMOVED_INDEX = "squad-removed"
+EXTRACTIVE: dict[str, Any] = {
+    "response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": {"size": 5, "mode": "extractive"}}]
+}
+# What answers were before they had a confidence: the LLM always asked, its held-up answer kept.
+_UNGATED = {"min_confidence": 0, "skip_llm_above": 1, "prefer": "generative"}
+_Q2D = {"llm_query_expansion": {"tag": "expand", "method": "q2d", "mode": "zs", "max_tokens": 64}}
+
+
+def _before(pipeline: dict[str, Any]) -> dict[str, Any]:
+    before = copy.deepcopy(pipeline)
+    if not before.get("request_processors"):
+        before["request_processors"] = [_Q2D]
+    for processor in before["response_processors"]:
+        for name, config in processor.items():
+            if name == "cited_answer":
+                config.update(_UNGATED)
+            elif name == "chain_of_query":
+                config["skip_llm_above"] = 1
+    return before
+
+
+def pipelines() -> dict[str, dict[str, Any]]:
+    readme = readme_pipeline()
+    return {
+        "extractive": EXTRACTIVE,
+        "embedded": SAMPLE_PIPELINE,
+        "readme": readme,
+        "embedded-before": _before(SAMPLE_PIPELINE),
+        "readme-before": _before(readme),
+    }
+
+
+def _rows_path(name: str, index: str) -> Any:
+    return BENCH_DIR / "selective" / f"{name}-{index}.jsonl"
+
+
+def _rows(name: str, index: str) -> dict[str, dict[str, Any]]:
+    path = _rows_path(name, index)
+    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
+
+
+def _row(question: Question, answer: dict[str, Any] | None, seconds: float) -> dict[str, Any]:
+    answer = answer or {"abstained": True}
+    candidate = answer.get("candidate")
+    shown = None if answer.get("abstained") else answer
+    best = shown or candidate  # the ungated answer
+    return {
+        "id": question.id,
+        "answered": shown is not None,
+        "right": shown is not None and contains_gold(shown["text"], question.answers),
+        "confidence": (best or {}).get("confidence"),
+        "best_right": best is not None and contains_gold(best["text"], question.answers),
+        "reason": answer.get("reason"),
+        "llm": answer.get("llm"),
+        "mode": (best or {}).get("mode"),
+        "seconds": round(seconds, 4),
+    }
+
+
+def _run(client: httpx.Client, url: str, name: str, index: str, questions: Sequence[Question]) -> list[dict[str, Any]]:
+    done = _rows(name, index)
+    path = _rows_path(name, index)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    todo = [q for q in questions if q.id not in done]
+    started = time.perf_counter()
+    with path.open("a") as out:
+        for n, question in enumerate(todo, 1):
+            began = time.perf_counter()
+            response = client.post(f"{url}/{index}/_search", params={"search_pipeline": name}, json=match_body(question.text))
+            response.raise_for_status()
+            row = done[question.id] = _row(question, response.json()["ext"]["answerbox"]["answer"], time.perf_counter() - began)
+            out.write(json.dumps(row) + "\n")
+            if n % 50 == 0:
+                print(f"  {name} over {index}: {n}/{len(todo)} in {time.perf_counter() - started:.0f}s", flush=True)
+    return [done[q.id] for q in questions]
+
+
+def coverage_at(rows: Sequence[dict[str, Any]], precision: float) -> float:
+    """The largest share of questions answered, best confidence first, at ``precision`` or better."""
+    ranked = sorted((r for r in rows if r["confidence"] is not None), key=lambda r: -r["confidence"])
+    best, right = 0, 0
+    for n, r in enumerate(ranked, 1):
+        right += r["best_right"]
+        if right / n >= precision:
+            best = n
+    return best / len(rows)
+
+
+def aurc(rows: Sequence[dict[str, Any]]) -> float:
+    """Area under the risk-coverage curve, best confidence first (lower is better); a question
+    with no candidate at all is answered last, and wrong."""
+    ranked = sorted(rows, key=lambda r: -(r["confidence"] if r["confidence"] is not None else -1.0))
+    wrong = np.cumsum([not r["best_right"] for r in ranked])
+    return float(np.mean(wrong / np.arange(1, len(ranked) + 1)))
+
+
+def _share(flags: Sequence[bool]) -> str:
+    return f"{100 * sum(flags) / len(flags):5.1f}%" if flags else "  n/a"
+
+
+def report(name: str, rows: list[dict[str, Any]], removed: list[dict[str, Any]], *, ungated: bool = False) -> None:
+    answered = [r for r in rows if (r["confidence"] is not None if ungated else r["answered"])]
+    right = [r["best_right"] if ungated else r["right"] for r in answered]
+    scored = [r for r in rows if r["confidence"] is not None]
+    print(f"\n== {name}: {len(rows)} questions ==")
+    print(f"answered {_share([True] * len(answered) + [False] * (len(rows) - len(answered)))}, right when answering {_share(right)}")
+    print(f"contains gold, all questions: {_share(right + [False] * (len(rows) - len(answered)))}")
+    cover = "  ".join(f"@{int(p * 100)}%: {100 * coverage_at(rows, p):5.1f}%" for p in (0.8, 0.85, 0.9))
+    print(f"coverage at precision {cover}; AURC {aurc(rows):.4f}")
+    if scored:
+        print(f"ECE (10 bins, {len(scored)} with a confidence): {ece([r['confidence'] for r in scored], [r['best_right'] for r in scored]):.4f}")
+    if removed:
+        gone = [r["confidence"] is not None if ungated else r["answered"] for r in removed]
+        wrong = [g and not (r["best_right"] if ungated else r["right"]) for g, r in zip(gone, removed, strict=True)]
+        print(f"gold paragraphs removed ({len(removed)}): answered {_share(gone)}, answered wrong {_share(wrong)}")
+    llm = {k: sum(r["llm"] == k for r in rows) for k in ("skipped", "used", "failed")}
+    print(f"LLM: {llm}; p50 {1000 * quantile([r['seconds'] for r in rows], 0.5):.0f} ms, p95 {1000 * quantile([r['seconds'] for r in rows], 0.95):.0f} ms")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sample", type=int, default=300)
+    parser.add_argument("--llm-sample", type=int, default=100, help="questions (the sample's first) for the pipelines with an LLM")
+    parser.add_argument("--seed", type=int, default=2023)
+    parser.add_argument("--pipelines", nargs="+", default=list(pipelines()), choices=list(pipelines()))
+    parser.add_argument("--removed", nargs="*", default=["extractive", "embedded"], help="pipelines also run over squad-removed")
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args(argv)
+
+    paragraphs = dev_paragraphs()
+    sample = sample_questions(paragraphs, args.sample, args.seed)
+    print(f"{len(paragraphs)} paragraphs; {len(sample)} questions (seed {args.seed}); {vars(args)}", flush=True)
+    by_pipeline = pipelines()
+
+    def questions(name: str) -> list[Question]:
+        return [q for _, q in (sample if name == "extractive" else sample[: args.llm_sample])]
+
+    if not args.report_only:
+        gone = {p.id for p, _ in sample}
+        with ExitStack() as stack, httpx.Client(timeout=600) as client:
+            osmem = stack.enter_context(OsmemServer.start(japanese=False))
+            index_with_titles(client, osmem.url, paragraphs, SQUAD_INDEX)
+            index_with_titles(client, osmem.url, [p for p in paragraphs if p.id not in gone], REMOVED_INDEX)
+            llm_url = stack.enter_context(local_llm(free_port())) if any(n != "extractive" for n in args.pipelines) else None
+            llm = {"base_url": llm_url, "model": "smollm2"} if llm_url else {}
+            url = stack.enter_context(serve(create_app(Settings.load(opensearch={"url": osmem.url}, llm=llm))))
+            for name in args.pipelines:
+                client.put(f"{url}/_search/pipeline/{name}", json=by_pipeline[name]).raise_for_status()
+                client.post(f"{url}/{SQUAD_INDEX}/_search", params={"search_pipeline": name}, json=match_body("warm up"))
+                _run(client, url, name, SQUAD_INDEX, questions(name))
+                if name in args.removed:
+                    _run(client, url, name, REMOVED_INDEX, questions(name))
+    for name in args.pipelines:
+        asked = {q.id for q in questions(name)}
+        rows = [r for i, r in _rows(name, SQUAD_INDEX).items() if i in asked]
+        removed = [r for i, r in _rows(name, REMOVED_INDEX).items() if i in asked]
+        if not rows:
+            continue
+        if name == "extractive":
+            report("extractive-before (every candidate an answer)", rows, removed, ungated=True)
+        report(name, rows, removed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+"""Fit ``answer.confidence``'s calibrator with the pipeline in the loop; write it to manifest.json as ``answer_confidence``.
+
+    PYTHONPATH=plugin:. python -m onnx_models.answer_confidence --questions 600 --llm-questions 150
+
+*Right* is what every bench measures: the answer's text contains a gold answer (SQuAD
+normalisation). The questions are a seeded sample of the held-out training articles
+(squad_shifts new_wiki + nyt, the ``--holdout`` articles ``onnx_models.train`` left out);
+SQuAD dev and the other-domain files are never read here (they are for reporting). Every
+paragraph of both files goes into osmem-server, and each question runs through answerbox
+over HTTP, as a search-bar client sends it, with the extractive pipeline
+(``retrieval_evaluator`` top 10 with rerank, then ``cited_answer``, ``min_confidence`` 0 so
+that every answer shows its candidate):
+
+1. *answerable*: every sampled question over the full index;
+2. *removed*: ``--removed-share`` of them again over an index without their gold paragraphs,
+   so that "the answer is not here" is learned (an answer that another paragraph holds still
+   counts as right);
+3. *generative* (``--llm-questions``, the local LLM): ``cited_answer`` in generative mode on
+   answerable questions: the LLM's checked answer and what its confidence rests on.
+
+Each kind of answer gets an L2-regularised logistic regression over the signals the response
+shows in ``answer.signals`` (``answerbox.models.confidence`` turns them into features).
+Five-fold cross-validated probabilities choose the thresholds:
+
+- ``min_confidence``: the lowest at which the answered share of answerable + removed questions
+  is right ``--precision`` of the time (85%);
+- ``skip_llm_above``: the lowest snippet confidence above which the LLM, asked, would add
+  no right answer in ``auto`` (its answer replaces the snippet only when more confident);
+  with no LLM rows it stays 1 (the LLM is always asked).
+
+Rows are kept in ``$ANSWERBOX_DATA_DIR/answer_confidence/*.jsonl`` so a run resumes;
+``--dry-run`` prints what it would write (the fit's record goes to ``calibration``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import random
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+from answerbox.app import create_app
+from answerbox.config import ModelSettings, Settings
+from answerbox.embedded import local_llm
+from answerbox.models.confidence import GenerativeSignals, SnippetSignals
+from answerbox.models.manifest import ModelManifest
+from answerbox.server import free_port, serve_in_thread
+
+from onnx_models.squad import TRAIN_FILES, Question, contains_gold, data_dir, held_out, holdout_fraction, index_with_titles, load_squad, sample_questions
+
+log = logging.getLogger("answerbox.answer_confidence")
+
+Row = dict[str, Any]
+PIPELINE_ID = "fit"
+
+
+def pipeline(mode: str) -> dict[str, Any]:
+    """The extractive pipeline of the fit and of ``bench/selective.py``, in ``mode``."""
+    answer = {"size": 5, "mode": mode, "min_confidence": 0, "skip_llm_above": 1}
+    return {"response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": answer}]}
+
+
+def answer_of(client: httpx.Client, url: str, index: str, question: str) -> tuple[dict[str, Any], float]:
+    """``ext.answerbox.answer`` of one search through answerbox, and its seconds."""
+    started = time.perf_counter()
+    body = {"query": {"match": {"text": question}}, "size": 10}
+    response = client.post(f"{url}/{index}/_search", params={"search_pipeline": PIPELINE_ID}, json=body)
+    response.raise_for_status()
+    return response.json()["ext"]["answerbox"]["answer"], time.perf_counter() - started
+
+
+def row(kind: str, question: Question, answer: dict[str, Any] | None, seconds: float) -> Row:
+    """One fitted example: the shown (or held back) answer, its signals, and whether it is right."""
+    shown = (answer or {}).get("candidate") or answer or {}
+    text = "" if shown.get("abstained") else shown.get("text", "")
+    return {
+        "id": question.id,
+        "kind": kind,
+        "mode": shown.get("mode"),
+        "text": text,
+        "right": bool(text) and contains_gold(text, question.answers),
+        "signals": (answer or {}).get("signals"),
+        "llm": (answer or {}).get("llm"),
+        "reason": (answer or {}).get("reason"),
+        "seconds": round(seconds, 4),
+    }
+
+
+def rows_path(name: str) -> Path:
+    return data_dir() / "answer_confidence" / f"{name}.jsonl"
+
+
+def load_rows(name: str) -> dict[str, Row]:
+    path = rows_path(name)
+    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
+
+
+def collect(name: str, client: httpx.Client, url: str, index: str, questions: Sequence[Question]) -> list[Row]:
+    """The rows of ``name``, running the questions it does not have yet."""
+    done = load_rows(name)
+    path = rows_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    todo = [q for q in questions if q.id not in done]
+    started = time.perf_counter()
+    with path.open("a") as out:
+        for n, question in enumerate(todo, 1):
+            answer, seconds = answer_of(client, url, index, question.text)
+            done[question.id] = found = row(name, question, answer, seconds)
+            out.write(json.dumps(found) + "\n")
+            if n % 100 == 0:
+                log.info("%s: %d/%d in %.0fs", name, n, len(todo), time.perf_counter() - started)
+    return [done[q.id] for q in questions]
+
+
+@contextlib.contextmanager
+def answerbox(opensearch_url: str, llm_url: str | None, mode: str) -> Iterator[str]:
+    llm = {"base_url": llm_url, "model": "smollm2", "timeout_s": 120} if llm_url else {}
+    limits = {"processor_timeout_s": 300, "pipeline_budget_s": 300}
+    settings = Settings.load(opensearch={"url": opensearch_url}, llm=llm, limits=limits)
+    with serve_in_thread(create_app(settings)) as url:
+        httpx.put(f"{url}/_search/pipeline/{PIPELINE_ID}", json=pipeline(mode), timeout=60).raise_for_status()
+        yield url
+
+
+# --- the fit ---------------------------------------------------------------------------
+
+
+def fit_logistic(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], l2: float) -> tuple[npt.NDArray[np.float64], float]:
+    """Newton's method on the L2-penalised log-likelihood (the intercept unpenalised)."""
+    design = np.hstack([x, np.ones((len(x), 1))])
+    w = np.zeros(design.shape[1])
+    penalty = np.full(design.shape[1], l2)
+    penalty[-1] = 0.0
+    for _ in range(100):
+        p = 1 / (1 + np.exp(-np.clip(design @ w, -60, 60)))
+        gradient = design.T @ (p - y) + penalty * w
+        hessian = (design * (p * (1 - p))[:, None]).T @ design + np.diag(penalty)
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.max(np.abs(step)) < 1e-8:
+            break
+    return w[:-1], float(w[-1])
+
+
+def predict(x: npt.NDArray[np.float64], coef: npt.NDArray[np.float64], intercept: float) -> npt.NDArray[np.float64]:
+    result: npt.NDArray[np.float64] = 1 / (1 + np.exp(-np.clip(x @ coef + intercept, -60, 60)))
+    return result
+
+
+def cross_validated(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], l2: float, seed: int, folds: int = 5) -> npt.NDArray[np.float64]:
+    order = np.random.default_rng(seed).permutation(len(y))
+    out = np.zeros(len(y))
+    for k in range(folds):
+        test = order[k::folds]
+        train = np.setdiff1d(order, test)
+        coef, intercept = fit_logistic(x[train], y[train], l2)
+        out[test] = predict(x[test], coef, intercept)
+    return out
+
+
+def ece(probabilities: Sequence[float], right: Sequence[bool], bins: int = 10) -> float:
+    """Expected calibration error over ``bins`` equal-width bins."""
+    p, y = np.asarray(probabilities, dtype=float), np.asarray(right, dtype=float)
+    which = np.minimum((p * bins).astype(int), bins - 1)
+    return float(sum(abs(p[which == b].mean() - y[which == b].mean()) * (which == b).sum() for b in range(bins) if (which == b).any()) / len(p))
+
+
+def lowest_threshold(confidence: Sequence[float], right: Sequence[bool], precision: float, min_answered: int = 20) -> float:
+    """The lowest threshold whose answered share (confidence ≥ it) is right ``precision`` of the time."""
+    pairs = sorted(zip(confidence, right, strict=True), reverse=True)
+    best = 1.0
+    hits = 0
+    for n, (c, ok) in enumerate(pairs, 1):
+        hits += ok
+        if n >= min_answered and hits / n >= precision:
+            best = c
+    return round(float(best), 4)
+
+
+def features(rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals]) -> tuple[list[str], npt.NDArray[np.float64]]:
+    table = [kind(**r["signals"]).features() for r in rows]
+    names = list(table[0])
+    return names, np.asarray([[f[n] for n in names] for f in table], dtype=float)
+
+
+def fit(rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals], l2: float, seed: int) -> tuple[dict[str, Any], npt.NDArray[np.float64]]:
+    """The model (as the manifest holds it) and the rows' cross-validated probabilities."""
+    names, x = features(rows, kind)
+    y = np.asarray([r["right"] for r in rows], dtype=float)
+    coef, intercept = fit_logistic(x, y, l2)
+    model = {"coefficients": {n: round(float(c), 6) for n, c in zip(names, coef, strict=True)}, "intercept": round(intercept, 6)}
+    return model, cross_validated(x, y, l2, seed)
+
+
+def skip_threshold(snippets: dict[str, tuple[float, bool]], generated: Sequence[tuple[Row, float]]) -> tuple[float, dict[str, Any]]:
+    """The lowest snippet confidence above which ``auto`` with the LLM answers no more questions right.
+
+    ``snippets``: id → (snippet confidence, snippet right); ``generated``: the LLM rows with
+    their cross-validated confidence. Below the threshold ``auto`` asks the LLM and keeps its
+    checked answer when it is more confident than the snippet."""
+    by_id = {r["id"]: (r, c) for r, c in generated}
+    ids = [i for i in by_id if i in snippets]
+
+    def right_with_llm_below(t: float) -> int:
+        total = 0
+        for i in ids:
+            confidence, snippet_right = snippets[i]
+            row, generative = by_id[i]
+            uses_llm = confidence < t and row["mode"] == "generative" and row["text"] and generative > confidence
+            total += bool(row["right"]) if uses_llm else snippet_right
+        return total
+
+    grid = sorted({round(c, 2) for c, _ in snippets.values()} | {0.0, 1.0})
+    counts = {t: right_with_llm_below(t) for t in grid}
+    best = max(counts.values())
+    chosen = min(t for t, n in counts.items() if n == best)
+    return chosen, {"questions": len(ids), "right_never_asking": counts[0.0], "right_always_asking": counts[1.0], "right_at_chosen": best}
+
+
+def coverage_at(confidence: Sequence[float], right: Sequence[bool], threshold: float) -> dict[str, float]:
+    answered = [ok for c, ok in zip(confidence, right, strict=True) if c >= threshold]
+    return {"coverage": round(len(answered) / len(right), 4), "precision": round(sum(answered) / len(answered), 4) if answered else 0.0}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    paragraphs = load_squad(TRAIN_FILES, args.data)
+    pool = held_out(paragraphs, args.holdout)
+    sample = sample_questions(pool, args.questions, args.seed)
+    questions = [q for _, q in sample]
+    removed_sample = random.Random(args.seed + 1).sample(sample, int(len(sample) * args.removed_share))
+    gone = {p.id for p, _ in removed_sample}
+    llm_questions = questions[: args.llm_questions]
+    log.info(
+        "%d paragraphs; %d held-out questions (%d with their gold removed, %d with the LLM)",
+        *(len(paragraphs), len(questions), len(removed_sample), len(llm_questions)),
+    )
+    from osmem_server import OsmemServer  # type: ignore[import-untyped]
+
+    with contextlib.ExitStack() as stack, httpx.Client(timeout=600) as client:
+        osmem = stack.enter_context(OsmemServer.start(japanese=False))
+        index_with_titles(client, osmem.url, paragraphs, "all")
+        index_with_titles(client, osmem.url, [p for p in paragraphs if p.id not in gone], "removed")
+        with answerbox(osmem.url, None, "extractive") as url:
+            answer_of(client, url, "all", "warm up")
+            answerable = collect("answerable", client, url, "all", questions)
+            removed = collect("removed", client, url, "removed", [q for _, q in removed_sample])
+        generated: list[Row] = []
+        if llm_questions:
+            llm_url = stack.enter_context(local_llm(free_port()))
+            with answerbox(osmem.url, llm_url, "generative") as url:
+                generated = collect("generative", client, url, "all", llm_questions)
+
+    snippet_rows = [r for r in answerable + removed if r["signals"] is not None]
+    unanswered = len(answerable) + len(removed) - len(snippet_rows)
+    extractive, cv = fit(snippet_rows, SnippetSignals, args.l2, args.seed)
+    right = [bool(r["right"]) for r in snippet_rows]
+    min_confidence = lowest_threshold(list(cv), right, args.precision)
+    result: dict[str, Any] = {"extractive": extractive, "min_confidence": min_confidence, "skip_llm_above": 1.0}
+    record: dict[str, Any] = {
+        "data": [f"squad_shifts/{name}" for name in TRAIN_FILES],
+        "holdout": args.holdout,
+        "questions": len(questions),
+        "removed": len(removed_sample),
+        "seed": args.seed,
+        "l2": args.l2,
+        "pipeline": pipeline("extractive"),
+        "right": "the answer contains a gold answer (SQuAD normalisation)",
+        "no_span": unanswered,
+        "extractive_cv": {
+            "rows": len(snippet_rows),
+            "right": round(sum(right) / len(right), 4),
+            "ece": round(ece(list(cv), right), 4),
+            "at_min_confidence": coverage_at(list(cv), right, min_confidence),
+            "precision_target": args.precision,
+        },
+        "seconds_p50": round(float(np.median([r["seconds"] for r in answerable])), 4),
+    }
+    usable = [r for r in generated if r["signals"] is not None and r["mode"] == "generative" and r["text"]]
+    if len(usable) >= 20:
+        generative, generative_cv = fit(usable, GenerativeSignals, args.l2, args.seed)
+        snippets = {r["id"]: (float(c), bool(r["right"])) for r, c in zip(snippet_rows, cv, strict=True) if r["kind"] == "answerable"}
+        skip, table = skip_threshold(snippets, list(zip(usable, generative_cv, strict=True)))
+        result |= {"generative": generative, "skip_llm_above": skip}
+        generative_right = [bool(r["right"]) for r in usable]
+        record["generative_cv"] = {
+            "asked": len(generated),
+            "held_up": len(usable),
+            "right": round(sum(generative_right) / len(usable), 4),
+            "ece": round(ece(list(generative_cv), generative_right), 4),
+            "seconds_p50": round(float(np.median([r["seconds"] for r in generated])), 4),
+            **table,
+        }
+    return {"answer_confidence": result, "record": record}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
+    parser.add_argument("--data", type=Path, default=None, help="the bigbench tarball (default: in $ANSWERBOX_DATA_DIR)")
+    parser.add_argument("--holdout", type=holdout_fraction, default=0.1)
+    parser.add_argument("--questions", type=int, default=600)
+    parser.add_argument("--removed-share", type=float, default=0.5)
+    parser.add_argument("--llm-questions", type=int, default=0)
+    parser.add_argument("--precision", type=float, default=0.85)
+    parser.add_argument("--l2", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=45)
+    parser.add_argument("--dry-run", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    for chatty in ("httpx", "opensearch"):  # a line per request
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    args = parse_args(argv)
+    fitted = run(args)
+    print(json.dumps(fitted, indent=2))
+    if not args.dry_run:
+        manifest = ModelManifest.load(args.model_dir)
+        calibration = {**manifest.calibration, "answer_confidence": fitted["record"]}
+        path = manifest.replace(answer_confidence=fitted["answer_confidence"], calibration=calibration).save(args.model_dir)
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

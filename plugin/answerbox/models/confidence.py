@@ -1,0 +1,128 @@
+"""``answer.confidence``: the probability that an answer is right.
+
+*Right* means what the benches and the fit measure: the answer's text contains a gold answer
+after SQuAD normalisation (``answerbox.processors.text.normalize``). The probability comes
+from a logistic regression over signals the pipeline already has (Kamath et al. 2020 fit a
+small calibrator on a QA model's own features the same way). Its coefficients live in the
+model manifest (``answer_confidence``), fitted with the pipeline in the loop by
+``onnx_models/answer_confidence.py`` on held-out training articles; a manifest without them
+falls back to the evaluator's own calibrated probability that the cited passage holds the
+answer, ``(score + 1) / 2``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from answerbox.errors import ModelError
+
+__all__ = ["AnswerCalibrator", "ConfidenceModel", "GenerativeSignals", "Signals", "SnippetSignals", "signals_record"]
+
+
+@dataclass(frozen=True, slots=True)
+class SnippetSignals:
+    """What the reader's featured snippet rests on."""
+
+    score: float  # the evaluator's calibrated score of the snippet's passage, in [-1, 1]
+    margin: float  # that score less the next passage's (the evaluator's doubt between two)
+    span_probability: float  # the reader's softmax(start) × softmax(end) of the span
+    rank: int  # the passage's place in the evidence, 0 first
+    words: int  # the span's length
+    agreement: float  # share of the other passages whose span says the same
+
+    def features(self) -> dict[str, float]:
+        return {
+            "score": self.score,
+            "margin": self.margin,
+            "log_span_probability": math.log(max(self.span_probability, 1e-6)),
+            "log_rank": math.log1p(self.rank),
+            "log_words": math.log1p(self.words),
+            "agreement": self.agreement,
+        }
+
+    def fallback(self) -> float:
+        return (self.score + 1) / 2
+
+
+@dataclass(frozen=True, slots=True)
+class GenerativeSignals:
+    """What an LLM's checked answer rests on."""
+
+    support: float  # the best kept citation's evaluator score, in [-1, 1]
+    snippet_confidence: float  # the reader's snippet's confidence on the same evidence (0: none)
+    agrees: bool  # the answer contains the snippet's text (normalised)
+
+    def features(self) -> dict[str, float]:
+        return {"support": self.support, "snippet_confidence": self.snippet_confidence, "agrees": float(self.agrees)}
+
+    def fallback(self) -> float:
+        return max((self.support + 1) / 2, self.snippet_confidence) if self.agrees else (self.support + 1) / 2
+
+
+Signals = SnippetSignals | GenerativeSignals
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceModel:
+    """``sigmoid(intercept + Σ coef · feature)`` over named features."""
+
+    coefficients: Mapping[str, float]
+    intercept: float
+
+    @classmethod
+    def parse(cls, kind: str, data: Mapping[str, Any], expected: Sequence[str]) -> ConfidenceModel:
+        coefficients = data.get("coefficients")
+        intercept = data.get("intercept")
+        if not isinstance(coefficients, dict) or not isinstance(intercept, int | float):
+            raise ModelError(f"answer_confidence.{kind} needs 'coefficients' (an object) and 'intercept' (a number)")
+        if sorted(coefficients) != sorted(expected):
+            raise ModelError(f"answer_confidence.{kind} has coefficients for {sorted(coefficients)}, this version computes {sorted(expected)}")
+        values = [float(v) for v in coefficients.values()] + [float(intercept)]
+        if not all(math.isfinite(v) for v in values):
+            raise ModelError(f"answer_confidence.{kind}: every coefficient must be a finite number")
+        return cls({k: float(v) for k, v in coefficients.items()}, float(intercept))
+
+    def probability(self, features: Mapping[str, float]) -> float:
+        z = self.intercept + sum(w * features[name] for name, w in self.coefficients.items())
+        return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+_SNIPPET_FEATURES = tuple(SnippetSignals(0, 0, 1, 0, 0, 0).features())
+_GENERATIVE_FEATURES = tuple(GenerativeSignals(0, 0, False).features())
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCalibrator:
+    """The manifest's ``answer_confidence``: a model per kind of answer and the thresholds chosen with them."""
+
+    extractive: ConfidenceModel | None = None
+    generative: ConfidenceModel | None = None
+    min_confidence: float = 0.5  # below it, an answer is a candidate, not the answer
+    skip_llm_above: float = 1.0  # a snippet this confident is the answer without the LLM
+
+    @classmethod
+    def from_manifest(cls, data: Mapping[str, Any]) -> AnswerCalibrator:
+        if not data:
+            return cls()
+        thresholds = {name: data.get(name, getattr(cls(), name)) for name in ("min_confidence", "skip_llm_above")}
+        for name, value in thresholds.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+                raise ModelError(f"answer_confidence.{name} must be a number in [0, 1], not {value!r}")
+        return cls(
+            extractive=ConfidenceModel.parse("extractive", data["extractive"], _SNIPPET_FEATURES) if "extractive" in data else None,
+            generative=ConfidenceModel.parse("generative", data["generative"], _GENERATIVE_FEATURES) if "generative" in data else None,
+            **thresholds,
+        )
+
+    def confidence(self, signals: Signals) -> float:
+        model = self.extractive if isinstance(signals, SnippetSignals) else self.generative
+        found = model.probability(signals.features()) if model is not None else signals.fallback()
+        return round(found, 4)
+
+
+def signals_record(signals: Signals) -> dict[str, float]:
+    """The raw signals as the response shows them (``answer.signals``) and the fit reads them back."""
+    return {k: round(float(v), 6) for k, v in asdict(signals).items()}
