@@ -20,7 +20,7 @@ ranked by confidence, candidates included), ECE over 10 bins, the share answered
 wrong) over ``squad-removed``, and the p50 of a search. Rows go to
 ``$ANSWERBOX_BENCH_DIR/selective/<pipeline>-<index>.jsonl`` so a run resumes.
 
-    PYTHONPATH=plugin:. python -m bench.selective --sample 300 --llm-sample 100
+    PYTHONPATH=plugin:. python -m bench.selective --sample 300 --llm-sample 100 --before-sample 50
 """
 
 from __future__ import annotations
@@ -168,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=300)
     parser.add_argument("--llm-sample", type=int, default=100, help="questions (the sample's first) for the pipelines with an LLM")
+    parser.add_argument("--before-sample", type=int, default=50, help="questions (the sample's first) for the *-before pipelines")
     parser.add_argument("--seed", type=int, default=2023)
     parser.add_argument("--pipelines", nargs="+", default=list(pipelines()), choices=list(pipelines()))
     parser.add_argument("--removed", nargs="*", default=["extractive", "embedded"], help="pipelines also run over squad-removed")
@@ -180,7 +181,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     by_pipeline = pipelines()
 
     def questions(name: str) -> list[Question]:
-        return [q for _, q in (sample if name == "extractive" else sample[: args.llm_sample])]
+        size = len(sample) if name == "extractive" else args.before_sample if name.endswith("-before") else args.llm_sample
+        return [q for _, q in sample[:size]]
 
     if not args.report_only:
         gone = {p.id for p, _ in sample}

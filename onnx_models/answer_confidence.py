@@ -15,8 +15,10 @@ that every answer shows its candidate):
 2. *removed*: ``--removed-share`` of them again over an index without their gold paragraphs,
    so that "the answer is not here" is learned (an answer that another paragraph holds still
    counts as right);
-3. *generative* (``--llm-questions``, the local LLM): ``cited_answer`` in generative mode on
-   answerable questions: the LLM's checked answer and what its confidence rests on.
+3. *generative* (``--llm-questions``; the local LLM, or yours with ``--llm-url``):
+   ``cited_answer`` in generative mode on answerable questions: the LLM's checked answer and
+   what its confidence rests on. An admin with a stronger LLM refits with it, so that
+   ``skip_llm_above`` says where *that* LLM pays.
 
 Each kind of answer gets an L2-regularised logistic regression over the signals the response
 shows in ``answer.signals`` (``answerbox.models.confidence`` turns them into features).
@@ -121,8 +123,8 @@ def collect(name: str, client: httpx.Client, url: str, index: str, questions: Se
 
 
 @contextlib.contextmanager
-def answerbox(opensearch_url: str, llm_url: str | None, mode: str) -> Iterator[str]:
-    llm = {"base_url": llm_url, "model": "smollm2", "timeout_s": 120} if llm_url else {}
+def answerbox(opensearch_url: str, llm_url: str | None, model: str | None, mode: str) -> Iterator[str]:
+    llm = {"base_url": llm_url, "model": model, "timeout_s": 120} if llm_url else {}
     limits = {"processor_timeout_s": 300, "pipeline_budget_s": 300}
     settings = Settings.load(opensearch={"url": opensearch_url}, llm=llm, limits=limits)
     with serve_in_thread(create_app(settings)) as url:
@@ -248,14 +250,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         index_with_titles(client, osmem.url, paragraphs, "all")
         index_with_titles(client, osmem.url, [p for p in paragraphs if p.id not in gone], "removed")
-        with answerbox(osmem.url, None, "extractive") as url:
+        with answerbox(osmem.url, None, None, "extractive") as url:
             answer_of(client, url, "all", "warm up")
             answerable = collect("answerable", client, url, "all", questions)
             removed = collect("removed", client, url, "removed", [q for _, q in removed_sample])
         generated: list[Row] = []
         if llm_questions:
-            llm_url = stack.enter_context(local_llm(free_port()))
-            with answerbox(osmem.url, llm_url, "generative") as url:
+            llm_url = args.llm_url or stack.enter_context(local_llm(free_port()))
+            with answerbox(osmem.url, llm_url, args.llm_model, "generative") as url:
                 generated = collect("generative", client, url, "all", llm_questions)
 
     snippet_rows = [r for r in answerable + removed if r["signals"] is not None]
@@ -283,8 +285,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         },
         "seconds_p50": round(float(np.median([r["seconds"] for r in answerable])), 4),
     }
-    usable = [r for r in generated if r["signals"] is not None and r["mode"] == "generative" and r["text"]]
-    if len(usable) >= 20:
+    # The snippet's confidence as serving computes it now that the extractive model is fitted
+    # (the generative rows were collected beside the same snippet, on the same index).
+    names, x = features([r for r in answerable if r["signals"] is not None], SnippetSignals)
+    coef = np.asarray([extractive["coefficients"][n] for n in names])
+    fitted_snippet = dict(zip((r["id"] for r in answerable if r["signals"] is not None), predict(x, coef, extractive["intercept"]), strict=True))
+    usable = [
+        r | {"signals": r["signals"] | {"snippet_confidence": float(fitted_snippet.get(r["id"], 0.0))}}
+        for r in generated
+        if r["signals"] is not None and r["mode"] == "generative" and r["text"]
+    ]
+    if len(usable) >= args.min_generative:
         generative, generative_cv = fit(usable, GenerativeSignals, args.l2, args.seed)
         snippets = {r["id"]: (float(c), bool(r["right"])) for r, c in zip(snippet_rows, cv, strict=True) if r["kind"] == "answerable"}
         skip, table = skip_threshold(snippets, list(zip(usable, generative_cv, strict=True)))
@@ -308,7 +319,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--holdout", type=holdout_fraction, default=0.1)
     parser.add_argument("--questions", type=int, default=600)
     parser.add_argument("--removed-share", type=float, default=0.5)
-    parser.add_argument("--llm-questions", type=int, default=0)
+    parser.add_argument("--llm-questions", type=int, default=0, help="answerable questions also asked with the LLM (generative mode)")
+    parser.add_argument("--llm-url", default=None, help="an OpenAI-compatible /v1 URL (default: the local LLM, started here)")
+    parser.add_argument("--llm-model", default="smollm2")
+    parser.add_argument("--min-generative", type=int, default=15, help="held-up LLM answers needed to fit their model")
     parser.add_argument("--precision", type=float, default=0.85)
     parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=45)

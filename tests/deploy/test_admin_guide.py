@@ -29,12 +29,16 @@ def test_admin_requests_register_default_ask_and_watch(osmem_url: str, client: h
     # The index default ran: the question was expanded and answered.
     report = search["ext"]["answerbox"]
     assert report["query_expansion"]["expansion"]
-    # The LLM's sentence, or the reader's snippet (auto mode) if the check found its citation unsupported.
-    assert report["answer"]["text"] == stack.oracle.answers[0] or report["answer"]["mode"] == "extractive"
+    # prefer generative: the LLM's sentence when its citation held up (held back as the candidate
+    # below the model's min_confidence), else the reader's snippet, the LLM having been asked.
+    answer = report["answer"]
+    shown = answer["candidate"] or answer
+    assert shown["text"] == stack.oracle.answers[0] or (shown["mode"] == "extractive" and answer["llm"] == "used")
+    assert answer["abstained"] == (answer["candidate"] is not None) and answer["llm"] == "used"
     stream = answers[("POST", f"/{SAMPLE_INDEX}/_answerbox/stream")]
     assert stream.headers["content-type"].startswith("text/event-stream")
     events = re.findall(r"^event: (\w+)$", stream.text, re.MULTILINE)
-    assert events[:2] == ["search", "hits"] and "token" in events and events[-2:] == ["answer", "done"]
+    assert events[:3] == ["search", "hits", "snippet"] and "token" in events and events[-2:] == ["answer", "done"]
     stats = next(iter(answers[("GET", "/_answerbox/stats/search_pipeline")].json()["nodes"].values()))["search_pipeline"]
     pipeline = stats["pipelines"]["answers"]
     assert pipeline["request"]["count"] >= 2 and pipeline["response"]["count"] >= 1

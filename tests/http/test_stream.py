@@ -137,9 +137,9 @@ def test_the_stream_runs_the_response_processors_through_the_engine(
     body["search_pipeline"]["response_processors"].insert(0, {"explode": {"tag": "x", "ignore_failure": ignore}})
     events = stream(client, url, body)
     if ignore:
-        assert names(events) == ["search", "hits", "answer", "done"]
-        assert any("explode:x" in w for w in events[2][1]["warnings"])
-        assert events[2][1]["answer"]["abstained"] is False
+        assert names(events) == ["search", "hits", "snippet", "answer", "done"]
+        assert any("explode:x" in w for w in events[3][1]["warnings"])
+        assert events[3][1]["answer"]["abstained"] is False
     else:
         assert names(events) == ["search", "error", "answer", "done"]
         error = events[1][1]
@@ -158,8 +158,8 @@ def test_the_stream_honours_the_pipelines_budget(
     body["search_pipeline"]["response_processors"].insert(0, {"sleep": {"seconds": 60, "ignore_failure": True}})
     started = time.perf_counter()
     events = stream(client, url, body)
-    assert names(events) == ["search", "hits", "answer", "done"]
-    report = events[2][1]
+    assert names(events) == ["search", "hits", "snippet", "answer", "done"]
+    report = events[3][1]
     assert any(w.startswith("processor [sleep] failed") and "share of the pipeline's budget" in w for w in report["warnings"])
     assert report["answer"]["abstained"] is False and report["answer"]["mode"] == "extractive"
     assert time.perf_counter() - started < 9

@@ -83,7 +83,9 @@ def chains(
 
 
 def chain_search(question: str = QUESTION, **config: Any) -> dict[str, Any]:
+    """A search whose pipeline is the chain, run whatever the reader's confidence (``test_answer_confidence`` tests the skip)."""
     config.setdefault("budget_s", 100)
+    config.setdefault("skip_llm_above", 1)
     return {
         "query": {"match": {"text": question}},
         "search_pipeline": {"response_processors": [{"chain_of_query": config}]},
@@ -153,7 +155,7 @@ def test_confident_reader_corrects_a_wrong_node_and_cites_the_supporting_hits(
 def test_cited_answer_after_the_chain_answers_from_the_verified_references(chains: Chains) -> None:
     chains.llm.replies = [WRONG_PERFORMER, RIGHT_CHAIN, "Greyhound buses leave from the Toronto Coach Terminal [1]."]
     body = chain_search(theta=CONFIDENT)
-    body["search_pipeline"]["response_processors"].append({"cited_answer": {"demonstrations": False}})
+    body["search_pipeline"]["response_processors"].append({"cited_answer": {"demonstrations": False, "prefer": "generative", "min_confidence": 0}})
     report = chains.search(body)["ext"]["answerbox"]
     assert report["chain"]["verified"] is True and len(chains.llm.calls) == 3
     prompt = chains.llm.calls[2]["messages"][-1]["content"]

@@ -155,7 +155,17 @@ def test_generative_mode_abstains_without_a_supported_claim(
     result = search(client, url, answer_search(mode="generative"))
     answer = result["ext"]["answerbox"]["answer"]
     flagged = answer.pop("flagged")
-    assert answer == {"text": ABSTAIN, "citations": [], "mode": "generative", "abstained": True}
+    assert answer == {
+        "text": ABSTAIN,
+        "citations": [],
+        "mode": "generative",
+        "abstained": True,
+        "confidence": None,
+        "reason": "unsupported",
+        "candidate": None,
+        "llm": "used",
+        "signals": None,
+    }
     assert [(f["marker"], f["reason"]) for f in flagged] == [(2, "unsupported")]
     assert "Isaac Asimov" in flagged[0]["sentence"] and flagged[0]["support"] is not None
     assert result["ext"]["retrieval_augmented_generation"]["answer"] == ABSTAIN

@@ -62,7 +62,7 @@ def _search(client: httpx.Client, hop: Hop, pipeline: dict[str, Any]) -> dict[st
 
 def test_chain_searches_keep_post_filter_routing_preference_and_source_filtering(hop: Hop, client: httpx.Client) -> None:
     hop.llm.replies = [CHAIN]
-    result = _search(client, hop, {"response_processors": [{"chain_of_query": {"theta": -1e9, "r_max": 1}}]})
+    result = _search(client, hop, {"response_processors": [{"chain_of_query": {"theta": -1e9, "r_max": 1, "skip_llm_above": 1}}]})
     (sent,) = hop.recorder.matching("/_msearch")
     header, body = (json.loads(line) for line in sent.body.decode().splitlines())
     assert header == {"index": "vault", "routing": "r1", "preference": "_local"}

@@ -37,7 +37,7 @@ QUERIES = {
 PIPELINE = {
     "response_processors": [
         {"retrieval_evaluator": {"upper": 1.0, "lower": 1.0, "corrective": {"size": 5}}},
-        {"chain_of_query": {"text_field": "text", "r_max": 1}},
+        {"chain_of_query": {"text_field": "text", "r_max": 1, "skip_llm_above": 1}},
         {"cited_answer": {"size": 5, "mode": "extractive"}},
     ]
 }

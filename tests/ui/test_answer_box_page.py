@@ -54,6 +54,15 @@ def _register_pipelines(client: httpx.Client, url: str) -> None:
             assert client.put(f"{url}{request.path}", json=request.body).status_code == 200
 
 
+def _show_every_answer(client: httpx.Client, url: str) -> None:
+    """`answers` with no confidence gate: the calibrator was fitted on SmolLM2's answers, not the
+    scripted LLM's, and these tests are about how the page shows an answer (the gate's own are below)."""
+    pipeline = client.get(f"{url}/_search/pipeline/answers").json()["answers"]
+    for processor in pipeline["response_processors"]:
+        processor.get("cited_answer", {})["min_confidence"] = 0
+    assert client.put(f"{url}/_search/pipeline/answers", json=pipeline).status_code == 200
+
+
 def _ask(page: Page, url: str, question: str, index: str = SAMPLE_INDEX, pipeline: str = "") -> Locator:
     """Open the page, choose the index (and pipeline: default, the index's), type the question, press Enter."""
     page.goto(f"{url}/_answerbox/ui")
@@ -77,6 +86,7 @@ def shared_stack(sample_corpus_server: OsmemServer) -> Iterator[Stack]:
     try:
         with embedded_stack(clone.url) as stack, httpx.Client(timeout=60) as client:
             _register_pipelines(client, stack.url)
+            _show_every_answer(client, stack.url)
             yield stack
     finally:
         clone.close()
@@ -187,7 +197,7 @@ def test_an_answer_shows_its_confidence_and_the_snippet_comes_first(page: Page, 
     assert [e["state"] for e in seen["events"]] == ["answering", "answering", "answering", "answered", "answered"]
     answer = seen["answer"]["answer"]
     expect(box.locator(".answer")).to_have_attribute("data-answer", "answer")
-    expect(box.locator(".answer-text")).to_have_text(answer["text"])
+    expect(box.locator(".answer-text")).to_contain_text(answer["text"])
     expect(box.locator(".confidence")).to_have_text(f"extractive answer · {_percent(answer['confidence'])}")
     expect(box.locator(".possible-label")).to_have_count(0)
 
@@ -203,7 +213,7 @@ def test_a_low_confidence_answer_is_a_muted_possible_answer(page: Page, stack: S
     assert answer["abstained"] and answer["reason"] == "low_confidence" and candidate["text"]
     expect(box.locator(".answer")).to_have_attribute("data-answer", "possible")
     expect(box.locator(".possible-label")).to_have_text("Possible answer")
-    expect(box.locator(".answer-text.possible")).to_have_text(candidate["text"])
+    expect(box.locator(".answer-text.possible")).to_contain_text(candidate["text"])
     expect(box.locator(".confidence")).to_have_text(f"extractive answer · {_percent(candidate['confidence'])}")
     assert box.locator(".hit").count() > 0 and _above_the_hits(box, ".answer")
     box.locator("details.check > summary").click()
@@ -301,7 +311,7 @@ def test_real_llm_answer_streams_into_the_page(
     url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 60}, limits={"processor_timeout_s": 90, "pipeline_budget_s": 90})
     _register_pipelines(client, url)
     box = _ask(page, url, QUESTION)
-    expect(box).to_have_attribute("state", re.compile(r"^(answered|abstained)$"), timeout=150_000)
+    expect(box).to_have_attribute("state", re.compile(r"^(answered|possible|abstained)$"), timeout=150_000)
     seen = _seen(page)
     answer = seen["answer"]["answer"]
     assert box.locator(".hit").count() > 0
