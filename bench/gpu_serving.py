@@ -56,12 +56,12 @@ import numpy as np
 import yaml
 from answerbox.children import stop
 from answerbox.config import ModelSettings
-from answerbox.embedded import CORPUS
 from answerbox.models import Models, load_models
 from answerbox.models.encoder import WindowOutput
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession, import_onnxruntime
 from answerbox.models.windows import Window, pad_windows
+from answerbox.shipped import shipped
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
 from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, quantile
@@ -90,7 +90,8 @@ PIPELINE = {
         {"cited_answer": {"size": 5}},
     ]
 }
-QUESTIONS = CORPUS.with_name("questions.jsonl")
+CORPUS = shipped("sample") / "corpus.jsonl"
+QUESTIONS = shipped("sample") / "questions.jsonl"
 TOP_K = 10
 # Bounds from the issue (the reader and evaluator on a GPU, measured).
 SPAN_AGREEMENT, ORDER_AGREEMENT = 0.99, 0.98
@@ -127,7 +128,7 @@ def load_data(squad: Path | None) -> tuple[str, list[Paragraph]]:
         return f"SQuAD v1.1 dev ({source})", load_squad([DEV_FILE], source)
     if squad is not None:
         raise SystemExit(f"--squad {squad}: no such file or folder")
-    return f"the sample corpus ({CORPUS.relative_to(CORPUS.parents[2])}, questions.jsonl; no SQuAD dev at {source})", sample_corpus()
+    return f"the sample corpus (corpus.jsonl, questions.jsonl; no SQuAD dev at {source})", sample_corpus()
 
 
 def sample_corpus() -> list[Paragraph]:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from answerbox.config import REPO_ROOT
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BENCH_DIR",
+    "REPO_ROOT",
     "SQUAD_INDEX",
     "Batch",
     "ScriptedLLM",
@@ -54,6 +54,8 @@ __all__ = [
     "torch_runner",
 ]
 
+# The repository the benches run from (its README, git history).
+REPO_ROOT = Path(__file__).resolve().parents[1]
 # Where the benches keep their data and the rows of a run, outside the repository.
 BENCH_DIR = Path(os.environ.get("ANSWERBOX_BENCH_DIR", "/root/.cache/answerbox/bench"))
 

@@ -25,11 +25,11 @@ from typing import Any
 
 import httpx
 from answerbox.app import create_app
-from answerbox.config import REPO_ROOT, ModelSettings, Settings
+from answerbox.config import ModelSettings, Settings
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
-from bench.harness import dev_paragraphs, index_paragraphs, quantile, serve
+from bench.harness import REPO_ROOT, dev_paragraphs, index_paragraphs, quantile, serve
 from onnx_models.squad import normalize_answer, sample_questions
 
 PIPELINE = {

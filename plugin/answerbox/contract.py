@@ -28,7 +28,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# The version of this contract, for a client to check what it talks to (in
+# GET /_answerbox/stats/search_pipeline): the minor grows with what is added, the major with
+# what a client could break on. CHANGELOG.md says what each brought.
+CONTRACT_VERSION = "1.1"
+
 __all__ = [
+    "CONTRACT_VERSION",
     "Answer",
     "AnswerMode",
     "AnswerReason",

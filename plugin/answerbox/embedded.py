@@ -20,11 +20,10 @@ from typing import Any
 import httpx
 
 from answerbox.children import require_free_port, spawn, stop
-from answerbox.config import REPO_ROOT
+from answerbox.shipped import shipped
 
 __all__ = ["SAMPLE_INDEX", "SAMPLE_PIPELINE", "llama_server_command", "load_sample_corpus", "local_llm", "run_demo", "wait_until_up"]
 
-CORPUS = REPO_ROOT / "deploy" / "embedded" / "corpus.jsonl"
 SAMPLE_INDEX = "squad"
 SAMPLE_PIPELINE_ID = "answerbox-default"
 # Measured with SmolLM2 on 2 cores over SQuAD v1.1 dev (python -m bench.selective): its q2d
@@ -138,7 +137,7 @@ def local_llm(port: int, threads: int = 2) -> Iterator[str]:
 def load_sample_corpus(opensearch_url: str, index: str = SAMPLE_INDEX) -> int:
     """Create ``index`` and bulk-load the sample corpus; returns the number of documents."""
     lines: list[str] = []
-    for raw in CORPUS.read_text().splitlines():
+    for raw in (shipped("sample") / "corpus.jsonl").read_text().splitlines():
         doc = json.loads(raw)
         lines += [json.dumps({"index": {"_index": index, "_id": doc.pop("_id")}}), json.dumps(doc)]
     with httpx.Client(base_url=opensearch_url, timeout=60) as client:

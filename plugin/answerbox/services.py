@@ -16,6 +16,8 @@ from answerbox.prompts import PromptLibrary
 from answerbox.shared_cache import SharedCache
 
 if TYPE_CHECKING:
+    from opensearchpy import AsyncOpenSearch
+
     from answerbox.models import Models
 
 __all__ = ["Services"]
@@ -31,6 +33,12 @@ class Services:
         self.prompts = prompts
         self._models: Models | None = None
         self._models_lock = asyncio.Lock()
+
+    @classmethod
+    def create(cls, settings: Settings, service: AsyncOpenSearch) -> Services:
+        """The app's services: ``service`` is the OpenSearch client with the service credentials."""
+        prompts = PromptLibrary(settings.templates_dir)
+        return cls(settings, LLMClient(settings.llm, prompts), prompts, SharedCache(service, settings.opensearch.cache_index))
 
     async def models(self) -> Models:
         """The reader and evaluator, loaded once (sessions are expensive to create)."""

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from answerbox.config import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 __all__ = ["GUIDE", "AdminRequest", "admin_requests"]
 

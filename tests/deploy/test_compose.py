@@ -27,7 +27,9 @@ from typing import Any
 
 import pytest
 import yaml
-from answerbox.config import REPO_ROOT, Settings
+from answerbox.config import Settings
+
+from tests.support.repo import REPO_ROOT
 
 DEPLOY = REPO_ROOT / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"

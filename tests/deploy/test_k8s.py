@@ -19,7 +19,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import yaml
-from answerbox.config import REPO_ROOT, Settings
+from answerbox.config import Settings
+
+from tests.support.repo import REPO_ROOT
 
 K8S = REPO_ROOT / "deploy" / "k8s"
 VARIANTS = ["base", "gpu"]

@@ -12,7 +12,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from answerbox.cli import main
-from answerbox.config import REPO_ROOT, ModelSettings
+from answerbox.config import ModelSettings
 from answerbox.errors import ModelError
 from answerbox.models import load_models
 from answerbox.models.manifest import PACKED_FP32
@@ -20,6 +20,7 @@ from onnx import numpy_helper
 
 from onnx_models.packing import pack_fp32, unpack_fp32
 from tests.models.conftest import DEFAULT_DIR
+from tests.support.repo import REPO_ROOT
 
 TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 DEVICE_TREE_LIMIT = 64 * 2**20  # what the device tool lets travel to a lent GPU, carried paths included

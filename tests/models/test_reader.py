@@ -4,10 +4,11 @@ import asyncio
 import math
 
 import pytest
-from answerbox.config import REPO_ROOT
 from answerbox.models import Models, ReaderSpan
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
+
+from tests.support.repo import REPO_ROOT
 
 QUESTION = "Which team won Super Bowl 50?"
 GOLD = (

@@ -14,8 +14,10 @@ _HAS_GPU = Path("/dev/nvidia0").exists()
 def test_asking_for_cuda_without_a_gpu_falls_back_to_cpu_in_one_line(
     tiny_export: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    # onnxruntime-gpu lists CUDA as available here even though it cannot run it.
-    assert "CUDAExecutionProvider" in import_onnxruntime().get_available_providers()
+    # onnxruntime-gpu lists CUDA as available here even though it cannot run it; the CPU build
+    # (answerbox[cpu]) does not list it at all, and asks for it are plain CPU sessions.
+    if "CUDAExecutionProvider" not in import_onnxruntime().get_available_providers():
+        pytest.skip("the CPU build of onnxruntime is installed: no CUDA provider to fall back from")
     with caplog.at_level(logging.INFO, logger="answerbox.models.session"):
         session = OnnxSession(tiny_export / "model.fp32.onnx", providers=["CUDAExecutionProvider"])
     assert session.provider == CPU

@@ -13,24 +13,18 @@ import httpx
 import pytest
 from opensearchpy import OpenSearch
 
-from tests.conftest import AnswerboxFactory, bulk_index
-from tests.processors.test_cited_answer import BOOKS, MAPPINGS, answer_search, search
+from tests.conftest import bulk_index
+from tests.processors.test_cited_answer import answer_search, books, generative, search  # noqa: F401 - fixtures
 from tests.support.scripted_llm import ScriptedLLM
 
 GENERATED = "Frank Herbert wrote Dune [2]."
 
 
 @pytest.fixture
-def books(opensearch: OpenSearch) -> OpenSearch:
-    bulk_index(opensearch, "books", [dict(d) for d in BOOKS], MAPPINGS)
-    return opensearch
-
-
-@pytest.fixture
-def scripted(books: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory) -> tuple[ScriptedLLM, str]:
-    llm, llm_url = scripted_llm
+def scripted(generative: tuple[ScriptedLLM, str]) -> tuple[ScriptedLLM, str]:  # noqa: F811
+    llm, url = generative
     llm.replies = [GENERATED]
-    return llm, make_answerbox(llm={"base_url": llm_url})
+    return llm, url
 
 
 def answer_of(client: httpx.Client, url: str, **config: Any) -> dict[str, Any]:
@@ -40,7 +34,7 @@ def answer_of(client: httpx.Client, url: str, **config: Any) -> dict[str, Any]:
     return found
 
 
-def test_an_extractive_answer_carries_its_confidence_and_what_it_rests_on(books: OpenSearch, answerbox: str, client: httpx.Client) -> None:
+def test_an_extractive_answer_carries_its_confidence_and_what_it_rests_on(books: OpenSearch, answerbox: str, client: httpx.Client) -> None:  # noqa: F811
     answer = answer_of(client, answerbox, min_confidence=0)
     assert answer["mode"] == "extractive" and not answer["abstained"] and "Herbert" in answer["text"]
     assert 0 < answer["confidence"] < 1 and answer["reason"] is None and answer["llm"] is None
@@ -48,7 +42,7 @@ def test_an_extractive_answer_carries_its_confidence_and_what_it_rests_on(books:
     assert answer["signals"]["score"] == pytest.approx(answer["citations"][0]["support"], abs=1e-4)
 
 
-def test_below_min_confidence_the_answer_becomes_the_candidate(books: OpenSearch, answerbox: str, client: httpx.Client) -> None:
+def test_below_min_confidence_the_answer_becomes_the_candidate(books: OpenSearch, answerbox: str, client: httpx.Client) -> None:  # noqa: F811
     shown = answer_of(client, answerbox, min_confidence=0)
     held = answer_of(client, answerbox, min_confidence=min(1.0, shown["confidence"] + 0.0001))
     assert held["abstained"] and held["reason"] == "low_confidence" and held["confidence"] is None
@@ -57,7 +51,7 @@ def test_below_min_confidence_the_answer_becomes_the_candidate(books: OpenSearch
     assert not answer_of(client, answerbox, min_confidence=shown["confidence"])["abstained"]
 
 
-def test_every_abstention_says_why(opensearch: OpenSearch, books: OpenSearch, answerbox: str, client: httpx.Client) -> None:
+def test_every_abstention_says_why(opensearch: OpenSearch, books: OpenSearch, answerbox: str, client: httpx.Client) -> None:  # noqa: F811
     bulk_index(opensearch, "empty", [{"_id": "x", "text": "Nothing about novels here."}])
     none = search(client, answerbox, answer_search("zebra crossing"), index="empty")["ext"]["answerbox"]["answer"]
     assert none["abstained"] and none["reason"] == "no_evidence" and none["candidate"] is None
@@ -115,7 +109,7 @@ def test_a_confident_reader_spares_the_chain_its_llm(scripted: tuple[ScriptedLLM
     assert asked["llm_skipped"] == [] and asked["chain"] is not None and llm.calls
 
 
-def test_the_thresholds_are_validated(books: OpenSearch, answerbox: str, client: httpx.Client) -> None:
+def test_the_thresholds_are_validated(books: OpenSearch, answerbox: str, client: httpx.Client) -> None:  # noqa: F811
     response = client.post(f"{answerbox}/books/_search", json=answer_search(min_confidence=1.5))
     assert response.status_code == 400
     assert response.json()["error"]["type"] in {"illegal_argument_exception", "x_content_parse_exception"}

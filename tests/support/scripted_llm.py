@@ -45,6 +45,7 @@ class ScriptedLLM:
     refusal_status: int = 400
     caps: bool = True
     cut_at_max_tokens: bool = False
+    model: str = "smollm2"  # what GET /v1/models lists
     calls: list[dict[str, Any]] = field(default_factory=list)
     probes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -125,7 +126,11 @@ class ScriptedLLM:
         yield "data: [DONE]\n\n"
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
+        return Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"]), Route("/v1/models", self._models, methods=["GET"])])
+
+    async def _models(self, request: Request) -> Response:
+        """The models it serves, as OpenAI's API lists them: the default model answerbox asks for."""
+        return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}]})
 
 
 def is_probe(payload: dict[str, Any]) -> bool:

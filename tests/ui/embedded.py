@@ -9,9 +9,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from answerbox.app import create_app
-from answerbox.config import REPO_ROOT, Settings
+from answerbox.config import Settings
 from answerbox.embedded import SAMPLE_INDEX
 
+from tests.support.repo import REPO_ROOT
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import serve
 

@@ -91,6 +91,15 @@ class LLMClient:
             "timeout": timeout_s or self.settings.timeout_s,
         }
 
+    async def models(self) -> list[str]:
+        """The model ids the endpoint lists (``GET /models``)."""
+        if self._client is None:
+            raise LLMError("no LLM is configured (llm.base_url is unset)")
+        try:
+            return [model.id async for model in self._client.models.list()]
+        except openai.OpenAIError as exc:
+            raise LLMError(f"the LLM did not list its models: {_failure(exc)}") from exc
+
     async def structured(self, *, timeout_s: float | None = None) -> bool:
         """Whether ``complete(schema=...)`` constrains the reply to the schema (auto: probes once)."""
         return await self._structured_mode(timeout_s) != "none"

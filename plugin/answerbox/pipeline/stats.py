@@ -10,6 +10,9 @@ from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from answerbox import __version__
+from answerbox.contract import CONTRACT_VERSION
+
 __all__ = ["Phase", "PipelineStats"]
 
 Phase = Literal["request", "response"]
@@ -86,6 +89,7 @@ class PipelineStats:
             for pid, phases in self._pipelines.items()
         }
         node = {
+            "answerbox": {"version": __version__, "contract_version": CONTRACT_VERSION},
             "search_pipeline": {
                 "total_request": self._total["request"].as_json(),
                 "total_response": self._total["response"].as_json(),

@@ -1,7 +1,7 @@
 """Write the embedded default's sample corpus: whole articles of SQuAD v1.1 dev, in order,
 until at least ``--paragraphs`` paragraphs. Run from the repository root:
 
-    python -m deploy.embedded.make_corpus
+    python -m deploy.make_sample_corpus
 
 The text is Wikipedia's (CC BY-SA 4.0) as packaged by SQuAD v1.1 (CC BY-SA 4.0); see
 deploy/embedded/ATTRIBUTION.md.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from onnx_models.squad import DEV_FILE, load_squad
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent / "embedded"  # the wheel bundles this folder's data files
 
 
 def main() -> None:

@@ -1,0 +1,191 @@
+"""What is wrong with a configured or running answerbox: ``answerbox doctor`` and ``GET /_answerbox/health``.
+
+Each check ends in one finding: ``ok``, ``warn`` (works, but less than it could) or ``fail``
+(something a configured pipeline needs is missing), with one line that says how to fix it.
+OpenSearch is asked with the service credentials, as answerbox itself asks for pipelines and
+the shared cache; the rights are probed by requests that change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from answerbox import __version__
+from answerbox.config import Settings
+from answerbox.contract import CONTRACT_VERSION
+from answerbox.errors import AnswerboxError, LLMError, ModelError, UpstreamError
+from answerbox.opensearch import OpenSearchClients, translate
+from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.pipeline.registry import ProcessorRegistry
+from answerbox.pipeline.stats import PipelineStats
+from answerbox.services import Services
+from answerbox.shipped import shipped
+
+__all__ = ["Doctor", "Finding", "diagnose", "health_body"]
+
+Status = Literal["ok", "warn", "fail"]
+_PROBE_ID = "_answerbox-doctor-probe"
+_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    check: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        fix = f" (fix: {self.fix})" if self.fix and self.status != "ok" else ""
+        return f"[{self.status}] {self.check}: {self.detail}{fix}"
+
+
+class Doctor:
+    def __init__(self, settings: Settings, clients: OpenSearchClients, services: Services, registry: ProcessorRegistry) -> None:
+        self._settings = settings
+        self._clients = clients
+        self._services = services
+        self._registry = registry
+
+    async def examine(self) -> list[Finding]:
+        """Every check, OpenSearch's first: the pipelines and rights are only asked of a cluster that answers."""
+        cluster = await self._opensearch()
+        found = [cluster]
+        if cluster.status == "ok":
+            found += [await self._rights(self._settings.opensearch.pipeline_index), await self._rights(self._settings.opensearch.cache_index)]
+            found.append(await self._pipelines())
+        return [*found, await self._llm(), await self._models(), self._templates()]
+
+    async def _opensearch(self) -> Finding:
+        url = self._settings.opensearch.url
+        try:
+            info = await asyncio.wait_for(translate(self._clients.service.info()), _TIMEOUT_S)
+        except UpstreamError as exc:
+            if exc.status in (401, 403):
+                return Finding(
+                    "opensearch",
+                    "fail",
+                    f"{url} refused the service credentials ({exc.status})",
+                    "set opensearch.service_username and service_password to a user OpenSearch knows",
+                )
+            return Finding("opensearch", "fail", f"{url} answered {exc.status}", "check opensearch.url points at the cluster's REST port")
+        except (AnswerboxError, TimeoutError):
+            return Finding(
+                "opensearch", "fail", f"{url} cannot be reached", "start OpenSearch or set opensearch.url (and its TLS settings) to where it listens"
+            )
+        version = info.get("version", {}).get("number", "unknown") if isinstance(info, dict) else "unknown"
+        return Finding("opensearch", "ok", f"{url} answers, version {version}")
+
+    async def _rights(self, index: str) -> Finding:
+        """Deleting a document no index holds: OpenSearch's security answers 403 without the
+        write right, else 404; nothing changes either way."""
+        try:
+            await asyncio.wait_for(translate(self._clients.service.delete(index=index, id=_PROBE_ID)), _TIMEOUT_S)
+        except UpstreamError as exc:
+            if exc.status in (401, 403):
+                return Finding(
+                    f"rights on {index}",
+                    "fail",
+                    f"the service user may not write {index} ({exc.status})",
+                    "grant the service role crud on the index (deploy/ADMIN.md, a secured cluster)",
+                )
+            if exc.status != 404:
+                return Finding(f"rights on {index}", "fail", f"OpenSearch answered {exc.status}", "check the cluster's health")
+        except (AnswerboxError, TimeoutError):
+            return Finding(f"rights on {index}", "fail", "OpenSearch did not answer the probe", "check the cluster's health")
+        return Finding(f"rights on {index}", "ok", "the service user may read and write it")
+
+    async def _pipelines(self) -> Finding:
+        index = self._settings.opensearch.pipeline_index
+        try:
+            result = await asyncio.wait_for(translate(self._clients.service.search(index=index, body={"size": 10000, "query": {"match_all": {}}})), _TIMEOUT_S)
+        except UpstreamError as exc:
+            if exc.status == 404:
+                return Finding("stored pipelines", "ok", "none stored yet")
+            return Finding("stored pipelines", "fail", f"they cannot be read ({exc.status})", f"grant the service role read on {index}")
+        except (AnswerboxError, TimeoutError):
+            return Finding("stored pipelines", "fail", "OpenSearch did not answer", "check the cluster's health")
+        broken = []
+        hits = result["hits"]["hits"]
+        for hit in hits:
+            try:
+                definition = PipelineDefinition.parse(hit["_source"]["definition"])
+                self._registry.build(hit["_id"], definition, self._services, PipelineStats(), inline=False)
+            except (AnswerboxError, KeyError, TypeError, ValueError) as exc:
+                broken.append(f"{hit['_id']} ({getattr(exc, 'reason', exc)})")
+        if broken:
+            return Finding(
+                "stored pipelines",
+                "fail",
+                f"{len(broken)} of {len(hits)} no longer validate: {'; '.join(broken)}",
+                "PUT each again with this version's options",
+            )
+        return Finding("stored pipelines", "ok", f"{len(hits)} stored, all valid for answerbox {__version__}")
+
+    async def _llm(self) -> Finding:
+        llm = self._services.llm
+        if not llm.configured:
+            return Finding(
+                "llm",
+                "warn",
+                "no LLM is configured: answers are the reader's, expansion and chains are off",
+                "set llm.base_url to an OpenAI-compatible endpoint",
+            )
+        url, model = self._settings.llm.base_url, self._settings.llm.model
+        try:
+            listed = await asyncio.wait_for(llm.models(), _TIMEOUT_S)
+        except (LLMError, TimeoutError):
+            return Finding("llm", "fail", f"{url} does not answer", "start the LLM server or set llm.base_url to where it listens")
+        if model not in listed:
+            return Finding("llm", "fail", f"{url} does not serve {model!r} (it lists {', '.join(listed) or 'none'})", "set llm.model to one it lists")
+        if not await llm.structured(timeout_s=_TIMEOUT_S):
+            return Finding(
+                "llm",
+                "warn",
+                f"{model} at {url} answers, without structured output",
+                "chains and citations fall back to free text; a server with JSON-schema output (vLLM, llama.cpp) does better",
+            )
+        return Finding("llm", "ok", f"{model} at {url} answers, with structured output")
+
+    async def _models(self) -> Finding:
+        try:
+            models = await self._services.models()
+        except ModelError as exc:
+            return Finding(
+                "models", "fail", exc.reason, f"point models.dir at an exported model (manifest.json, tokenizer, model.{self._settings.models.variant}.onnx)"
+            )
+        manifest = models.manifest
+        fitted = "a fitted answer calibrator" if manifest.answer_confidence else "no answer calibrator (confidence is the evaluator's)"
+        return Finding("models", "ok", f"{models.directory} ({manifest.task}, {self._settings.models.variant}) on {models.provider}, {fitted}")
+
+    def _templates(self) -> Finding:
+        folder = self._settings.templates_dir
+        missing = sorted(
+            str(p.relative_to(shipped("templates"))) for p in shipped("templates").rglob("*.j2") if not (folder / p.relative_to(shipped("templates"))).is_file()
+        )
+        if missing:
+            return Finding("templates", "fail", f"{folder} lacks {', '.join(missing)}", "copy them from the package's templates, or unset templates_dir")
+        return Finding("templates", "ok", f"{folder} holds every prompt")
+
+
+async def diagnose(settings: Settings) -> list[Finding]:
+    """``answerbox doctor``: the checks for ``settings``, with clients of their own."""
+    from answerbox.processors import default_registry
+
+    clients = OpenSearchClients(settings.opensearch)
+    services = Services.create(settings, clients.service)
+    try:
+        return await Doctor(settings, clients, services, default_registry()).examine()
+    finally:
+        await services.aclose()
+        await clients.aclose()
+
+
+def health_body(findings: list[Finding]) -> tuple[dict[str, Any], int]:
+    """``GET /_answerbox/health``: red (503) when a check failed, yellow when one warned, else green."""
+    statuses = {f.status for f in findings}
+    status = "red" if "fail" in statuses else "yellow" if "warn" in statuses else "green"
+    body = {"status": status, "version": __version__, "contract_version": CONTRACT_VERSION, "checks": [asdict(f) for f in findings]}
+    return body, 503 if status == "red" else 200
