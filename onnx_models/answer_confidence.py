@@ -25,7 +25,8 @@ shows in ``answer.signals`` (``answerbox.models.confidence`` turns them into fea
 Five-fold cross-validated probabilities choose the thresholds:
 
 - ``min_confidence``: the lowest at which the answered share of answerable + removed questions
-  is right ``--precision`` of the time (85%);
+  is right ``--precision`` of the time (85%), by the one-sided 95% Wilson lower bound
+  (``--z``): the lowest threshold that meets a target is where chance flattered the sample;
 - ``skip_llm_above``: the lowest snippet confidence above which the LLM, asked, would add
   no right answer in ``auto`` (its answer replaces the snippet only when more confident);
   with no LLM rows it stays 1 (the LLM is always asked).
@@ -40,6 +41,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import Iterator, Sequence
@@ -175,16 +177,26 @@ def ece(probabilities: Sequence[float], right: Sequence[bool], bins: int = 10) -
     return float(sum(abs(p[which == b].mean() - y[which == b].mean()) * (which == b).sum() for b in range(bins) if (which == b).any()) / len(p))
 
 
-def lowest_threshold(confidence: Sequence[float], right: Sequence[bool], precision: float, min_answered: int = 20) -> float:
-    """The lowest threshold whose answered share (confidence ≥ it) is right ``precision`` of the time."""
+def lowest_threshold(confidence: Sequence[float], right: Sequence[bool], precision: float, z: float, min_answered: int = 20) -> float:
+    """The lowest threshold whose answered share (confidence ≥ it) is right ``precision`` of the
+    time, by the one-sided Wilson lower bound at ``z`` (0: the point estimate). Taking the lowest
+    threshold that meets a target picks where chance flattered the sample, so the point estimate
+    promises more precision than the threshold keeps on new questions; the bound does not."""
     pairs = sorted(zip(confidence, right, strict=True), reverse=True)
     best = 1.0
     hits = 0
     for n, (c, ok) in enumerate(pairs, 1):
         hits += ok
-        if n >= min_answered and hits / n >= precision:
+        if n >= min_answered and _wilson_lower(hits, n, z) >= precision:
             best = c
     return round(float(best), 4)
+
+
+def _wilson_lower(hits: int, n: int, z: float) -> float:
+    p = hits / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
 
 
 def features(rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals]) -> tuple[list[str], npt.NDArray[np.float64]]:
@@ -264,7 +276,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     unanswered = len(answerable) + len(removed) - len(snippet_rows)
     extractive, cv = fit(snippet_rows, SnippetSignals, args.l2, args.seed)
     right = [bool(r["right"]) for r in snippet_rows]
-    min_confidence = lowest_threshold(list(cv), right, args.precision)
+    min_confidence = lowest_threshold(list(cv), right, args.precision, args.z)
+    point_estimate = lowest_threshold(list(cv), right, args.precision, 0.0)
     result: dict[str, Any] = {"extractive": extractive, "min_confidence": min_confidence, "skip_llm_above": 1.0}
     record: dict[str, Any] = {
         "data": [f"squad_shifts/{name}" for name in TRAIN_FILES],
@@ -282,6 +295,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "ece": round(ece(list(cv), right), 4),
             "at_min_confidence": coverage_at(list(cv), right, min_confidence),
             "precision_target": args.precision,
+            "wilson_z": args.z,
+            "point_estimate_threshold": point_estimate,
+            "at_point_estimate": coverage_at(list(cv), right, point_estimate),
         },
         "seconds_p50": round(float(np.median([r["seconds"] for r in answerable])), 4),
     }
@@ -324,6 +340,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--llm-model", default="smollm2")
     parser.add_argument("--min-generative", type=int, default=15, help="held-up LLM answers needed to fit their model")
     parser.add_argument("--precision", type=float, default=0.85)
+    parser.add_argument("--z", type=float, default=1.645, help="min_confidence meets --precision by the one-sided Wilson bound at z (0: point estimate)")
     parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=45)
     parser.add_argument("--dry-run", action="store_true")

@@ -183,9 +183,16 @@ async def diagnose(settings: Settings) -> list[Finding]:
         await clients.aclose()
 
 
+# Without these no search runs through answerbox; without the others only the answers degrade
+# (an LLM or model failure never fails a search), so a replica stays in rotation.
+_ESSENTIAL = ("opensearch", "rights on", "templates")
+
+
 def health_body(findings: list[Finding]) -> tuple[dict[str, Any], int]:
-    """``GET /_answerbox/health``: red (503) when a check failed, yellow when one warned, else green."""
+    """``GET /_answerbox/health``: red (503, not ready) when an essential check failed; yellow when
+    any other failed or warned (the answers degrade, the searches run); else green."""
+    essential = [f for f in findings if f.check.startswith(_ESSENTIAL)]
     statuses = {f.status for f in findings}
-    status = "red" if "fail" in statuses else "yellow" if "warn" in statuses else "green"
+    status = "red" if any(f.status == "fail" for f in essential) else "yellow" if statuses != {"ok"} else "green"
     body = {"status": status, "version": __version__, "contract_version": CONTRACT_VERSION, "checks": [asdict(f) for f in findings]}
     return body, 503 if status == "red" else 200

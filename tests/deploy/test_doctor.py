@@ -103,7 +103,12 @@ def test_health_is_the_same_checks_for_probes(make_answerbox: AnswerboxFactory, 
     body: dict[str, Any] = healthy.json()
     assert healthy.status_code == 200 and body["status"] == "yellow"  # no LLM configured: a warning
     assert {c["check"]: c["status"] for c in body["checks"]}["llm"] == "warn" and body["contract_version"]
-    down = client.get(f"{make_answerbox(llm={'base_url': f'http://127.0.0.1:{free_port()}/v1'})}/_answerbox/health")
-    assert down.status_code == 503 and down.json()["status"] == "red"
-    [failed] = [c for c in down.json()["checks"] if c["status"] == "fail"]
-    assert failed["check"] == "llm" and failed["fix"]
+    # A stopped LLM fails its check but only degrades answers: the replica stays ready.
+    llm_down = client.get(f"{make_answerbox(llm={'base_url': f'http://127.0.0.1:{free_port()}/v1'})}/_answerbox/health")
+    assert llm_down.status_code == 200 and llm_down.json()["status"] == "yellow"
+    assert [c["check"] for c in llm_down.json()["checks"] if c["status"] == "fail"] == ["llm"]
+    # Without OpenSearch no search can run: not ready.
+    cluster_down = client.get(f"{make_answerbox(opensearch={'url': f'http://127.0.0.1:{free_port()}'})}/_answerbox/health")
+    assert cluster_down.status_code == 503 and cluster_down.json()["status"] == "red"
+    [failed] = [c for c in cluster_down.json()["checks"] if c["status"] == "fail"]
+    assert failed["check"] == "opensearch" and "cannot be reached" in failed["detail"] and failed["fix"]
