@@ -160,6 +160,8 @@ def report(name: str, rows: list[dict[str, Any]], removed: list[dict[str, Any]],
         gone = [r["confidence"] is not None if ungated else r["answered"] for r in removed]
         wrong = [g and not (r["best_right"] if ungated else r["right"]) for g, r in zip(gone, removed, strict=True)]
         print(f"gold paragraphs removed ({len(removed)}): answered {_share(gone)}, answered wrong {_share(wrong)}")
+        both = [r for r in [*rows, *removed] if r["confidence"] is not None]
+        print(f"ECE over both indices ({len(both)} with a confidence): {ece([r['confidence'] for r in both], [r['best_right'] for r in both]):.4f}")
     llm = {k: sum(r["llm"] == k for r in rows) for k in ("skipped", "used", "failed")}
     print(f"LLM: {llm}; p50 {1000 * quantile([r['seconds'] for r in rows], 0.5):.0f} ms, p95 {1000 * quantile([r['seconds'] for r in rows], 0.95):.0f} ms")
 
