@@ -44,12 +44,12 @@ def test_a_malformed_completion_falls_back(llm: tuple[ScriptedLLM, str], client:
 def test_a_stream_chunk_that_is_not_json_degrades_the_answer(llm: tuple[ScriptedLLM, str], client: httpx.Client) -> None:
     scripted, url = llm
     scripted.raw = b'data: {"id": "x", "choices": [{"index": 0, "delta": {"content": "Spice"}}]}\n\ndata: {not json\n\n'
-    pipeline = {"response_processors": [{"cited_answer": {"size": 2}}]}
+    pipeline = {"response_processors": [{"cited_answer": {"size": 2, "skip_llm_above": 1}}]}  # the LLM is asked whatever the snippet
     body = {"query": {"match": {"text": "spice"}}, "search_pipeline": pipeline}
     with client.stream("POST", f"{url}/books/_answerbox/stream", json=body) as response:
         events = [line.removeprefix("event: ") for line in response.iter_lines() if line.startswith("event: ")]
     assert response.status_code == 200
-    assert events[:2] == ["search", "hits"] and events[-2:] == ["answer", "done"]
+    assert events[:3] == ["search", "hits", "snippet"] and events[-2:] == ["answer", "done"]
     assert "error" in events  # the LLM's failure is told, then the fallback answer follows
 
 
