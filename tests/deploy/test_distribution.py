@@ -16,6 +16,7 @@ import pytest
 from answerbox.server import free_port
 
 from tests.support.repo import REPO_ROOT
+from tests.support.scripted_llm import ScriptedLLM
 
 SETUP = configparser.ConfigParser()
 SETUP.read(REPO_ROOT / "setup.cfg")
@@ -122,3 +123,20 @@ def test_the_installed_wheel_answers_from_outside_the_repository(installed: tupl
     assert re.search(r"^  \[\d+\] \S+ (['\"]).+\1 support=", demo.stdout, re.MULTILINE), demo.stdout[-2000:]
     version = subprocess.run([str(bin_dir / "answerbox"), "--version"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
     assert re.fullmatch(r"answerbox \d+\.\d+\.\d+ \(response contract \d+\.\d+\)\n", version.stdout)
+
+
+@pytest.mark.slow
+def test_the_installed_doctor_finds_everything_in_order(
+    installed: tuple[Path, dict[str, str], Path], osmem_url: str, scripted_llm: tuple[ScriptedLLM, str], tmp_path: Path
+) -> None:
+    bin_dir, env, _ = installed
+    llm, llm_url = scripted_llm
+    llm.formats = ("json_schema",)  # a server with structured output, as llama.cpp's is
+    settings = {"ANSWERBOX_OPENSEARCH__URL": osmem_url, "ANSWERBOX_LLM__BASE_URL": llm_url}
+    run = subprocess.run([str(bin_dir / "answerbox"), "doctor"], cwd=tmp_path, env=env | settings, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = run.stdout.splitlines()
+    assert len(found) == 7 and all(line.startswith("[ok] ") for line in found), run.stdout
+    # The installed package's own model and templates, not the checkout's.
+    assert "site-packages/answerbox/bundled/model" in next(line for line in found if line.startswith("[ok] models:"))
+    assert "site-packages/answerbox/bundled/templates" in next(line for line in found if line.startswith("[ok] templates:"))
