@@ -75,7 +75,7 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
     )
     engine = SearchEngine(resolver=resolver, backend=clients.search, settings=settings)
     return _State(
-        doctor=Doctor(settings, clients, services, registry),
+        doctor=Doctor(settings, clients, services, resolver.build),
         passthrough=passthrough,
         clients=clients,
         services=services,

@@ -9,6 +9,7 @@ the shared cache; the rights are probed by requests that change nothing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -18,7 +19,6 @@ from answerbox.contract import CONTRACT_VERSION
 from answerbox.errors import AnswerboxError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import OpenSearchClients, translate
 from answerbox.pipeline.definition import PipelineDefinition
-from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.services import Services
 from answerbox.shipped import shipped
@@ -26,6 +26,7 @@ from answerbox.shipped import shipped
 __all__ = ["Doctor", "Finding", "diagnose", "health_body"]
 
 Status = Literal["ok", "warn", "fail"]
+Build = Callable[[str, PipelineDefinition], object]
 _PROBE_ID = "_answerbox-doctor-probe"
 _TIMEOUT_S = 10.0
 
@@ -43,11 +44,13 @@ class Finding:
 
 
 class Doctor:
-    def __init__(self, settings: Settings, clients: OpenSearchClients, services: Services, registry: ProcessorRegistry) -> None:
+    def __init__(self, settings: Settings, clients: OpenSearchClients, services: Services, build: Build) -> None:
+        """``build`` validates a stored pipeline as serving would: the app passes its resolver's
+        (which keeps each definition built once, so a readiness probe rebuilds nothing)."""
         self._settings = settings
         self._clients = clients
         self._services = services
-        self._registry = registry
+        self._build = build
 
     async def examine(self) -> list[Finding]:
         """Every check, OpenSearch's first: the pipelines and rights are only asked of a cluster that answers."""
@@ -112,7 +115,7 @@ class Doctor:
         for hit in hits:
             try:
                 definition = PipelineDefinition.parse(hit["_source"]["definition"])
-                self._registry.build(hit["_id"], definition, self._services, PipelineStats(), inline=False)
+                self._build(hit["_id"], definition)
             except (AnswerboxError, KeyError, TypeError, ValueError) as exc:
                 broken.append(f"{hit['_id']} ({getattr(exc, 'reason', exc)})")
         if broken:
@@ -161,10 +164,8 @@ class Doctor:
         return Finding("models", "ok", f"{models.directory} ({manifest.task}, {self._settings.models.variant}) on {models.provider}, {fitted}")
 
     def _templates(self) -> Finding:
-        folder = self._settings.templates_dir
-        missing = sorted(
-            str(p.relative_to(shipped("templates"))) for p in shipped("templates").rglob("*.j2") if not (folder / p.relative_to(shipped("templates"))).is_file()
-        )
+        folder, ours = self._settings.templates_dir, shipped("templates")
+        missing = sorted(str(name) for name in (p.relative_to(ours) for p in ours.rglob("*.j2")) if not (folder / name).is_file())
         if missing:
             return Finding("templates", "fail", f"{folder} lacks {', '.join(missing)}", "copy them from the package's templates, or unset templates_dir")
         return Finding("templates", "ok", f"{folder} holds every prompt")
@@ -176,8 +177,13 @@ async def diagnose(settings: Settings) -> list[Finding]:
 
     clients = OpenSearchClients(settings.opensearch)
     services = Services.create(settings, clients.service)
+    registry = default_registry()
+
+    def build(pipeline_id: str, definition: PipelineDefinition) -> object:
+        return registry.build(pipeline_id, definition, services, PipelineStats(), inline=False)
+
     try:
-        return await Doctor(settings, clients, services, default_registry()).examine()
+        return await Doctor(settings, clients, services, build).examine()
     finally:
         await services.aclose()
         await clients.aclose()
