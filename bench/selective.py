@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
-import time
 from collections.abc import Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -41,7 +40,8 @@ from answerbox.embedded import SAMPLE_PIPELINE, local_llm
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
 from bench.harness import BENCH_DIR, SQUAD_INDEX, dev_paragraphs, free_port, match_body, quantile, readme_pipeline, serve
-from onnx_models.answer_confidence import ece
+from onnx_models.answer_confidence import answer_of, ece
+from onnx_models.rows import load_rows, resume
 from onnx_models.squad import Question, contains_gold, index_with_titles, sample_questions
 
 REMOVED_INDEX = "squad-removed"
@@ -77,13 +77,8 @@ def pipelines() -> dict[str, dict[str, Any]]:
     }
 
 
-def _rows_path(name: str, index: str) -> Any:
+def _rows_path(name: str, index: str) -> Path:
     return BENCH_DIR / "selective" / f"{name}-{index}.jsonl"
-
-
-def _rows(name: str, index: str) -> dict[str, dict[str, Any]]:
-    path = _rows_path(name, index)
-    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
 
 
 def _row(question: Question, answer: dict[str, Any] | None, seconds: float) -> dict[str, Any]:
@@ -105,21 +100,7 @@ def _row(question: Question, answer: dict[str, Any] | None, seconds: float) -> d
 
 
 def _run(client: httpx.Client, url: str, name: str, index: str, questions: Sequence[Question]) -> list[dict[str, Any]]:
-    done = _rows(name, index)
-    path = _rows_path(name, index)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    todo = [q for q in questions if q.id not in done]
-    started = time.perf_counter()
-    with path.open("a") as out:
-        for n, question in enumerate(todo, 1):
-            began = time.perf_counter()
-            response = client.post(f"{url}/{index}/_search", params={"search_pipeline": name}, json=match_body(question.text))
-            response.raise_for_status()
-            row = done[question.id] = _row(question, response.json()["ext"]["answerbox"]["answer"], time.perf_counter() - began)
-            out.write(json.dumps(row) + "\n")
-            if n % 50 == 0:
-                print(f"  {name} over {index}: {n}/{len(todo)} in {time.perf_counter() - started:.0f}s", flush=True)
-    return [done[q.id] for q in questions]
+    return resume(_rows_path(name, index), questions, lambda q: _row(q, *answer_of(client, url, index, q.text, pipeline=name)), label=f"{name} over {index}")
 
 
 def coverage_at(rows: Sequence[dict[str, Any]], precision: float) -> float:
@@ -203,8 +184,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     _run(client, url, name, REMOVED_INDEX, questions(name))
     for name in args.pipelines:
         asked = {q.id for q in questions(name)}
-        rows = [r for i, r in _rows(name, SQUAD_INDEX).items() if i in asked]
-        removed = [r for i, r in _rows(name, REMOVED_INDEX).items() if i in asked]
+        rows = [r for i, r in load_rows(_rows_path(name, SQUAD_INDEX)).items() if i in asked]
+        removed = [r for i, r in load_rows(_rows_path(name, REMOVED_INDEX)).items() if i in asked]
         if not rows:
             continue
         if name == "extractive":

@@ -58,11 +58,11 @@ from answerbox.models.confidence import GenerativeSignals, SnippetSignals
 from answerbox.models.manifest import ModelManifest
 from answerbox.server import free_port, serve_in_thread
 
+from onnx_models.rows import Row, resume
 from onnx_models.squad import TRAIN_FILES, Question, contains_gold, data_dir, held_out, holdout_fraction, index_with_titles, load_squad, sample_questions
 
 log = logging.getLogger("answerbox.answer_confidence")
 
-Row = dict[str, Any]
 PIPELINE_ID = "fit"
 
 
@@ -72,11 +72,11 @@ def pipeline(mode: str) -> dict[str, Any]:
     return {"response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": answer}]}
 
 
-def answer_of(client: httpx.Client, url: str, index: str, question: str) -> tuple[dict[str, Any], float]:
-    """``ext.answerbox.answer`` of one search through answerbox, and its seconds."""
+def answer_of(client: httpx.Client, url: str, index: str, question: str, pipeline: str = PIPELINE_ID) -> tuple[dict[str, Any], float]:
+    """``ext.answerbox.answer`` of one search (BM25 on ``text``, the top 10) through answerbox's ``pipeline``, and its seconds."""
     started = time.perf_counter()
     body = {"query": {"match": {"text": question}}, "size": 10}
-    response = client.post(f"{url}/{index}/_search", params={"search_pipeline": PIPELINE_ID}, json=body)
+    response = client.post(f"{url}/{index}/_search", params={"search_pipeline": pipeline}, json=body)
     response.raise_for_status()
     return response.json()["ext"]["answerbox"]["answer"], time.perf_counter() - started
 
@@ -98,30 +98,10 @@ def row(kind: str, question: Question, answer: dict[str, Any] | None, seconds: f
     }
 
 
-def rows_path(name: str) -> Path:
-    return data_dir() / "answer_confidence" / f"{name}.jsonl"
-
-
-def load_rows(name: str) -> dict[str, Row]:
-    path = rows_path(name)
-    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
-
-
 def collect(name: str, client: httpx.Client, url: str, index: str, questions: Sequence[Question]) -> list[Row]:
     """The rows of ``name``, running the questions it does not have yet."""
-    done = load_rows(name)
-    path = rows_path(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    todo = [q for q in questions if q.id not in done]
-    started = time.perf_counter()
-    with path.open("a") as out:
-        for n, question in enumerate(todo, 1):
-            answer, seconds = answer_of(client, url, index, question.text)
-            done[question.id] = found = row(name, question, answer, seconds)
-            out.write(json.dumps(found) + "\n")
-            if n % 100 == 0:
-                log.info("%s: %d/%d in %.0fs", name, n, len(todo), time.perf_counter() - started)
-    return [done[q.id] for q in questions]
+    path = data_dir() / "answer_confidence" / f"{name}.jsonl"
+    return resume(path, questions, lambda q: row(name, q, *answer_of(client, url, index, q.text)), label=name, every=100)
 
 
 @contextlib.contextmanager
