@@ -7,7 +7,7 @@ which a byte-exact proxy needs, and nothing it would have to work around.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypedDict
@@ -21,10 +21,12 @@ from starlette.routing import Route
 from answerbox.config import Settings
 from answerbox.doctor import Doctor, health_body
 from answerbox.errors import AnswerboxError, error_body
+from answerbox.http.memory import MemoryAPI
 from answerbox.http.passthrough import Passthrough
 from answerbox.http.pipelines import PipelineAPI
 from answerbox.http.search import SearchHandler
 from answerbox.http.stream import AnswerStream
+from answerbox.memory import Memory
 from answerbox.opensearch import OpenSearchClients
 from answerbox.pipeline.engine import SearchEngine
 from answerbox.pipeline.registry import ProcessorRegistry
@@ -52,6 +54,7 @@ class _State:
     search: SearchHandler
     stream: AnswerStream
     pipelines: PipelineAPI
+    memory: MemoryAPI
 
 
 def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
@@ -73,7 +76,8 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
         settings_client=clients.service,
         cache_s=settings.opensearch.default_pipeline_cache_s,
     )
-    engine = SearchEngine(resolver=resolver, backend=clients.search, settings=settings)
+    memory = Memory(settings.memory, clients)
+    engine = SearchEngine(resolver=resolver, backend=clients.search, memory=memory, settings=settings)
     return _State(
         doctor=Doctor(settings, clients, services, resolver.build),
         passthrough=passthrough,
@@ -83,6 +87,7 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
         search=SearchHandler(engine=engine, passthrough=passthrough, settings=settings),
         stream=AnswerStream(engine=engine, settings=settings),
         pipelines=PipelineAPI(store=store, resolver=resolver, limits=settings.limits),
+        memory=MemoryAPI(memory=memory, passthrough=passthrough, limits=settings.limits),
     )
 
 
@@ -145,6 +150,31 @@ async def _metrics(request: Request) -> Response:
     return Response(generate_latest(_parts(request).stats.registry), media_type=CONTENT_TYPE_LATEST)
 
 
+def _memory_route(path: str, action: Callable[[MemoryAPI, Request], Awaitable[Response]], methods: list[str]) -> Route:
+    async def endpoint(request: Request) -> Response:
+        return await action(_parts(request).memory, request)
+
+    return Route(path, endpoint, methods=methods)
+
+
+_MEMORY = "/_plugins/_ml/memory"
+_MEMORY_ROUTES = [
+    _memory_route(_MEMORY, MemoryAPI.create, ["POST"]),
+    _memory_route(f"{_MEMORY}/", MemoryAPI.create, ["POST"]),
+    _memory_route(_MEMORY, MemoryAPI.memories, ["GET"]),
+    _memory_route(f"{_MEMORY}/_search", MemoryAPI.search, ["GET", "POST"]),
+    _memory_route(f"{_MEMORY}/message/{{message_id}}", MemoryAPI.message, ["GET"]),
+    _memory_route(f"{_MEMORY}/message/{{message_id}}", MemoryAPI.update_message, ["PUT"]),
+    _memory_route(f"{_MEMORY}/message/{{message_id}}/traces", MemoryAPI.traces, ["GET"]),
+    _memory_route(f"{_MEMORY}/{{memory_id}}/messages", MemoryAPI.add_message, ["POST"]),
+    _memory_route(f"{_MEMORY}/{{memory_id}}/messages", MemoryAPI.messages, ["GET"]),
+    _memory_route(f"{_MEMORY}/{{memory_id}}/_search", MemoryAPI.search, ["GET", "POST"]),
+    _memory_route(f"{_MEMORY}/{{memory_id}}", MemoryAPI.get, ["GET"]),
+    _memory_route(f"{_MEMORY}/{{memory_id}}", MemoryAPI.update, ["PUT"]),
+    _memory_route(f"{_MEMORY}/{{memory_id}}", MemoryAPI.delete, ["DELETE"]),
+]
+
+
 async def _passthrough(request: Request) -> Response:
     return await _parts(request).passthrough.forward(request)
 
@@ -162,6 +192,7 @@ _ROUTES = [
     Route("/_answerbox/stats/search_pipeline", _stats, methods=["GET"]),
     Route("/_answerbox/health", _health, methods=["GET"]),
     Route("/metrics", _metrics, methods=["GET"]),
+    *_MEMORY_ROUTES,
     *ui_routes(),
     # Last: everything answerbox does not handle goes to OpenSearch as it came.
     Route("/{path:path}", _passthrough, methods=_ALL_METHODS),

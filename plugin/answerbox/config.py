@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from answerbox.shipped import shipped
 
-__all__ = ["LLMSettings", "Limits", "ModelSettings", "OpenSearchSettings", "Settings"]
+__all__ = ["LLMSettings", "Limits", "MemorySettings", "ModelSettings", "OpenSearchSettings", "Settings"]
 
 # Source checkouts and editable installs keep models and templates beside the package.
 
@@ -81,6 +81,15 @@ class ModelSettings(_Section):
     intra_op_threads: int = Field(default=0, ge=0)
 
 
+class MemorySettings(_Section):
+    """Conversational memory (``/_plugins/_ml/memory``, ``generative_qa_parameters.memory_id``)."""
+
+    # ml_commons: the cluster keeps memories (the API passes through); answerbox: answerbox
+    # keeps them in ``index``; auto: ml_commons where the cluster runs the plugin, asked once.
+    backend: Literal["auto", "ml_commons", "answerbox"] = "auto"
+    index: str = ".answerbox-memory"
+
+
 class Limits(_Section):
     max_request_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_hits_processed: int = Field(default=50, ge=1)
@@ -93,6 +102,7 @@ class Limits(_Section):
     max_msearch_searches: int = Field(default=100, ge=1)
     max_prompt_chars: int = Field(default=4000, ge=1)  # llm_question, system_prompt, user_instructions
     max_context_size: int = Field(default=20, ge=1)  # generative_qa_parameters.context_size
+    max_message_size: int = Field(default=50, ge=1)  # generative_qa_parameters.message_size
     max_llm_tokens: int = Field(default=1024, ge=1)  # any processor's max_tokens
     # Admission (pipeline/admission.py): runs in flight at once, in all and per caller; past
     # either, a 429. And the LLM calls one request (a search, an _msearch, a stream) may make.
@@ -125,6 +135,7 @@ class Settings(BaseSettings):
     opensearch: OpenSearchSettings = OpenSearchSettings()
     llm: LLMSettings = LLMSettings()
     models: ModelSettings = ModelSettings()
+    memory: MemorySettings = MemorySettings()
     limits: Limits = Limits()
 
     @classmethod

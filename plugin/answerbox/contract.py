@@ -10,11 +10,12 @@ OpenSearch response plus::
         "query_expansion": null | {...}          # llm_query_expansion
         "retrieval":       null | {...}          # retrieval_evaluator (CRAG)
         "chain":           null | {...}          # chain_of_query (SearChain)
+        "conversation":    null | {...}          # with memory_id: the standalone question, message_id
         "timings_ms":      {"<processor>": ms, "search": ms, "total": ms}
         "llm_skipped":     ["chain_of_query"]   # processors the reader's confidence spared the LLM
         "warnings":        ["..."]              # degradations: LLM down, model failure, ...
       },
-      "retrieval_augmented_generation": {"answer": "..."}   # for OpenSearch RAG clients
+      "retrieval_augmented_generation": {"answer": "...", "message_id": "..."}   # for OpenSearch RAG clients
     }
 
 Each processor publishes its own typed section into ``PipelineContext.report``; a later
@@ -31,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 # The version of this contract, for a client to check what it talks to (in
 # GET /_answerbox/stats/search_pipeline): the minor grows with what is added, the major with
 # what a client could break on. CHANGELOG.md says what each brought.
-CONTRACT_VERSION = "1.1"
+CONTRACT_VERSION = "1.2"
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -47,6 +48,8 @@ __all__ = [
     "ChainNodeReport",
     "ChainReport",
     "Citation",
+    "ConversationMethod",
+    "ConversationReport",
     "CorrectiveReport",
     "DraftNode",
     "FlaggedClaim",
@@ -271,8 +274,25 @@ class GenerativeQAParameters(BaseModel):
     llm_response_field: str | None = None
 
 
+# How a follow-up became a standalone question: the LLM wrote it / the rules carried the earlier
+# question's subject and entities into it / it needed nothing (no history, or it stands alone).
+ConversationMethod = Literal["llm", "rules", "none"]
+
+
+class ConversationReport(BaseModel):
+    """A search's turn of a conversation (``generative_qa_parameters.memory_id``)."""
+
+    memory_id: str
+    question: str  # as the caller asked it
+    standalone_question: str  # what the processors read
+    method: ConversationMethod = "none"
+    history: int = 0  # earlier interactions read
+    message_id: str | None = None  # this interaction, stored; None when storing failed
+
+
 class AnswerboxReport(BaseModel):
     answer: Answer | None = None
+    conversation: ConversationReport | None = None
     query_expansion: QueryExpansionReport | None = None
     retrieval: RetrievalReport | None = None
     chain: ChainReport | None = None

@@ -3,7 +3,8 @@
 Basic-auth users with index patterns they may read and write; a request without valid
 credentials gets 401 and one outside a user's indices gets 403, both in OpenSearch's error
 shape. Reads are GET/HEAD and searches; everything else on an index is a write. Allowed
-requests go on to osmem-server unchanged.
+requests go on to osmem-server unchanged. ``GET /_plugins/_security/authinfo`` names the
+user, as the security plugin does.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class AuthProxy:
         name = self._user(request)
         if name is None:
             return _error(401, "security_exception", "missing or wrong authentication credentials")
+        if request.url.path == "/_plugins/_security/authinfo":
+            return JSONResponse({"user_name": name, "backend_roles": [], "roles": ["own_index"], "tenants": {}})
         body = await request.body()
         last = request.url.path.rstrip("/").rsplit("/", 1)[-1]
         reading = request.method in ("GET", "HEAD") or (request.method == "POST" and last in _SEARCHES)

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, Val
 
 from answerbox.contract import Answer, AnswerboxReport, GenerativeQAParameters
 from answerbox.errors import AnswerboxError, ConfigError, validation_problems
+from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch
@@ -158,6 +159,8 @@ class PipelineContext:
     # Every search a processor sends goes through this: the caller's scope cannot be forgotten.
     search: ScopedSearch
     generative_qa: GenerativeQAParameters | None = None
+    # With ``memory_id``: the conversation so far, read before the request processors run.
+    conversation: ConversationTurn | None = None
     report: AnswerboxReport = field(default_factory=AnswerboxReport)
     processor_results: list[JSON] = field(default_factory=list)
     # The search's time: the running processor's share and every part of it (deadline.py).

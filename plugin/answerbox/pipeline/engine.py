@@ -21,8 +21,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from answerbox.config import Settings
-from answerbox.contract import GenerativeQAParameters
+from answerbox.contract import ConversationReport, GenerativeQAParameters
 from answerbox.errors import AnswerboxError, InvalidRequest, validation_problems
+from answerbox.memory import Memory
+from answerbox.memory.turn import ConversationTurn, interaction
 from answerbox.opensearch import Caller, SearchBackend, with_pipeline
 from answerbox.pipeline.admission import Admission
 from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRequest
@@ -38,6 +40,11 @@ __all__ = ["MsearchLine", "SearchEngine", "SearchRun"]
 _OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
 # ext keys answerbox owns; OpenSearch rejects ext keys no plugin registered.
 _OWN_EXT = ("answerbox", "generative_qa_parameters")
+# Earlier interactions a follow-up is read against when the search names no message_size
+# (OpenSearch's RAG processor's default).
+_MESSAGE_SIZE = 10
+# What a memory_id may look like: OpenSearch's ids are far shorter; control characters never.
+_MAX_MEMORY_ID = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,17 +63,25 @@ class SearchRun:
         self.pipeline = pipeline
         self.request = request
         self.verbose = verbose
+        qa = engine.generative_qa(pipeline, request.body)
+        # answerbox keeps the conversation unless OpenSearch's own RAG processor does.
+        turn = None
+        if qa is not None and qa.memory_id is not None and not pipeline.native_rag:
+            turn = ConversationTurn(memory_id=qa.memory_id, message_size=qa.message_size or _MESSAGE_SIZE)
+            self.pipeline = pipeline.for_conversation()
         self.ctx = PipelineContext(
             pipeline_id=pipeline.id,
             question=question_of(request.body, request.params),
             search=engine.scoped(pipeline, request),
-            generative_qa=engine.generative_qa(pipeline, request.body),
+            generative_qa=qa,
+            conversation=turn,
             deadline=Deadline(engine.clock),
             listener=listener,
         )
 
     async def prepare(self) -> SearchRequest:
         """The request processors; returns the request in the form OpenSearch must receive."""
+        await self._recall()
         self.request = await self.pipeline.process_request(self.request, self.ctx)
         # The response processors' own searches see what the search as sent sees.
         self.ctx.search = self._engine.scoped(self.pipeline, self.request)
@@ -80,7 +95,35 @@ class SearchRun:
             listener.searched(response)
         ranked = (lambda current: listener.ranked(self._rendered(current))) if listener is not None else None
         response = await self.pipeline.process_response(self.request, response, self.ctx, ranked=ranked)
+        await self._remember()
         return self._rendered(response)
+
+    async def _recall(self) -> None:
+        """The conversation so far, before anything reads the question. A memory that is not the
+        caller's (or not there) fails the search, as in OpenSearch: a 404."""
+        turn = self.ctx.conversation
+        if turn is None:
+            return
+        store = await self._engine.memory.store()
+        turn.history = await store.history(self.request.caller, turn.memory_id, turn.message_size)
+        question = self.ctx.question or ""
+        self.ctx.report.conversation = ConversationReport(
+            memory_id=turn.memory_id, question=question, standalone_question=question, history=len(turn.history)
+        )
+
+    async def _remember(self) -> None:
+        """This turn into the memory, with the caller's credentials; a failure costs the
+        conversation this turn (a warning), never the search's hits or answer."""
+        turn, report = self.ctx.conversation, self.ctx.report.conversation
+        if turn is None or report is None:
+            return
+        try:
+            store = await self._engine.memory.store()
+            stored = await store.add_message(self.request.caller, turn.memory_id, interaction(report, self.ctx.report.answer))
+        except AnswerboxError as exc:
+            self.ctx.report.warn(f"this turn was not stored in memory [{turn.memory_id}]: {exc.reason}")
+            return
+        report.message_id = str(stored.get("message_id")) if stored.get("message_id") else None
 
     async def run(self) -> JSON:
         upstream = await self.prepare()
@@ -118,8 +161,11 @@ class SearchRun:
         if self.pipeline.request_processors or self.pipeline.response_processors:
             ext = response["ext"] = {**response.get("ext", {})}
             ext["answerbox"] = self.report()
-            if report.answer is not None:
-                ext["retrieval_augmented_generation"] = {"answer": report.answer.text}
+            rag = {"answer": report.answer.text} if report.answer is not None else {}
+            if report.conversation is not None and report.conversation.message_id is not None:
+                rag["message_id"] = report.conversation.message_id
+            if rag:
+                ext["retrieval_augmented_generation"] = rag
         if self.verbose:
             response["processor_results"] = self.ctx.processor_results + response.get("processor_results", [])
         return response
@@ -129,10 +175,17 @@ class SearchEngine:
     """Runs searches through their pipelines with the caller's credentials."""
 
     def __init__(
-        self, *, resolver: PipelineResolver, backend: SearchBackend, settings: Settings, clock: Callable[[], float] = time.perf_counter
+        self,
+        *,
+        resolver: PipelineResolver,
+        backend: SearchBackend,
+        memory: Memory,
+        settings: Settings,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.resolver = resolver
         self.backend = backend
+        self.memory = memory
         self._settings = settings
         self.clock = clock  # every run's Deadline reads it
         self.admission = Admission(settings.limits)
@@ -240,13 +293,14 @@ class SearchEngine:
             raise InvalidRequest(
                 f"ext.generative_qa_parameters.llm_model [{qa.llm_model}] is not one callers may choose (llm.allowed_models)"
             )
-        if (qa.memory_id or qa.message_size or qa.llm_response_field) and not pipeline.native_rag:
-            # OpenSearch's own RAG processor keeps conversational memory; answerbox's do not, and
-            # a parameter that is accepted and ignored would answer as if it were honoured.
-            raise InvalidRequest(
-                "memory_id, message_size and llm_response_field need OpenSearch's retrieval_augmented_generation "
-                "processor in the pipeline: answerbox's processors keep no conversational memory"
-            )
+        if qa.message_size is not None and qa.message_size > limits.max_message_size:
+            raise InvalidRequest(f"ext.generative_qa_parameters.message_size is above limits.max_message_size ({limits.max_message_size})")
+        if qa.memory_id is not None and not (0 < len(qa.memory_id) <= _MAX_MEMORY_ID and qa.memory_id.isprintable()):
+            raise InvalidRequest(f"ext.generative_qa_parameters.memory_id must be 1 to {_MAX_MEMORY_ID} printable characters")
+        if qa.llm_response_field and not pipeline.native_rag:
+            # It names a field of OpenSearch's RAG processor's LLM reply; answerbox's answers have
+            # their own shape, and a parameter accepted and ignored would seem honoured.
+            raise InvalidRequest("llm_response_field needs OpenSearch's retrieval_augmented_generation processor in the pipeline")
         return qa
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from answerbox.errors import ProcessorError
@@ -26,7 +26,10 @@ from answerbox.pipeline.base import JSON, PipelineContext, Processor, RequestPro
 from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
 from answerbox.pipeline.stats import Phase, PipelineStats
 
-__all__ = ["Pipeline"]
+__all__ = ["CONVERSATION", "Pipeline"]
+
+# The request processor that rewrites a follow-up into a standalone question.
+CONVERSATION = "conversation"
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,9 @@ class Pipeline:
     stats: PipelineStats
     timeout_s: float  # one processor's cap
     budget_s: float  # all processors of one search together
+    # What rewrites a follow-up (a search with ``memory_id``): the pipeline's own ``conversation``
+    # processor, else one with its defaults, which runs first for such searches only.
+    conversation: RequestProcessor[Any] | None = None
 
     @property
     def native_rag(self) -> bool:
@@ -57,6 +63,12 @@ class Pipeline:
     @property
     def writes_answer(self) -> bool:
         return any(p.writes_answer for p in self.response_processors)
+
+    def for_conversation(self) -> Pipeline:
+        """This pipeline as a search with a memory runs it: its ``conversation`` processor first."""
+        if self.conversation is None or self.conversation in self.request_processors:
+            return self
+        return replace(self, request_processors=[self.conversation, *self.request_processors])
 
     async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
         return await self._phase(

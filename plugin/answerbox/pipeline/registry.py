@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from answerbox.errors import ConfigError
 from answerbox.pipeline.base import ConfigContext, Processor, RequestProcessor, ResponseProcessor
 from answerbox.pipeline.definition import PipelineDefinition, ProcessorEntry
-from answerbox.pipeline.pipeline import Pipeline
+from answerbox.pipeline.pipeline import CONVERSATION, Pipeline
 from answerbox.pipeline.stats import PipelineStats
 
 if TYPE_CHECKING:
@@ -87,4 +87,19 @@ class ProcessorRegistry:
             stats=stats,
             timeout_s=limits.processor_timeout_s,
             budget_s=definition.budget_s or limits.pipeline_budget_s,
+            conversation=self._conversation(pipeline_id, request, services, context) if request or response else None,
         )
+
+    def _conversation(
+        self, pipeline_id: str, request: list[RequestProcessor[Any]], services: Services, context: ConfigContext
+    ) -> RequestProcessor[Any] | None:
+        """The pipeline's ``conversation`` processor, which must come first (a follow-up must be
+        standalone before anything reads it), or one with the defaults."""
+        declared = [p for p in request if p.type_name == CONVERSATION]
+        if declared:
+            if request[0] is not declared[0] or len(declared) > 1:
+                raise ConfigError(f"pipeline [{pipeline_id}]: [{CONVERSATION}] must be the first request processor, and the only one")
+            return declared[0]
+        cls = self._types.get(CONVERSATION)
+        default = cls.from_dict({}, services, context) if cls is not None else None
+        return default if isinstance(default, RequestProcessor) else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.processors.chain_of_query import ChainOfQuery
 from answerbox.processors.cited_answer import CitedAnswer
+from answerbox.processors.conversation import Conversation
 from answerbox.processors.query_expansion import LLMQueryExpansion
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 
@@ -12,4 +13,4 @@ __all__ = ["default_registry"]
 
 
 def default_registry() -> ProcessorRegistry:
-    return ProcessorRegistry([LLMQueryExpansion, RetrievalEvaluator, CitedAnswer, ChainOfQuery])
+    return ProcessorRegistry([Conversation, LLMQueryExpansion, RetrievalEvaluator, CitedAnswer, ChainOfQuery])

@@ -1,0 +1,135 @@
+"""``conversation``: the follow-up of a conversation made a standalone question before anything
+reads it (query expansion, the search, the evaluator, the chain, the answer).
+
+The engine reads the memory's last ``message_size`` interactions (``ctx.conversation``) before
+the request processors run; this processor writes the standalone question with the LLM
+(structured output, ``templates/conversation/standalone.j2``, within its share of the
+budget) and falls back to the rules (``rules.py``) when there is no LLM, it fails or is slow,
+or what it writes is not a question about this follow-up. The search's text clauses that
+held the question get the standalone question and what the rules carried (``Rewrite.query``).
+Without a memory it does nothing: a pipeline may hold it for every search.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from answerbox.errors import ConfigError, LLMError
+from answerbox.llm.structured import Schema, from_json, object_schema, string
+from answerbox.memory.records import Interaction
+from answerbox.pipeline.base import LLMModel, LLMTokens, PipelineContext, ProcessorConfig, RequestProcessor, SearchRequest
+from answerbox.pipeline.pipeline import CONVERSATION
+from answerbox.processors.conversation.rules import Rewrite, entities, standalone
+from answerbox.processors.text.instructions import addresses_the_model
+from answerbox.query_text import find_text_clauses
+
+if TYPE_CHECKING:
+    from answerbox.services import Services
+
+__all__ = ["Conversation", "ConversationConfig"]
+
+_MAX_QUESTION = 300
+_SCHEMA = Schema("standalone_question", object_schema(question=string(_MAX_QUESTION)))
+_TEMPLATE = "conversation/standalone.j2"
+# Earlier answers shown to the LLM are cut to this: the question's context, not its evidence.
+_MAX_ANSWER_CHARS = 300
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    question: str
+
+
+class ConversationConfig(ProcessorConfig):
+    # auto: the LLM where one is configured, the rules otherwise and whenever it fails; rules: never the LLM.
+    rewrite: Literal["auto", "rules"] = "auto"
+    model: LLMModel = None
+    max_tokens: LLMTokens = Field(default=64, ge=8, le=512)
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+
+
+class Conversation(RequestProcessor[ConversationConfig]):
+    type_name = CONVERSATION
+    config_model = ConversationConfig
+    budget_weight = 0.5
+
+    def __init__(self, config: ConversationConfig, services: Services) -> None:
+        super().__init__(config, services)
+        try:
+            self._prompt = services.prompts.get(_TEMPLATE)
+            self._prompt.render(history=[], question="q", json=True)
+        except ConfigError as exc:
+            raise ConfigError(f"processor [{self.name}]: {exc.reason}") from exc
+
+    async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
+        turn, report = ctx.conversation, ctx.report.conversation
+        question = (ctx.question or "").strip()
+        if turn is None or report is None or not turn.history or not question:
+            return request
+        rules = standalone(question, turn.history[-1].question)
+        if not rules.rewritten:
+            return request
+        written = await self._by_llm(question, turn.history, rules, ctx) if self._asks_llm else None
+        rewrite = Rewrite(written, f"{written} {_missing(rules.query, written)}".strip(), True) if written else rules
+        report.standalone_question, report.method = rewrite.question, "llm" if written else "rules"
+        ctx.question = rewrite.question
+        changed = request.copy()
+        # The clauses that asked the question ask the standalone one; any other text stays.
+        for clause in find_text_clauses(changed.body):
+            if clause.text.strip() == question:
+                clause.holder[clause.key] = rewrite.query
+        if changed.params.get("q", "").strip() == question:
+            changed.params["q"] = rewrite.query
+        return changed
+
+    @property
+    def _asks_llm(self) -> bool:
+        return self.config.rewrite == "auto" and self.services.llm.configured
+
+    async def _by_llm(self, question: str, history: list[Interaction], rules: Rewrite, ctx: PipelineContext) -> str | None:
+        """The LLM's standalone question, or None (the rules' stands) with a warning why."""
+        timeout = min(self.config.timeout_s, ctx.deadline.for_work())
+        turns = [
+            {"question": t.question, "answer": "" if addresses_the_model(t.response) else t.response[:_MAX_ANSWER_CHARS]} for t in history
+        ]
+        try:
+            structured = await self.services.llm.structured(timeout_s=timeout)
+            prompt = self._prompt.render(history=turns, question=question, json=structured)
+            completion = await self.services.llm.complete(
+                [{"role": "user", "content": prompt}],
+                max_tokens=self.config.max_tokens,
+                model=self.config.model,
+                timeout_s=timeout,
+                schema=_SCHEMA if structured else None,
+            )
+        except LLMError as exc:
+            ctx.report.warn(f"[{self.name}] the rules made the question standalone: the LLM failed: {exc.reason}")
+            return None
+        reply = from_json(_Reply, completion.text) if structured else None
+        text = " ".join((reply.question if reply is not None else completion.text.split("\n")[0]).split())[:_MAX_QUESTION]
+        if not _about(text, question, rules):
+            ctx.report.warn(f"[{self.name}] the rules made the question standalone: the LLM's rewrite was not about this question")
+            return None
+        return text
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in text.replace("?", " ").split()}
+
+
+def _about(written: str, question: str, rules: Rewrite) -> bool:
+    """Whether the LLM's rewrite keeps what the follow-up asks and names what the rules carried:
+    a small model may answer instead, or drop the subject."""
+    if not written or len(written) > 3 * len(rules.question) + 40:
+        return False
+    subjects = entities(rules.question)
+    return bool(_words(written) & _words(question)) and (not subjects or any(s.lower() in written.lower() for s in subjects))
+
+
+def _missing(query: str, written: str) -> str:
+    """The words the rules' query carried that the LLM's question lacks: retrieval keeps the topic."""
+    has = _words(written)
+    return " ".join(dict.fromkeys(w for w in query.split() if w.lower().strip("?") not in has))
