@@ -41,6 +41,7 @@ class AuthProxy:
     upstream: str
     users: dict[str, User]
     denied: list[tuple[str, str, str]] = field(default_factory=list)  # (user, method, path)
+    granted: list[tuple[str, str, str]] = field(default_factory=list)
 
     def _user(self, request: Request) -> str | None:
         scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
@@ -73,6 +74,7 @@ class AuthProxy:
             self.denied.append((name, request.method, request.url.path))
             action = "read" if reading else "write"
             return _error(403, "security_exception", f"no permissions for [{action}] on {targets} and User [name={name}]")
+        self.granted.append((name, request.method, request.url.path))
         return await forward(self.upstream, request, body, timeout_s=30)
 
     def app(self) -> Starlette:
