@@ -1,5 +1,5 @@
 """answerbox: a drop-in search-pipeline extension for OpenSearch."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = ["__version__"]

@@ -33,6 +33,7 @@ from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.pipeline.store import PipelineStore
+from answerbox.pipeline.warm_up import WarmUp
 from answerbox.processors import default_registry
 from answerbox.services import Services
 from answerbox.ui import ui_routes
@@ -55,6 +56,7 @@ class _State:
     stream: AnswerStream
     pipelines: PipelineAPI
     memory: MemoryAPI
+    warm_up: WarmUp
 
 
 def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
@@ -78,8 +80,9 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
     )
     memory = Memory(settings.memory, clients)
     engine = SearchEngine(resolver=resolver, backend=clients.search, memory=memory, settings=settings)
+    warm_up = WarmUp(store=store, resolver=resolver)
     return _State(
-        doctor=Doctor(settings, clients, services, resolver.build),
+        doctor=Doctor(settings, clients, services, resolver.build, warm_up=warm_up),
         passthrough=passthrough,
         clients=clients,
         services=services,
@@ -88,6 +91,7 @@ def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
         stream=AnswerStream(engine=engine, settings=settings),
         pipelines=PipelineAPI(store=store, resolver=resolver, limits=settings.limits),
         memory=MemoryAPI(memory=memory, passthrough=passthrough, limits=settings.limits),
+        warm_up=warm_up,
     )
 
 
@@ -206,9 +210,12 @@ def create_app(settings: Settings, registry: ProcessorRegistry | None = None) ->
     async def lifespan(app: Starlette) -> AsyncIterator[AppState]:
         # Built here, not in create_app: the clients' connection pools belong to the server's loop.
         parts = _build_state(settings, registry)
+        # In the background: the passthrough serves at once; readiness waits for it.
+        parts.warm_up.start()
         try:
             yield {"answerbox": parts}
         finally:
+            await parts.warm_up.aclose()
             await parts.services.aclose()
             await parts.clients.aclose()
             await parts.passthrough.aclose()

@@ -20,6 +20,7 @@ from answerbox.errors import AnswerboxError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import OpenSearchClients, translate
 from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.stats import PipelineStats
+from answerbox.pipeline.warm_up import WarmUp
 from answerbox.services import Services
 from answerbox.shipped import shipped
 
@@ -44,13 +45,15 @@ class Finding:
 
 
 class Doctor:
-    def __init__(self, settings: Settings, clients: OpenSearchClients, services: Services, build: Build) -> None:
+    def __init__(self, settings: Settings, clients: OpenSearchClients, services: Services, build: Build, *, warm_up: WarmUp | None = None) -> None:
         """``build`` validates a stored pipeline as serving would: the app passes its resolver's
-        (which keeps each definition built once, so a readiness probe rebuilds nothing)."""
+        (which keeps each definition built once, so a readiness probe rebuilds nothing), and its
+        ``warm_up``: until the stored pipelines are warm, the replica is not ready."""
         self._settings = settings
         self._clients = clients
         self._services = services
         self._build = build
+        self._warm_up = warm_up
 
     async def examine(self) -> list[Finding]:
         """Every check, OpenSearch's first: the pipelines and rights are only asked of a cluster that answers."""
@@ -59,6 +62,9 @@ class Doctor:
         if cluster.status == "ok":
             found += [await self._rights(self._settings.opensearch.pipeline_index), await self._rights(self._settings.opensearch.cache_index)]
             found.append(await self._pipelines())
+        if self._warm_up is not None and not self._warm_up.done:
+            # The models are loading: a probe does not wait for them.
+            return [*found, Finding("warm-up", "fail", "the stored pipelines' models are still loading", "wait"), await self._llm(), self._templates()]
         return [*found, await self._llm(), await self._models(), self._templates()]
 
     async def _opensearch(self) -> Finding:
@@ -191,7 +197,7 @@ async def diagnose(settings: Settings) -> list[Finding]:
 
 # Without these no search runs through answerbox; without the others only the answers degrade
 # (an LLM or model failure never fails a search), so a replica stays in rotation.
-_ESSENTIAL = ("opensearch", "rights on", "templates")
+_ESSENTIAL = ("opensearch", "rights on", "templates", "warm-up")
 
 
 def health_body(findings: list[Finding]) -> tuple[dict[str, Any], int]:

@@ -2,12 +2,14 @@
 (OpenSearch on the caller's behalf comes per search, as ``ctx.search``.)
 
 Built once per app in the lifespan; processors receive it at construction and do no I/O
-until they run. ONNX models load lazily on first use, off the event loop.
+until they run. ONNX models load off the event loop, once: when a pipeline that needs them
+is warmed up (``Processor.warm_up``), or else on first use.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 
 from answerbox.config import Settings
@@ -31,8 +33,7 @@ class Services:
         self.shared_cache = shared_cache
         self.llm = llm
         self.prompts = prompts
-        self._models: Models | None = None
-        self._models_lock = asyncio.Lock()
+        self._loading: asyncio.Task[Models] | None = None
 
     @classmethod
     def create(cls, settings: Settings, service: AsyncOpenSearch) -> Services:
@@ -41,15 +42,22 @@ class Services:
         return cls(settings, LLMClient(settings.llm, prompts), prompts, SharedCache(service, settings.opensearch.cache_index))
 
     async def models(self) -> Models:
-        """The reader and evaluator, loaded once (sessions are expensive to create)."""
-        async with self._models_lock:
-            if self._models is None:
-                from answerbox.models import load_models  # onnxruntime is heavy; import on first use
+        """The reader and evaluator, loaded once (sessions are expensive to create). A caller that
+        gives up waiting (a cancelled search) leaves the load to finish for the next one; a load
+        that failed is tried again."""
+        loading = self._loading
+        if loading is None or (loading.done() and (loading.cancelled() or loading.exception() is not None)):
+            loading = self._loading = asyncio.get_running_loop().create_task(self._load())
+        return await asyncio.shield(loading)
 
-                self._models = await asyncio.to_thread(load_models, self.settings.models)
-            return self._models
+    async def _load(self) -> Models:
+        from answerbox.models import load_models  # onnxruntime is heavy; import on first use
+
+        return await asyncio.to_thread(load_models, self.settings.models)
 
     async def aclose(self) -> None:
         await self.llm.aclose()
-        if self._models is not None:
-            self._models.close()
+        if self._loading is not None:
+            # A load still running finishes in its thread; what it loaded is closed all the same.
+            with contextlib.suppress(Exception):
+                (await self._loading).close()

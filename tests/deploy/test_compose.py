@@ -388,6 +388,11 @@ def test_roles_give_the_pipelines_index_to_pipeline_admins_only() -> None:
     cache = _actions_on(roles, defaults.cache_index)
     assert {"get", "index"} <= cache["answerbox_service"] and "answerbox_searcher" not in cache
     assert "cluster_composite_ops_ro" in roles["answerbox_searcher"]["cluster_permissions"]  # processors send _msearch
+    # Memories: the service only creates the index; searchers write theirs, and see only theirs.
+    memory = _actions_on(roles, Settings().memory.index)
+    assert memory["answerbox_service"] <= {"indices:admin/get", "indices:admin/create", "indices:monitor/settings/get"}
+    (grant,) = [g for g in roles["answerbox_searcher"]["index_permissions"] if Settings().memory.index in g["index_patterns"]]
+    assert "crud" in grant["allowed_actions"] and json.loads(grant["dls"]) == {"term": {"user": "${user.name}"}}
     # Each role is mapped to someone, and the file holds nothing but roles.
     mapping = yaml.safe_load(ROLES_MAPPING.read_text())
     assert set(roles) <= set(mapping)

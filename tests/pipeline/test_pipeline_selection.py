@@ -92,7 +92,7 @@ def test_msearch_query_parameter_applies_to_every_line(url: str, client: httpx.C
 def test_response_contract_and_verbose_results(url: str, client: httpx.Client) -> None:
     response = client.post(f"{url}/books/_search?search_pipeline=labels&verbose_pipeline=true", json=QUERY).json()
     report = response["ext"]["answerbox"]
-    assert set(report) == {"answer", "citations", "query_expansion", "retrieval", "chain", "timings_ms", "llm_skipped", "warnings"}
+    assert set(report) == {"answer", "citations", "conversation", "query_expansion", "retrieval", "chain", "timings_ms", "llm_skipped", "warnings"}
     assert {"label_hits:lab", "search", "total"} <= set(report["timings_ms"])
     assert "retrieval_augmented_generation" not in response["ext"]
     [result] = response["processor_results"]

@@ -441,9 +441,8 @@ def test_when_the_chain_abstains_the_answer_comes_from_the_hits(
     assert_quotes_are_exact(report["answer"], by_id(books, "books"))
 
 
-def test_conversational_memory_parameters_are_refused_without_opensearchs_rag(generative: tuple[ScriptedLLM, str], client: httpx.Client) -> None:
-    """Accepted and ignored, they would answer as if the conversation had been remembered."""
+def test_llm_response_field_is_refused_without_opensearchs_rag(generative: tuple[ScriptedLLM, str], client: httpx.Client) -> None:
+    """It names a field of OpenSearch's RAG processor's reply: accepted and ignored, it would seem honoured."""
     _, url = generative
-    for qa in ({"memory_id": "m1"}, {"message_size": 5}, {"llm_response_field": "text"}):
-        response = client.post(f"{url}/books/_search", json=answer_search(ext={"generative_qa_parameters": qa}))
-        assert response.status_code == 400 and "conversational memory" in response.json()["error"]["reason"]
+    response = client.post(f"{url}/books/_search", json=answer_search(ext={"generative_qa_parameters": {"llm_response_field": "text"}}))
+    assert response.status_code == 400 and "retrieval_augmented_generation" in response.json()["error"]["reason"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any, ClassVar
 
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, RequestProcessor, ResponseProcessor, SearchRequest
@@ -73,8 +74,24 @@ class Sleep(ResponseProcessor[SleepConfig]):
         return response
 
 
+class SlowWarmUp(ResponseProcessor[ProcessorConfig]):
+    """Warms up until the test opens ``gate`` (a model that takes its time to load); reports how
+    much of the search's time had gone by when it ran."""
+
+    type_name = "slow_warm_up"
+    config_model = ProcessorConfig
+    gate: ClassVar[threading.Event] = threading.Event()
+
+    async def warm_up(self) -> None:
+        await asyncio.to_thread(SlowWarmUp.gate.wait, 60)
+
+    async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
+        ctx.report.warn(f"ran {ctx.deadline.elapsed_s():.3f}s into the search, with {ctx.deadline.left():.3f}s left")
+        return response
+
+
 def registry_with_test_processors() -> ProcessorRegistry:
     registry = default_registry()
-    for cls in (OnlyTitle, LabelHits, Explode, Sleep):
+    for cls in (OnlyTitle, LabelHits, Explode, Sleep, SlowWarmUp):
         registry.register(cls)
     return registry

@@ -323,3 +323,47 @@ def test_real_llm_answer_streams_into_the_page(
         assert seen["tokens"]
     if box.get_attribute("degraded") is not None:
         expect(box.locator(".degraded")).to_contain_text("The LLM failed")
+
+
+@needs_model
+def test_follow_up_mode_keeps_one_memory_per_tab_and_shows_the_conversation(page: Page, stack: Stack) -> None:
+    pipeline = _put_answers(stack, "chat", mode="extractive", min_confidence=0)
+    page.goto(f"{stack.url}/_answerbox/ui")
+    page.fill("#index", SAMPLE_INDEX)
+    page.fill("#pipeline", pipeline)
+    page.check("#followup")
+    box = page.locator("answer-box")
+    turns = page.locator("#conversation .turn")
+    for n, question in enumerate(("Who won Super Bowl 50?", "Where was it played?"), 1):
+        page.fill("#q", question)
+        page.keyboard.press("Enter")
+        expect(turns).to_have_count(n, timeout=ANSWER_TIMEOUT_MS)
+        expect(box).to_have_attribute("state", re.compile(r"^(answered|possible|abstained)$"))
+    memory_id = page.evaluate("sessionStorage.getItem('answerbox.memory')")
+    assert memory_id and box.get_attribute("memory-id") == memory_id
+    expect(turns.nth(0).locator(".asked")).to_have_text("Who won Super Bowl 50?")
+    expect(turns.nth(1).locator(".asked")).to_have_text("Where was it played?")
+    expect(turns.nth(1).locator(".standalone")).to_have_text("read as: Where was Super Bowl 50 played?")
+    stored = httpx.get(f"{stack.url}/_plugins/_ml/memory/{memory_id}/messages").json()["messages"]
+    assert [m["input"] for m in stored] == ["Where was it played?", "Who won Super Bowl 50?"]
+    assert "followup=1" in page.url
+
+    # The tab keeps its conversation across a reload; a new conversation is a new memory.
+    page.reload()
+    expect(page.locator("#followup")).to_be_checked()
+    expect(turns).to_have_count(2)
+    page.click("#new-conversation")
+    expect(turns).to_have_count(0)
+    page.fill("#q", "Where was it played?")
+    page.keyboard.press("Enter")
+    expect(turns).to_have_count(1, timeout=ANSWER_TIMEOUT_MS)
+    assert page.evaluate("sessionStorage.getItem('answerbox.memory')") not in (None, memory_id)
+    expect(turns.nth(0).locator(".standalone")).to_have_count(0)  # nothing earlier to read it after
+
+    # Without follow-up mode a question goes alone, with no memory.
+    page.uncheck("#followup")
+    expect(turns).to_have_count(0)
+    page.fill("#q", QUESTION)
+    page.keyboard.press("Enter")
+    expect(box).to_have_attribute("state", re.compile(r"^(answered|possible|abstained)$"), timeout=ANSWER_TIMEOUT_MS)
+    assert box.get_attribute("memory-id") is None

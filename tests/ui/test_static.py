@@ -19,7 +19,7 @@ def test_page_and_modules_are_served_by_answerbox(make_answerbox: AnswerboxFacto
         redirect = client.get(f"{url}/_answerbox/ui?index=squad&q=x")
         page = client.get(f"{url}/_answerbox/ui/")
         modules = {
-            name: client.get(f"{url}/_answerbox/ui/{name}") for name in ("answerbox.js", "page.js", "render.js", "check.js", "sse.js")
+            name: client.get(f"{url}/_answerbox/ui/{name}") for name in ("answerbox.js", "page.js", "render.js", "check.js", "sse.js", "conversation.js")
         }
         missing = client.get(f"{url}/_answerbox/ui/nothing.js")
     # Relative, so it also works behind a proxy that mounts answerbox under a prefix.

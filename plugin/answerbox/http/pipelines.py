@@ -30,8 +30,9 @@ class PipelineAPI:
         caller = Caller.from_headers(request.headers)
         await self._store.check_writable(caller)
         # Building validates every processor config before anything is stored.
-        self._resolver.build(pipeline_id, definition)
+        pipeline = self._resolver.build(pipeline_id, definition)
         await self._store.put(pipeline_id, definition, caller)
+        await pipeline.warm_up()
         return JSONResponse({"acknowledged": True})
 
     async def get(self, request: Request) -> Response:

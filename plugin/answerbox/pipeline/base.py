@@ -180,6 +180,8 @@ class Processor(ABC, Generic[C]):
     budget_weight: ClassVar[float] = 1.0
     # Whether it writes the answer: a stream sends the ranked hits before it runs.
     writes_answer: ClassVar[bool] = False
+    # Whether it runs the reader or the evaluator: warming it up loads them.
+    uses_models: ClassVar[bool] = False
 
     def __init__(self, config: C, services: Services) -> None:
         self.config = config
@@ -200,6 +202,11 @@ class Processor(ABC, Generic[C]):
     @property
     def name(self) -> str:
         return f"{self.type_name}:{self.config.tag}" if self.config.tag else self.type_name
+
+    async def warm_up(self) -> None:
+        """Load what it runs on before any search's time starts (``Pipeline.warm_up``)."""
+        if self.uses_models:
+            await self.services.models()
 
 
 class RequestProcessor(Processor[C]):

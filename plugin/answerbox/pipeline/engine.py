@@ -198,6 +198,8 @@ class SearchEngine:
         pipeline = await self.resolver.resolve(index, body, dict(params))
         if pipeline is None:
             return None
+        # Before the run's clock starts: a model load is never inside a search's budget.
+        await pipeline.warm_up()
         return self._start(pipeline, index=index, body=body, params=params, caller=caller, listener=listener)
 
     def _start(
@@ -221,6 +223,8 @@ class SearchEngine:
         )
         if not any(pipelines):
             return None
+        distinct = {id(p): p for p in pipelines if p is not None}
+        await asyncio.gather(*(p.warm_up() for p in distinct.values()))
         return [
             MsearchLine(header=header, body=body, index=target, pipeline=pipeline)
             for (header, body), target, pipeline in zip(pairs, targets, pipelines, strict=True)

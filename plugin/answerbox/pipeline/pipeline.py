@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from answerbox.errors import ProcessorError
+from answerbox.errors import ModelError, ProcessorError
 from answerbox.pipeline.base import JSON, PipelineContext, Processor, RequestProcessor, ResponseProcessor, SearchRequest
 from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
 from answerbox.pipeline.stats import Phase, PipelineStats
@@ -63,6 +63,17 @@ class Pipeline:
     @property
     def writes_answer(self) -> bool:
         return any(p.writes_answer for p in self.response_processors)
+
+    async def warm_up(self) -> None:
+        """Every processor's ``warm_up``: what a model needs loads here, never within a search's
+        budget. A model that cannot load is left to its processors, which degrade and say why."""
+        processors = [*self.request_processors, *self.response_processors]
+        if self.conversation is not None:
+            processors.append(self.conversation)
+        try:
+            await asyncio.gather(*(p.warm_up() for p in processors))
+        except ModelError as exc:
+            logger.warning("pipeline %s: its models cannot load: %s", self.id, exc.reason)
 
     def for_conversation(self) -> Pipeline:
         """This pipeline as a search with a memory runs it: its ``conversation`` processor first."""

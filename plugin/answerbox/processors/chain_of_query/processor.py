@@ -51,6 +51,7 @@ class ChainOfQueryConfig(ProcessorConfig):
 
 class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
     type_name = "chain_of_query"
+    uses_models = True
     config_model = ChainOfQueryConfig
     budget_weight = 3.0
     writes_answer = True

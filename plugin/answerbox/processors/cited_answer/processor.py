@@ -84,6 +84,7 @@ class CitedAnswerConfig(ProcessorConfig):
 
 class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     type_name: ClassVar[str] = "cited_answer"
+    uses_models: ClassVar[bool] = True
     config_model: ClassVar[type[ProcessorConfig]] = CitedAnswerConfig
     budget_weight: ClassVar[float] = 2.0
     writes_answer: ClassVar[bool] = True

@@ -23,6 +23,7 @@ from answerbox.pipeline.base import LLMModel, LLMTokens, PipelineContext, Proces
 from answerbox.pipeline.pipeline import CONVERSATION
 from answerbox.processors.conversation.rules import Rewrite, entities, standalone
 from answerbox.processors.text.instructions import addresses_the_model
+from answerbox.processors.text.words import FUNCTION_WORDS
 from answerbox.query_text import find_text_clauses
 
 if TYPE_CHECKING:
@@ -116,20 +117,22 @@ class Conversation(RequestProcessor[ConversationConfig]):
         return text
 
 
-def _words(text: str) -> set[str]:
-    return {w.lower() for w in text.replace("?", " ").split()}
+def _content_words(text: str) -> set[str]:
+    return {w.lower() for w in text.replace("?", " ").split() if w.lower() not in FUNCTION_WORDS}
 
 
 def _about(written: str, question: str, rules: Rewrite) -> bool:
-    """Whether the LLM's rewrite keeps what the follow-up asks and names what the rules carried:
-    a small model may answer instead, or drop the subject."""
+    """Whether the LLM's rewrite keeps what the follow-up asks (one of its content words) and names
+    the subject the rules found: a small model may answer instead, copy the prompt, or drop the subject."""
     if not written or len(written) > 3 * len(rules.question) + 40:
         return False
+    asked = _content_words(question)
     subjects = entities(rules.question)
-    return bool(_words(written) & _words(question)) and (not subjects or any(s.lower() in written.lower() for s in subjects))
+    keeps = not asked or bool(_content_words(written) & asked)
+    return keeps and (not subjects or any(s.lower() in written.lower() for s in subjects))
 
 
 def _missing(query: str, written: str) -> str:
     """The words the rules' query carried that the LLM's question lacks: retrieval keeps the topic."""
-    has = _words(written)
+    has = {w.lower() for w in written.replace("?", " ").split()}
     return " ".join(dict.fromkeys(w for w in query.split() if w.lower().strip("?") not in has))

@@ -173,6 +173,7 @@ class _Corrective:
 
 class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
     type_name = "retrieval_evaluator"
+    uses_models = True
     config_model = RetrievalEvaluatorConfig
 
     def __init__(self, config: RetrievalEvaluatorConfig, services: Services) -> None:

@@ -7,7 +7,9 @@
 // Attributes: index (required), pipeline, fields (comma-separated; default: all),
 // size (hits, default 10), title-field / text-field (what a hit shows), endpoint
 // (answerbox's root URL; default: where this script came from), query-param (answer
-// this URL parameter on load, for a site whose search bar submits to a results page).
+// this URL parameter on load, for a site whose search bar submits to a results page),
+// memory-id (a conversational memory, /_plugins/_ml/memory: each question is read as a
+// follow-up of the ones before it, and stored there with its answer).
 // A page that searches without reloading calls `box.ask(question)` instead.
 // Read-only attributes it keeps current: state (idle, searching, answering, answered,
 // possible, abstained, searched, error) and degraded (the LLM failed; the answer is a
@@ -93,7 +95,10 @@ class AnswerBox extends HTMLElement {
   #searchBody(question) {
     const fields = (this.getAttribute("fields") || "").split(",").map((f) => f.trim()).filter(Boolean);
     const size = Number(this.getAttribute("size") || 10);
-    return { size, query: { multi_match: fields.length ? { query: question, fields } : { query: question } } };
+    const body = { size, query: { multi_match: fields.length ? { query: question, fields } : { query: question } } };
+    const memoryId = this.getAttribute("memory-id");
+    if (memoryId) body.ext = { generative_qa_parameters: { memory_id: memoryId } };
+    return body;
   }
 
   /** Ask one question; a newer call cancels the one in flight. */

@@ -1,0 +1,51 @@
+"""A replica's start: every stored pipeline built and warmed up (its models loaded) before
+readiness says yes, so no search pays a model load within its time budget."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import suppress
+
+from answerbox.errors import AnswerboxError
+from answerbox.pipeline.resolver import PipelineResolver
+from answerbox.pipeline.store import PipelineStore
+
+__all__ = ["WarmUp"]
+
+logger = logging.getLogger(__name__)
+
+
+class WarmUp:
+    def __init__(self, *, store: PipelineStore, resolver: PipelineResolver) -> None:
+        self._store = store
+        self._resolver = resolver
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    async def _run(self) -> None:
+        try:
+            stored = await self._store.stored()
+        except AnswerboxError as exc:
+            # The cluster's own check says what is wrong; searches warm their pipeline up as they come.
+            logger.warning("the stored pipelines could not be read to warm them up: %s", exc.reason)
+            return
+        for pipeline_id, definition in stored.items():
+            try:
+                pipeline = self._resolver.build(pipeline_id, definition)
+            except AnswerboxError as exc:
+                logger.warning("stored pipeline %s no longer builds: %s", pipeline_id, exc.reason)
+                continue
+            await pipeline.warm_up()
+
+    async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
