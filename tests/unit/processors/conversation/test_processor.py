@@ -92,3 +92,10 @@ def test_without_a_memory_it_does_nothing() -> None:
 def test_the_llms_rewrite_is_kept_only_when_it_is_this_question_about_the_subject(written: str, kept: bool) -> None:
     question = "Where was it played?"
     assert _about(written, question, standalone(question, FIRST.question)) is kept
+
+
+def test_a_rewrite_that_asks_something_else_is_not_kept() -> None:
+    question = "In what area has it conducted research?"
+    rules = standalone(question, "Where does Raymond L. Cohn teach?")
+    assert _about("In what area has Raymond L. Cohn conducted research?", question, rules)
+    assert not _about("What subject does Raymond L. Cohn teach?", question, rules)
