@@ -241,7 +241,10 @@ def max_differences(reference: Sequence[Reading], candidate: Sequence[Reading]) 
     for ref, cand in zip(reference, candidate, strict=True):
         for ref_windows, cand_windows in zip(ref.outputs, cand.outputs, strict=True):
             for r, c in zip(ref_windows, cand_windows, strict=True):
-                assert r.start_logits is not None and c.start_logits is not None and r.end_logits is not None and c.end_logits is not None
+                assert r.start_logits is not None
+                assert c.start_logits is not None
+                assert r.end_logits is not None
+                assert c.end_logits is not None
                 span = max(span, float(np.abs(r.start_logits - c.start_logits).max()), float(np.abs(r.end_logits - c.end_logits).max()))
                 relevance = max(relevance, abs(r.relevance - c.relevance))
     return {"span_logit": round(span, 5), "relevance_logit": round(relevance, 5)}

@@ -82,7 +82,8 @@ def test_each_profile_pairing_is_one_complete_stack(stack: str, profiles: tuple[
     env = answerbox["environment"]
     for url in (env["ANSWERBOX_OPENSEARCH__URL"], env["ANSWERBOX_LLM__BASE_URL"]):
         host = re.match(r"https?://([^:/]+)", url)
-        assert host and host.group(1) in reachable, f"{profiles}: {url} names no running service"
+        assert host, f"{profiles}: {url} names no running service"
+        assert host.group(1) in reachable, f"{profiles}: {url} names no running service"
     for dependency, spec in answerbox.get("depends_on", {}).items():
         assert dependency in active or spec.get("required") is False, f"{profiles}: needs {dependency}, which is off"
     assert sum("opensearch" in _names(n, s) for n, s in active.items()) == 1
@@ -142,8 +143,10 @@ def test_dockerfile_has_cpu_and_cuda_variants() -> None:
     bases = dict(re.findall(r"^FROM (\S+) AS (\S+)$", text, re.MULTILINE))
     assert set(bases.values()) == {"cpu-base", "cuda-base"}
     cuda = next(image for image, stage in bases.items() if stage == "cuda-base")
-    assert cuda.startswith("nvidia/cuda:") and "cudnn" in cuda
-    assert re.search(r"^ARG VARIANT=cpu$", text, re.MULTILINE) and re.search(r"^FROM \$\{VARIANT\}-base$", text, re.MULTILINE)
+    assert cuda.startswith("nvidia/cuda:")
+    assert "cudnn" in cuda
+    assert re.search(r"^ARG VARIANT=cpu$", text, re.MULTILINE)
+    assert re.search(r"^FROM \$\{VARIANT\}-base$", text, re.MULTILINE)
 
 
 def test_cuda_image_matches_the_cuda_that_onnxruntime_gpu_needs() -> None:
@@ -291,7 +294,8 @@ def _published(port: str | dict[str, Any]) -> tuple[str, str]:
 def test_secure_stack_runs_opensearch_with_security_and_tls(profiles: tuple[str, ...]) -> None:
     opensearch = _opensearch(profiles)
     env = opensearch["environment"]
-    assert env["DISABLE_SECURITY_PLUGIN"] != "true" and str(env.get("plugins.security.disabled", "false")) != "true"
+    assert env["DISABLE_SECURITY_PLUGIN"] != "true"
+    assert str(env.get("plugins.security.disabled", "false")) != "true"
     assert env["DISABLE_INSTALL_DEMO_CONFIG"] == "true", "the demo configuration brings users with well-known passwords"
     mounts = _mounts(opensearch)
     config = (DEPLOY / mounts[f"{OPENSEARCH_HOME}/config/opensearch.yml"]).read_text()
@@ -355,7 +359,8 @@ def test_secure_answerbox_talks_https_with_its_service_account(profiles: tuple[s
     for name, value in answerbox["environment"].items():
         monkeypatch.setenv(name, str(value))
     settings = Settings.load().opensearch
-    assert settings.url == "https://opensearch:9200" and settings.verify_certs
+    assert settings.url == "https://opensearch:9200"
+    assert settings.verify_certs
     # It trusts the CA that signed OpenSearch's certificate: the same file, mounted.
     trusted = yaml.safe_load((SECURE_DIR / "opensearch.yml").read_text())["plugins.security.ssl.http.pemtrustedcas_filepath"]
     assert _mounts(answerbox)[str(settings.ca_certs)] == _mounts(_opensearch(profiles))[f"{OPENSEARCH_HOME}/config/{trusted}"]
@@ -386,13 +391,15 @@ def test_roles_give_the_pipelines_index_to_pipeline_admins_only() -> None:
     assert pipelines["answerbox_service"] <= {"get", "indices:admin/get", "indices:admin/create", "indices:monitor/settings/get"}
     assert "answerbox_searcher" not in pipelines
     cache = _actions_on(roles, defaults.cache_index)
-    assert {"get", "index"} <= cache["answerbox_service"] and "answerbox_searcher" not in cache
+    assert {"get", "index"} <= cache["answerbox_service"]
+    assert "answerbox_searcher" not in cache
     assert "cluster_composite_ops_ro" in roles["answerbox_searcher"]["cluster_permissions"]  # processors send _msearch
     # Memories: the service only creates the index; searchers write theirs, and see only theirs.
     memory = _actions_on(roles, Settings().memory.index)
     assert memory["answerbox_service"] <= {"indices:admin/get", "indices:admin/create", "indices:monitor/settings/get"}
     (grant,) = [g for g in roles["answerbox_searcher"]["index_permissions"] if Settings().memory.index in g["index_patterns"]]
-    assert "crud" in grant["allowed_actions"] and json.loads(grant["dls"]) == {"term": {"user": "${user.name}"}}
+    assert "crud" in grant["allowed_actions"]
+    assert json.loads(grant["dls"]) == {"term": {"user": "${user.name}"}}
     # Each role is mapped to someone, and the file holds nothing but roles.
     mapping = yaml.safe_load(ROLES_MAPPING.read_text())
     assert set(roles) <= set(mapping)
@@ -403,7 +410,8 @@ def test_roles_give_the_pipelines_index_to_pipeline_admins_only() -> None:
 def test_make_certs_writes_what_the_stack_mounts_and_answerbox_trusts(tmp_path: Path) -> None:
     subprocess.run(["bash", str(SECURE_DIR / "make-certs.sh"), str(tmp_path)], check=True, capture_output=True, timeout=60)
     mounted = {Path(source).name for source in [*_mounts(_opensearch()).values(), *_mounts(_answerbox()).values()] if "/certs/" in source}
-    assert mounted == {"root-ca.pem", "node.pem", "node-key.pem"} and all((tmp_path / name).is_file() for name in mounted)
+    assert mounted == {"root-ca.pem", "node.pem", "node-key.pem"}
+    assert all((tmp_path / name).is_file() for name in mounted)
     assert (tmp_path / "node-key.pem").read_text().startswith("-----BEGIN PRIVATE KEY-----")  # PKCS#8
     read_subject = ["openssl", "x509", "-in", str(tmp_path / "node.pem"), "-noout", "-subject", "-nameopt", "RFC2253"]
     subject = subprocess.run(read_subject, check=True, capture_output=True, text=True, timeout=30).stdout.strip()
@@ -552,7 +560,8 @@ def test_secure_healthcheck_keeps_the_admin_password_off_every_command_line(prof
         assert done.returncode == 0, done.stdout + done.stderr
         # It logged in as admin, and asked for the cluster's health.
         [(path, _)] = stand_in.requests
-        assert path.startswith("/_cluster/health?") and "wait_for_status=yellow" in path
+        assert path.startswith("/_cluster/health?")
+        assert "wait_for_status=yellow" in path
         # It fails for a password OpenSearch does not take, and for a cluster that is not yellow.
         assert _run_healthcheck(opensearch, certs, tmp_path, stand_in, password + "-wrong")[0].returncode != 0
         stand_in.healthy = False

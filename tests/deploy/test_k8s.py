@@ -81,7 +81,8 @@ def test_gpu_variant_runs_the_cuda_image_on_gpu_nodes_and_base_does_not() -> Non
     assert _container("gpu")["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert _container("gpu")["image"].endswith(":cuda")
     base_pod = _one("base", "Deployment")["spec"]["template"]["spec"]
-    assert "nodeSelector" not in base_pod and "nvidia.com/gpu" not in _container("base")["resources"]["limits"]
+    assert "nodeSelector" not in base_pod
+    assert "nvidia.com/gpu" not in _container("base")["resources"]["limits"]
     assert _container("base")["image"].endswith(":cpu")
 
 
@@ -89,7 +90,8 @@ def test_configmap_is_valid_answerbox_settings(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(_one("base", "ConfigMap")["data"]["config.yaml"])
     settings = Settings.load(config)
-    assert settings.host == "0.0.0.0" and settings.port == _container("base")["ports"][0]["containerPort"]
+    assert settings.host == "0.0.0.0"
+    assert settings.port == _container("base")["ports"][0]["containerPort"]
     mounts = {m["mountPath"] for m in _container("base")["volumeMounts"]}
     assert str(settings.opensearch.ca_certs).startswith(tuple(mounts))
 
@@ -105,7 +107,8 @@ def test_probe_paths_answer_on_a_running_answerbox(answerbox: str, client: httpx
 def test_no_pod_mounts_a_service_account_token(variant: str) -> None:
     """answerbox never calls the Kubernetes API, so a stolen pod holds no token for it."""
     pods = [doc["spec"]["template"]["spec"] for doc in _rendered(variant) if "template" in doc.get("spec", {})]
-    assert pods and all(pod.get("automountServiceAccountToken") is False for pod in pods)
+    assert pods
+    assert all(pod.get("automountServiceAccountToken") is False for pod in pods)
     assert not [doc for doc in _rendered(variant) if doc["kind"] == "ServiceAccount" and doc.get("automountServiceAccountToken") is not False]
 
 
@@ -226,11 +229,14 @@ def test_answerbox_reaches_opensearch_the_llm_and_dns_and_nothing_else(variant: 
     docs, answerbox, settings = _rendered(variant), _answerbox_pod(variant), _configured(variant, tmp_path)
     opensearch, llm = urlsplit(settings.opensearch.url), urlsplit(settings.llm.base_url)
     # Short names: Services in answerbox's own namespace, where its egress rules look.
-    assert "." not in str(opensearch.hostname) and "." not in str(llm.hostname)
-    assert opensearch.port and llm.port
+    assert "." not in str(opensearch.hostname)
+    assert "." not in str(llm.hostname)
+    assert opensearch.port
+    assert llm.port
     assert _allowed(docs, answerbox, OPENSEARCH, opensearch.port)
     assert _allowed(docs, answerbox, LLM, llm.port)
-    assert _allowed(docs, answerbox, DNS, 53, "UDP") and _allowed(docs, answerbox, DNS, 53, "TCP")
+    assert _allowed(docs, answerbox, DNS, 53, "UDP")
+    assert _allowed(docs, answerbox, DNS, 53, "TCP")
     assert not _allowed(docs, answerbox, OPENSEARCH, OPENSEARCH.ports["transport"])
     assert not _allowed(docs, answerbox, Pod(OPENSEARCH.labels, namespace="elsewhere"), opensearch.port)
     assert not _allowed(docs, answerbox, LLM, opensearch.port)
@@ -265,4 +271,5 @@ def test_admin_guide_overlay_lets_an_ingress_controller_in(variant: str, tmp_pat
     [port] = answerbox.ports.values()
     assert _allowed(docs, INGRESS_NGINX, answerbox, port)
     llm_port = urlsplit(_configured(variant, tmp_path / "config").llm.base_url).port or 80
-    assert not _allowed(docs, STRANGER, answerbox, port) and not _allowed(docs, INGRESS_NGINX, LLM, llm_port)
+    assert not _allowed(docs, STRANGER, answerbox, port)
+    assert not _allowed(docs, INGRESS_NGINX, LLM, llm_port)

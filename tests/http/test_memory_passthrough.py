@@ -87,11 +87,13 @@ def test_the_memory_api_and_a_searchs_memory_go_to_ml_commons(
         answer = client.post(f"{url}/books/_search", params={"search_pipeline": "chat"}, json=body, headers=CALLER)
         assert answer.status_code == 200, answer.text
     turn = answer.json()["ext"]["answerbox"]["conversation"]
-    assert turn["standalone_question"] == "Where was Super Bowl 50 played?" and turn["message_id"] == "msg1"
+    assert turn["standalone_question"] == "Where was Super Bowl 50 played?"
+    assert turn["message_id"] == "msg1"
     assert [m["input"] for m in ml.messages["m1"]] == ["Who won Super Bowl 50?", "Where was it played?"]
     assert ml.messages["m1"][1]["origin"] == "answerbox"
     reads = [s for s in ml.seen if s[0] == "GET" and "max_results=3" in s[1]]
-    assert len(reads) == 2 and all(auth == "Bearer caller-token" for *_, auth in ml.seen)
+    assert len(reads) == 2
+    assert all(auth == "Bearer caller-token" for *_, auth in ml.seen)
     # answerbox's own index was never used.
     assert httpx.head(f"{cluster_url}/.answerbox-memory").status_code == 404
 
@@ -102,5 +104,6 @@ def test_the_setting_keeps_memories_in_answerbox_whatever_the_cluster_runs(
     ml, cluster_url = cluster
     url = make_answerbox(opensearch={"url": cluster_url}, memory={"backend": "answerbox"})
     created = client.post(f"{url}/_plugins/_ml/memory", json={"name": "chat"}).json()
-    assert created["memory_id"] != "m1" and ml.seen == []
+    assert created["memory_id"] != "m1"
+    assert ml.seen == []
     assert client.get(f"{url}/_plugins/_ml/memory/{created['memory_id']}").json()["name"] == "chat"

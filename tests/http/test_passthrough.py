@@ -40,7 +40,8 @@ def test_index_creation_matches_direct(answerbox: str, osmem_url: str, client: h
 def test_bulk_ndjson_then_search_and_cat(answerbox: str, osmem_url: str, client: httpx.Client) -> None:
     bulk = client.post(f"{answerbox}/_bulk?refresh=true", content=BULK, headers={"content-type": "application/x-ndjson"})
     assert bulk.status_code == 200
-    assert bulk.json()["errors"] is False and len(bulk.json()["items"]) == 2
+    assert bulk.json()["errors"] is False
+    assert len(bulk.json()["items"]) == 2
     query = {"query": {"match": {"body": "desert"}}}
     via, direct = client.post(f"{answerbox}/books/_search", json=query), client.post(f"{osmem_url}/books/_search", json=query)
     assert via.json()["hits"] == direct.json()["hits"]
@@ -57,7 +58,8 @@ def test_errors_come_back_identical(answerbox: str, osmem_url: str, client: http
     bad = {"query": {"bogus": {}}}
     via, direct = client.post(f"{answerbox}/books/_search", json=bad), client.post(f"{osmem_url}/books/_search", json=bad)
     _same(via, direct)
-    assert via.status_code == 400 and via.json()["error"]["root_cause"][0]["type"] == "parsing_exception"
+    assert via.status_code == 400
+    assert via.json()["error"]["root_cause"][0]["type"] == "parsing_exception"
     not_json = b"{this is not json"
     _same(
         client.post(f"{answerbox}/books/_search", content=not_json, headers={"content-type": "application/json"}),
@@ -82,7 +84,8 @@ def test_opensearch_down_gives_opensearch_shaped_502(make_answerbox: AnswerboxFa
     response = client.get(f"{url}/_cat/indices")
     assert response.status_code == 502
     body = response.json()
-    assert body["status"] == 502 and body["error"]["root_cause"][0]["type"] == "connect_exception"
+    assert body["status"] == 502
+    assert body["error"]["root_cause"][0]["type"] == "connect_exception"
 
 
 def test_oversized_body_is_rejected_in_opensearch_shape(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
@@ -103,4 +106,5 @@ def test_a_hanging_opensearch_times_out_instead_of_hanging(make_answerbox: Answe
         assert response.status_code == 504
         assert response.json()["error"]["type"] == "timeout_exception"
         search = client.post(f"{url}/books/_search", json={"search_pipeline": {"request_processors": []}, "query": {"match_all": {}}})
-        assert search.status_code == 504 and search.json()["status"] == 504
+        assert search.status_code == 504
+        assert search.json()["status"] == 504

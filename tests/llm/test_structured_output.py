@@ -63,7 +63,8 @@ async def test_a_server_taking_neither_form_is_remembered_as_none(scripted_llm: 
         await client.complete(MESSAGES, schema=ANSWER)
     finally:
         await client.aclose()
-    assert len(scripted.probes) == 2 and "response_format" not in scripted.calls[0]
+    assert len(scripted.probes) == 2
+    assert "response_format" not in scripted.calls[0]
 
 
 async def test_none_sends_no_probe_and_no_response_format(scripted_llm: tuple[ScriptedLLM, str]) -> None:
@@ -75,7 +76,8 @@ async def test_none_sends_no_probe_and_no_response_format(scripted_llm: tuple[Sc
         await client.complete(MESSAGES, schema=ANSWER)
     finally:
         await client.aclose()
-    assert scripted.probes == [] and "response_format" not in scripted.calls[0]
+    assert scripted.probes == []
+    assert "response_format" not in scripted.calls[0]
 
 
 async def test_a_probe_without_an_answer_decides_nothing(scripted_llm: tuple[ScriptedLLM, str]) -> None:

@@ -30,9 +30,11 @@ def test_crud_round_trip(url: str, client: httpx.Client) -> None:
     assert set(client.get(f"{url}/_search/pipeline/lab*").json()) == {"labels"}
     assert client.delete(f"{url}/_search/pipeline/labels").json() == {"acknowledged": True}
     missing = client.get(f"{url}/_search/pipeline/labels")
-    assert missing.status_code == 404 and missing.json() == {}
+    assert missing.status_code == 404
+    assert missing.json() == {}
     gone = client.delete(f"{url}/_search/pipeline/labels")
-    assert gone.status_code == 404 and gone.json()["error"]["type"] == "resource_not_found_exception"
+    assert gone.status_code == 404
+    assert gone.json()["error"]["type"] == "resource_not_found_exception"
 
 
 @pytest.mark.parametrize(

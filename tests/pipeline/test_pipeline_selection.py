@@ -96,7 +96,9 @@ def test_response_contract_and_verbose_results(url: str, client: httpx.Client) -
     assert {"label_hits:lab", "search", "total"} <= set(report["timings_ms"])
     assert "retrieval_augmented_generation" not in response["ext"]
     [result] = response["processor_results"]
-    assert result["processor_name"] == "label_hits" and result["tag"] == "lab" and result["status"] == "success"
+    assert result["processor_name"] == "label_hits"
+    assert result["tag"] == "lab"
+    assert result["status"] == "success"
     assert isinstance(result["duration_millis"], int)
 
 
@@ -106,7 +108,8 @@ def test_failing_processor_fails_the_search_unless_ignored(url: str, client: htt
     response = client.post(f"{url}/books/_search?search_pipeline=failing", json=QUERY)
     assert response.status_code == 500
     error = response.json()
-    assert error["error"]["type"] == "search_pipeline_exception" and "explode:x" in error["error"]["reason"]
+    assert error["error"]["type"] == "search_pipeline_exception"
+    assert "explode:x" in error["error"]["reason"]
     assert "boom" in error["error"]["root_cause"][0]["reason"]
 
     ignored = {"response_processors": [{"explode": {"tag": "x", "ignore_failure": True}}, {"label_hits": {"label": "after"}}]}
@@ -149,12 +152,15 @@ def test_searches_run_with_the_callers_credentials(make_answerbox: AnswerboxFact
         caller = "Basic Y2FsbGVyOnB3"
         assert client.post(f"{url}/books/_search?search_pipeline=labels", json=QUERY, headers={"Authorization": caller}).status_code == 200
     searches = [r for r in recorder.requests if r.path == "/books/_search"]
-    assert len(searches) == 1 and searches[0].headers.get("authorization") == caller
+    assert len(searches) == 1
+    assert searches[0].headers.get("authorization") == caller
     assert json.loads(searches[0].body)["search_pipeline"] == {}
     # Defining the pipeline was the caller's own rights check and write (with no credentials
     # here); everything else answerbox did on its own index was the service's.
     probe, write = [r for r in recorder.requests if r.path.startswith("/.answerbox-pipelines/_doc/") and r.method in ("PUT", "DELETE")]
     assert (probe.method, write.path) == ("DELETE", "/.answerbox-pipelines/_doc/labels")
-    assert "authorization" not in write.headers and "authorization" not in probe.headers
+    assert "authorization" not in write.headers
+    assert "authorization" not in probe.headers
     own = [r for r in recorder.requests if r.path.startswith("/.answerbox-pipelines") and r not in (probe, write)]
-    assert own and all(r.headers.get("authorization", "").startswith("Basic c3Zj") for r in own)
+    assert own
+    assert all(r.headers.get("authorization", "").startswith("Basic c3Zj") for r in own)

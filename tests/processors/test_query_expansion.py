@@ -118,8 +118,11 @@ def test_each_method_sends_the_papers_prompt(url: str, client: httpx.Client, llm
     assert call["messages"] == [{"role": "user", "content": PROMPTS[(method, mode)]}]
     assert (call["model"], call["temperature"], call["max_tokens"]) == ("scripted", 0.0, 77)
     report = result["ext"]["answerbox"]["query_expansion"]
-    assert report["method"] == method and report["mode"] == mode
-    assert report["expansion"] == "ok" and report["cached"] is False and report["fallback"] is False
+    assert report["method"] == method
+    assert report["mode"] == mode
+    assert report["expansion"] == "ok"
+    assert report["cached"] is False
+    assert report["fallback"] is False
     assert report["llm_ms"] > 0
 
 
@@ -162,10 +165,12 @@ def test_filters_aggregations_sort_and_paging_stay_as_written(hop: Hop, client: 
     result = _search(client, hop.url, body)
     sent = hop.sent()[-1]
     assert {k: sent[k] for k in rest} == rest
-    assert sent["query"]["bool"]["filter"] == filters and sent["query"]["bool"]["must_not"] == must_not
+    assert sent["query"]["bool"]["filter"] == filters
+    assert sent["query"]["bool"]["must_not"] == must_not
     assert sent["query"]["bool"]["must"][0]["bool"]["should"][1] == {"match": {"body": {"query": "desert sand dunes worms", "boost": 1.0}}}
     # Had the must_not been expanded too, its "desert" would have excluded every book.
-    assert _ids(result) == ["spice"] and result["hits"]["total"]["value"] == 1
+    assert _ids(result) == ["spice"]
+    assert result["hits"]["total"]["value"] == 1
     assert result["aggregations"]["genres"]["buckets"] == [{"key": "scifi", "doc_count": 1}]
 
 
@@ -198,10 +203,13 @@ def test_llm_failure_gives_the_same_hits_and_a_warning(
     body = {"query": {"match": {"body": QUERY}}}
     plain = client.post(f"{url}/books/_search", json=body).json()
     result = _search(client, url, body, timeout_s=0.3)
-    assert result["hits"] == plain["hits"] and _ids(plain)
+    assert result["hits"] == plain["hits"]
+    assert _ids(plain)
     answerbox = result["ext"]["answerbox"]
-    assert answerbox["query_expansion"]["fallback"] is True and answerbox["query_expansion"]["expansion"] == ""
-    assert len(answerbox["warnings"]) == 1 and "searched with the original query" in answerbox["warnings"][0]
+    assert answerbox["query_expansion"]["fallback"] is True
+    assert answerbox["query_expansion"]["expansion"] == ""
+    assert len(answerbox["warnings"]) == 1
+    assert "searched with the original query" in answerbox["warnings"][0]
 
 
 def test_a_cache_hit_makes_no_llm_call(url: str, client: httpx.Client, llm: ScriptedLLM) -> None:
@@ -222,7 +230,8 @@ def test_cached_expansions_expire(url: str, client: httpx.Client, llm: ScriptedL
     body = {"query": {"match": {"body": QUERY}}}
     _search(client, url, body, cache_ttl_s=1e-9)
     again = _search(client, url, body, cache_ttl_s=1e-9)
-    assert len(llm.calls) == 2 and again["ext"]["answerbox"]["query_expansion"]["cached"] is False
+    assert len(llm.calls) == 2
+    assert again["ext"]["answerbox"]["query_expansion"]["cached"] is False
 
 
 def test_identical_searches_in_flight_share_one_llm_call(url: str, llm: ScriptedLLM) -> None:
@@ -254,7 +263,9 @@ def test_the_shared_cache_serves_one_replicas_expansion_to_another(
     assert len(llm.calls) == 1
     assert made["ext"]["answerbox"]["query_expansion"]["cache"] is None
     report = reused["ext"]["answerbox"]["query_expansion"]
-    assert report["cached"] is True and report["cache"] == "index" and report["expansion"] == "arrakis, dune, melange"
+    assert report["cached"] is True
+    assert report["cache"] == "index"
+    assert report["expansion"] == "arrakis, dune, melange"
     assert reused["hits"] == made["hits"]
     stored = client.post(f"{osmem_url}/.answerbox-cache/_search", json={"query": {"match_all": {}}}).json()
     assert [hit["_source"]["value"] for hit in stored["hits"]["hits"]] == ["arrakis, dune, melange"]
@@ -271,7 +282,8 @@ def test_a_cached_expansion_is_never_another_callers(url: str, client: httpx.Cli
     again = _search(client, url, body, headers={**alice, "x-opaque-id": "another request"}, method="q2d")
     other = _search(client, url, body, headers=bob, method="q2d")
     assert again["ext"]["answerbox"]["query_expansion"]["cached"] is True
-    assert other["ext"]["answerbox"]["query_expansion"]["cached"] is False and len(llm.calls) == 2
+    assert other["ext"]["answerbox"]["query_expansion"]["cached"] is False
+    assert len(llm.calls) == 2
 
 
 def test_prf_searches_as_the_caller_and_caches_per_caller(hop: Hop, client: httpx.Client) -> None:
@@ -289,7 +301,8 @@ def test_prf_searches_as_the_caller_and_caches_per_caller(hop: Hop, client: http
     # The filter holds for the PRF search too: only the two scifi books reach the prompt.
     assert f"Context: {DOCS[0]['body']}\n{DOCS[1]['body']}\n\n" in hop.llm.calls[0]["messages"][0]["content"]
     # Alice's second search is a hit (no PRF search, no LLM call); Bob's is his own.
-    assert len(hop.llm.calls) == 2 and len(hop.recorder.matching("/books/_search")) == 5
+    assert len(hop.llm.calls) == 2
+    assert len(hop.recorder.matching("/books/_search")) == 5
 
 
 def test_a_feedback_hit_that_instructs_the_model_is_left_out_of_the_prompt(
@@ -302,7 +315,8 @@ def test_a_feedback_hit_that_instructs_the_model_is_left_out_of_the_prompt(
     result = _search(client, url, {"query": {"match": {"body": QUERY}}}, method="q2d", mode="prf")
     prompt = llm.calls[0]["messages"][0]["content"]
     context = prompt.split("Context: ", 1)[1].split("\n\nQuery: ", 1)[0].splitlines()
-    assert "casino" not in prompt and context == [DOCS[0]["body"], DOCS[1]["body"]]
+    assert "casino" not in prompt
+    assert context == [DOCS[0]["body"], DOCS[1]["body"]]
     assert any("give the model instructions" in w for w in result["ext"]["answerbox"]["warnings"])
 
 
@@ -363,13 +377,17 @@ def test_the_local_llm_expands_a_question(
     original = _ids(client.post(f"{url}/books/_search", json=body).json())  # no pipeline: passed through
     result = _search(client, url, body, method="q2e", mode="prf", max_tokens=24, timeout_s=120)
     (sent,) = completions(recorder)
-    assert sent["max_tokens"] == 24 and question in sent["messages"][-1]["content"]
+    assert sent["max_tokens"] == 24
+    assert question in sent["messages"][-1]["content"]
     assert "Spice is mined on the desert planet Arrakis." in sent["messages"][-1]["content"]  # the PRF context
     report, warnings = result["ext"]["answerbox"]["query_expansion"], result["ext"]["answerbox"]["warnings"]
     assert report["cached"] is False
     if report["fallback"]:  # the model's words held nothing usable: the fallback is named
-        assert report["expansion"] == "" and any("searched with the original query" in w for w in warnings), warnings
+        assert report["expansion"] == "", warnings
+        assert any("searched with the original query" in w for w in warnings), warnings
     else:
-        assert report["expansion"] and report["llm_ms"] > 0 and warnings == []
+        assert report["expansion"]
+        assert report["llm_ms"] > 0
+        assert warnings == []
     # An expansion only adds clauses: whatever the model wrote, the original query's hits stay.
     assert set(original) <= set(_ids(result))

@@ -142,7 +142,8 @@ def test_correct_verdict_refines_the_hits_into_cited_strips(
     # Kept strips come back in document order, with offsets that give back their exact text.
     assert [s["start"] for s in knowledge] == sorted(s["start"] for s in knowledge)
     _assert_exact_offsets(knowledge, corpus)
-    assert retrieval["corrective_query"] is None and scripted.calls == []
+    assert retrieval["corrective_query"] is None
+    assert scripted.calls == []
 
 
 def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
@@ -165,7 +166,8 @@ def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
     assert "Extract at most three keywords separated by comma" in scripted.calls[0]["messages"][0]["content"]
     # Knowledge comes from the corrective hits only; the discarded hits stay in the response untouched.
     knowledge = retrieval["knowledge"]
-    assert knowledge and {s["_index"] for s in knowledge} == {"wiki"}
+    assert knowledge
+    assert {s["_index"] for s in knowledge} == {"wiki"}
     assert any("1953" in s["text"] for s in knowledge)
     _assert_exact_offsets(knowledge, corpus)
     assert {h["_index"] for h in result["hits"]["hits"]} == {"news"}
@@ -223,10 +225,12 @@ def test_ambiguous_verdict_keeps_both_sets_without_duplicates(
     # The corrective search on the same index finds the Nile again (left out) and, through
     # fuzziness ("across"), Everest.
     corrective = [s["_id"] for s in retrieval["corrective"]["scores"]]
-    assert "everest" in corrective and "nile" not in corrective
+    assert "everest" in corrective
+    assert "nile" not in corrective
     knowledge = [(s["_id"], s["start"]) for s in retrieval["knowledge"]]
     assert {doc for doc, _ in knowledge} == {"nile", *corrective}
-    assert knowledge[0][0] == "nile" and len(set(knowledge)) == len(knowledge)
+    assert knowledge[0][0] == "nile"
+    assert len(set(knowledge)) == len(knowledge)
     _assert_exact_offsets(retrieval["knowledge"], corpus)
 
 
@@ -238,7 +242,8 @@ def test_only_the_best_passages_at_or_above_lower_are_refined(make_answerbox: An
     retrieval = _retrieval(_search_all(client, url, "wiki", CORRECT_Q, pipeline))
     scores = {s["_id"]: s["score"] for s in retrieval["scores"]}
     refined = {s["_id"] for s in retrieval["knowledge"]}
-    assert "eiffel" in refined and refined == {doc for doc, score in scores.items() if score >= VERDICT_THRESHOLDS["lower"]}
+    assert "eiffel" in refined
+    assert refined == {doc for doc, score in scores.items() if score >= VERDICT_THRESHOLDS["lower"]}
     assert len(refined) < len(scores)
     one = _retrieval(_search_all(client, url, "wiki", CORRECT_Q, _pipeline(strip_threshold=-1.0, strips_top_k=1, lower=-1.0, corrective=None)))
     assert {s["_id"] for s in one["knowledge"]} == {"eiffel"}
@@ -252,7 +257,8 @@ def test_thresholds_default_to_the_manifest(make_answerbox: AnswerboxFactory, co
     assert (retrieval["upper"], retrieval["lower"]) == (0.99, manifest["crag_lower"])
     scores = [s["score"] for s in retrieval["scores"]]
     expected = "incorrect" if max(scores) < manifest["crag_lower"] else "ambiguous"
-    assert max(scores) < 0.99 and retrieval["verdict"] == expected
+    assert max(scores) < 0.99
+    assert retrieval["verdict"] == expected
 
 
 ELEVATION_Q = "What is the elevation of Mount Everest?"
@@ -303,7 +309,8 @@ def test_rerank_fuses_the_evaluator_score_with_the_engines_share_of_its_best_sco
     url = make_answerbox()
     alone, scores, _ = _rerank(client, url, fusion_weight=0)
     share = _shares(stuffed)
-    assert alone[0]["_id"] == "everest" and share["everest"] < 1
+    assert alone[0]["_id"] == "everest"
+    assert share["everest"] < 1
     # Just enough weight for BM25's favourite to pass the evaluator's, whatever the model's scores.
     weight = round(1.5 * (scores["everest"] - scores["stuffed"]) / (1 - share["everest"]), 3)
     hits, fused_run_scores, result = _rerank(client, url, fusion_weight=weight)

@@ -36,7 +36,8 @@ def test_chain_asked_for_as_json_is_verified_as_the_text_one_is(
     url = make_answerbox(llm={"base_url": llm_url}, limits={"processor_timeout_s": 120, "pipeline_budget_s": 120})
     response = client.post(f"{url}/wiki/_search", json=chain_search(theta=CONFIDENT))
     chain = response.json()["ext"]["answerbox"]["chain"]
-    assert chain["stopped"] == "finished" and chain["verified"] is True, chain
+    assert chain["stopped"] == "finished", chain
+    assert chain["verified"] is True, chain
     assert [c["_id"] for c in chain["citations"]] == ["album", "drew", "terminal"]
     assert chain["final_answer"] == "Toronto Coach Terminal"
     (call,) = scripted.calls
@@ -65,7 +66,8 @@ def test_a_chain_cut_off_inside_its_answer_is_an_unsolved_query_for_ir(
     response = client.post(f"{url}/wiki/_search", json=chain_search(theta=CONFIDENT, r_max=1, max_tokens=40))
     chain = response.json()["ext"]["answerbox"]["chain"]
     [branch] = chain["tree"]
-    assert branch["cut_off"] is True and branch["malformed"] is False, branch
+    assert branch["cut_off"] is True, branch
+    assert branch["malformed"] is False, branch
     assert branch["nodes"] == [{"query": query, "answer": None, "unsolved": True}]
     [node] = chain["nodes"]
     assert (node["query"], node["source"], node["reference"]["_id"]) == (query, "completed", "terminal")
@@ -101,7 +103,9 @@ def test_keyword_rewrite_reads_json_or_text_into_the_same_query(
     (call,) = scripted.calls
     prompt = call["messages"][0]["content"]
     if structured_output == "none":
-        assert "response_format" not in call and scripted.probes == [] and "JSON" not in prompt
+        assert "response_format" not in call
+        assert scripted.probes == []
+        assert "JSON" not in prompt
         assert call["stop"] == ["\nquestion:"]
     else:
         assert call["response_format"] == {"type": "json_object", "schema": KEYWORDS_SCHEMA.body}
@@ -119,7 +123,8 @@ def test_cited_answer_asked_for_as_json_is_checked_as_cited_text(
     url = make_answerbox(llm={"base_url": llm_url})
     response = client.post(f"{url}/books/_search", json=answer_search())
     answer = response.json()["ext"]["answerbox"]["answer"]
-    assert answer["mode"] == "generative" and answer["text"] == "Frank Herbert wrote Dune [2]."
+    assert answer["mode"] == "generative"
+    assert answer["text"] == "Frank Herbert wrote Dune [2]."
     assert [(c["marker"], c["_id"]) for c in answer["citations"]] == [(2, "author")]
     assert [(f["marker"], f["reason"]) for f in answer["flagged"]] == [(3, "unsupported")]
     (call,) = scripted.calls

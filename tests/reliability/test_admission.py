@@ -54,7 +54,8 @@ def _rejected(response: httpx.Response) -> bool:
     if response.status_code != 429:
         return False
     error = response.json()
-    assert error["status"] == 429 and error["error"]["type"] == "rejected_execution_exception"
+    assert error["status"] == 429
+    assert error["error"]["type"] == "rejected_execution_exception"
     return error["error"]["root_cause"][0]["type"] == "rejected_execution_exception"
 
 
@@ -90,7 +91,8 @@ def test_an_msearch_counts_each_pipeline_line(make_answerbox: AnswerboxFactory, 
             return [await msearch, search]
 
     msearch, search = asyncio.run(both())
-    assert msearch.status_code == 200 and len(msearch.json()["responses"]) == 3
+    assert msearch.status_code == 200
+    assert len(msearch.json()["responses"]) == 3
     assert _rejected(search)
 
 
@@ -115,7 +117,8 @@ def test_a_call_that_waits_past_its_time_for_an_llm_slot_degrades(make_answerbox
     # The second waited out its time for the slot and searched without an expansion, never
     # reaching the LLM.
     (warning,) = second.json()["ext"]["answerbox"]["warnings"]
-    assert "searched with the original query" in warning and second.json()["hits"]["hits"]
+    assert "searched with the original query" in warning
+    assert second.json()["hits"]["hits"]
     assert len(llm.calls) == 1
 
 

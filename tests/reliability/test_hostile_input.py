@@ -38,8 +38,10 @@ def _ndjson(*lines: dict[str, Any]) -> str:
 def _assert_opensearch_error(response: httpx.Response, status: int, error_type: str) -> None:
     assert response.status_code == status, response.text
     error = response.json()
-    assert error["status"] == status and error["error"]["type"] == error_type
-    assert error["error"]["root_cause"][0]["type"] == error_type and error["error"]["reason"]
+    assert error["status"] == status
+    assert error["error"]["type"] == error_type
+    assert error["error"]["root_cause"][0]["type"] == error_type
+    assert error["error"]["reason"]
 
 
 @pytest.mark.parametrize("deep", ["[" * 100_000 + "]" * 100_000, '{"a":' * 5_000 + "1" + "}" * 5_000])
@@ -84,6 +86,8 @@ def test_msearch_lines_answerbox_does_not_run_reach_opensearch_as_written(hop: A
     (sent,) = [r for r in recorder.matching("_msearch") if r.method == "POST"]
     header, body, own_header, own_body = [json.loads(line) for line in sent.body.splitlines() if line.strip()]
     # OpenSearch still runs its own pipeline (or the index's default) for the first line...
-    assert header == native and "search_pipeline" not in body
+    assert header == native
+    assert "search_pipeline" not in body
     # ...and answerbox's line carries only what OpenSearch must run, inline.
-    assert own_header == {"index": "b"} and own_body["search_pipeline"] == {}
+    assert own_header == {"index": "b"}
+    assert own_body["search_pipeline"] == {}

@@ -49,7 +49,8 @@ def test_a_stream_chunk_that_is_not_json_degrades_the_answer(llm: tuple[Scripted
     with client.stream("POST", f"{url}/books/_answerbox/stream", json=body) as response:
         events = [line.removeprefix("event: ") for line in response.iter_lines() if line.startswith("event: ")]
     assert response.status_code == 200
-    assert events[:3] == ["search", "hits", "snippet"] and events[-2:] == ["answer", "done"]
+    assert events[:3] == ["search", "hits", "snippet"]
+    assert events[-2:] == ["answer", "done"]
     assert "error" in events  # the LLM's failure is told, then the fallback answer follows
 
 
@@ -65,5 +66,6 @@ def test_a_dripping_server_is_cut_off_at_the_timeout(llm: tuple[ScriptedLLM, str
     assert time.monotonic() - started < 10
     assert response.status_code == 200, response.text
     retrieval = response.json()["ext"]["answerbox"]["retrieval"]
-    assert retrieval["verdict"] == "incorrect" and retrieval["corrective"]["keywords_source"] == "fallback"
+    assert retrieval["verdict"] == "incorrect"
+    assert retrieval["corrective"]["keywords_source"] == "fallback"
     assert any("did not answer within" in w for w in response.json()["ext"]["answerbox"]["warnings"])

@@ -19,7 +19,8 @@ EXPAND = {"llm_query_expansion": {"max_tokens": 64}}
 def _assert_400(response: httpx.Response, *words: str) -> None:
     assert response.status_code == 400, response.text
     error = response.json()
-    assert error["status"] == 400 and error["error"]["root_cause"][0]["type"] == error["error"]["type"]
+    assert error["status"] == 400
+    assert error["error"]["root_cause"][0]["type"] == error["error"]["type"]
     assert all(word in error["error"]["reason"] for word in words), error["error"]["reason"]
 
 
@@ -66,7 +67,8 @@ def test_allowed_models_and_the_configured_one_may_be_named(url: str, client: ht
         body = {"search_pipeline": {"response_processors": [{"cited_answer": {}}]}, "ext": {"generative_qa_parameters": {"llm_model": model}}}
         # Past answerbox's check, the search reaches OpenSearch, which has no index "any".
         response = client.post(f"{url}/any/_search", json=body)
-        assert response.status_code == 404 and response.json()["error"]["type"] == "index_not_found_exception", response.text
+        assert response.status_code == 404, response.text
+        assert response.json()["error"]["type"] == "index_not_found_exception", response.text
 
 
 def test_searches_per_msearch(url: str, client: httpx.Client) -> None:

@@ -59,7 +59,8 @@ def test_another_users_memory_is_not_found_anywhere(secured: Any, client: httpx.
 
     search = {"query": {"match": {"body": "where is it mined"}}, "ext": {"generative_qa_parameters": {"memory_id": memory_id}}}
     answer = client.post(f"{url}/books/_search", params={"search_pipeline": "chat"}, json=search, headers=BOB)
-    assert answer.status_code == 404 and answer.json()["error"]["type"] == "resource_not_found_exception"
+    assert answer.status_code == 404
+    assert answer.json()["error"]["type"] == "resource_not_found_exception"
 
     # Nothing of bob's reached alice's memory.
     kept = client.get(f"{url}{MEMORY}/{memory_id}", headers=ALICE).json()
@@ -77,7 +78,8 @@ def test_the_store_is_written_with_the_callers_credentials(secured: Any, client:
     assert answer.json()["ext"]["answerbox"]["conversation"]["message_id"]
 
     writes = [(user, method, path) for user, method, path in proxy.granted if path.startswith(f"/{STORE}/") and method != "GET"]
-    assert writes and {user for user, _, _ in writes} == {"alice"}
+    assert writes
+    assert {user for user, _, _ in writes} == {"alice"}
     assert ("alice", "POST", f"/{STORE}/_doc") in writes  # the memory, then the turn
     # Only the index's creation used the service account.
     assert {(u, m) for u, m, p in proxy.granted if p.rstrip("/") == f"/{STORE}" and u == "service"} <= {("service", "HEAD"), ("service", "PUT")}
@@ -86,7 +88,8 @@ def test_the_store_is_written_with_the_callers_credentials(secured: Any, client:
 def test_a_caller_opensearch_does_not_let_write_the_store_is_refused(secured: Any, client: httpx.Client) -> None:
     url, proxy = secured
     refused = client.post(f"{url}{MEMORY}", json={"name": "mine"}, headers=READER)
-    assert refused.status_code == 403 and refused.json()["error"]["type"] == "security_exception"
+    assert refused.status_code == 403
+    assert refused.json()["error"]["type"] == "security_exception"
     assert ("reader", "POST", f"/{STORE}/_doc") in proxy.denied
     assert client.post(f"{url}{MEMORY}", json={"name": "anyone"}).status_code == 401
     assert client.get(f"{url}{MEMORY}").status_code == 401

@@ -69,7 +69,8 @@ def test_chain_searches_keep_post_filter_routing_preference_and_source_filtering
     assert body["post_filter"] == SCOPED["post_filter"]
     assert body["_source"] == {"includes": ["text"], "excludes": ["secret"]}
     report = json.dumps(result["ext"]["answerbox"]["chain"])
-    assert "Halifax" not in report and "vault code" not in report
+    assert "Halifax" not in report
+    assert "vault code" not in report
     assert [r["_id"] for r in result["ext"]["answerbox"]["chain"]["references"]] == ["public"]
 
 
@@ -78,10 +79,12 @@ def test_the_corrective_search_keeps_the_callers_scope(hop: Hop, client: httpx.C
     evaluator = {"retrieval_evaluator": {"upper": 1.0, "lower": 1.0, "corrective": {"fields": ["text", "secret"]}}}
     result = _search(client, hop, {"response_processors": [evaluator]})
     corrective = [json.loads(r.body) for r in hop.recorder.matching("/vault/_search")][-1]
-    assert "multi_match" in json.dumps(corrective["query"]) and corrective["post_filter"] == SCOPED["post_filter"]
+    assert "multi_match" in json.dumps(corrective["query"])
+    assert corrective["post_filter"] == SCOPED["post_filter"]
     assert corrective["_source"]["excludes"] == ["secret"]
     assert "routing=r1" in hop.recorder.matching("/vault/_search")[-1].query
     retrieval = result["ext"]["answerbox"]["retrieval"]
     assert retrieval["verdict"] == "incorrect"
     assert {s["_id"] for s in retrieval["knowledge"]} <= {"public"}
-    assert "vault code" not in json.dumps(retrieval) and "Halifax" not in json.dumps(retrieval)
+    assert "vault code" not in json.dumps(retrieval)
+    assert "Halifax" not in json.dumps(retrieval)

@@ -31,7 +31,8 @@ def url(make_answerbox: AnswerboxFactory, opensearch: OpenSearch) -> str:
 def _shaped(response: httpx.Response, status: int, error_type: str) -> str:
     assert response.status_code == status, response.text
     body = response.json()
-    assert body["status"] == status and body["error"]["type"] == error_type
+    assert body["status"] == status
+    assert body["error"]["type"] == error_type
     assert body["error"]["root_cause"][0]["type"] == error_type
     return str(body["error"]["reason"])
 
@@ -59,7 +60,8 @@ def test_a_body_over_the_limit_gets_a_413_not_a_reset(url: str, client: httpx.Cl
         for start in range(0, len(body), 1 << 20):
             sock.sendall(body[start : start + (1 << 20)])
         answer = sock.recv(65536).decode()
-    assert answer.startswith("HTTP/1.1 413") and "content_too_long_exception" in answer
+    assert answer.startswith("HTTP/1.1 413")
+    assert "content_too_long_exception" in answer
     assert client.post(f"{url}/books/_search", json=INLINE).status_code == 200
 
 
@@ -70,7 +72,8 @@ def test_a_body_that_does_not_arrive_in_time_is_a_408(url: str) -> None:
         sock.sendall(head.encode() + b'{"query": ')
         started = time.monotonic()
         answer = sock.recv(65536).decode()
-    assert answer.startswith("HTTP/1.1 408") and "timeout_exception" in answer
+    assert answer.startswith("HTTP/1.1 408")
+    assert "timeout_exception" in answer
     assert time.monotonic() - started < 5
 
 
@@ -86,7 +89,8 @@ def test_errors_name_no_internal_host(make_answerbox: AnswerboxFactory, client: 
     url = make_answerbox(opensearch={"url": f"http://127.0.0.1:{port}", "connect_timeout_s": 1})
     for response in (client.get(f"{url}/_cat/indices"), client.post(f"{url}/books/_search", json=INLINE)):
         reason = _shaped(response, 502, "connect_exception")
-        assert reason == "OpenSearch is unreachable" and str(port) not in response.text
+        assert reason == "OpenSearch is unreachable"
+        assert str(port) not in response.text
 
 
 def test_warnings_never_repeat_an_llm_providers_words(
@@ -98,7 +102,8 @@ def test_warnings_never_repeat_an_llm_providers_words(
     url = make_answerbox(llm={"base_url": llm_url})
     pipeline = {"request_processors": [{"llm_query_expansion": {}}], "response_processors": [{"cited_answer": {"size": 2}}]}
     response = client.post(f"{url}/books/_search", json={"search_pipeline": pipeline, "query": {"match": {"body": "spice"}}})
-    assert response.status_code == 200 and response.json()["hits"]["hits"]
+    assert response.status_code == 200
+    assert response.json()["hits"]["hits"]
     warnings = response.json()["ext"]["answerbox"]["warnings"]
     assert any("answered 401" in w for w in warnings), warnings
     assert "scripted failure" not in response.text
@@ -124,4 +129,5 @@ def test_the_passthrough_drops_hop_by_hop_and_proxy_identity_headers(make_answer
     (forwarded,) = recorder.matching("/_cat/indices")
     sent = {name.lower() for name in forwarded.headers}
     assert not sent & {"x-proxy-user", "x-proxy-roles", "x-forwarded-for", "x-forwarded-proto", "x-private"}
-    assert forwarded.headers["authorization"] == headers["authorization"] and forwarded.headers["x-kept"] == "yes"
+    assert forwarded.headers["authorization"] == headers["authorization"]
+    assert forwarded.headers["x-kept"] == "yes"

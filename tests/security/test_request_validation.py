@@ -18,7 +18,8 @@ def test_invalid_ids_are_refused(make_answerbox: AnswerboxFactory, client: httpx
     response = client.put(httpx.URL(f"{url}/_search/pipeline/{raw_id}"), json=PIPELINE)
     assert response.status_code == 400, response.text
     error = response.json()
-    assert error["status"] == 400 and error["error"]["type"] == "illegal_argument_exception"
+    assert error["status"] == 400
+    assert error["error"]["type"] == "illegal_argument_exception"
     assert error["error"]["reason"].startswith("invalid search pipeline id [")
     assert client.get(f"{url}/_search/pipeline").json() == {}
 

@@ -23,15 +23,18 @@ def test_page_and_modules_are_served_by_answerbox(make_answerbox: AnswerboxFacto
         }
         missing = client.get(f"{url}/_answerbox/ui/nothing.js")
     # Relative, so it also works behind a proxy that mounts answerbox under a prefix.
-    assert redirect.status_code == 308 and redirect.headers["location"] == "ui/?index=squad&q=x"
-    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert redirect.status_code == 308
+    assert redirect.headers["location"] == "ui/?index=squad&q=x"
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
     for response in (page, *modules.values()):
         assert {k: response.headers.get(k) for k in SECURITY_HEADERS} == SECURITY_HEADERS
     assert "frame-ancestors 'self'" in page.headers["content-security-policy"]
     assert '<answer-box id="box">' in page.text
     for name, response in modules.items():
         # Browsers refuse module scripts served with any other type.
-        assert response.status_code == 200 and response.headers["content-type"].startswith("text/javascript"), name
+        assert response.status_code == 200, name
+        assert response.headers["content-type"].startswith("text/javascript"), name
         assert response.text == (STATIC_DIR / name).read_text()
     assert missing.status_code == 404
     assert not [r.path for r in recorder.requests if r.path.startswith("/_answerbox")]

@@ -31,7 +31,8 @@ async def test_an_invalid_id_is_refused_before_anything_else(app_client: httpx.A
     # Not even JSON: the id is checked first.
     response = await app_client.put(f"/_search/pipeline/{raw_id}", content=b"not json", headers={"content-type": "text/plain"})
     reason = opensearch_error(response, 400, "illegal_argument_exception")
-    assert reason.startswith("invalid search pipeline id [") and problem in reason
+    assert reason.startswith("invalid search pipeline id [")
+    assert problem in reason
 
 
 async def test_a_body_not_declared_json_is_refused_with_406(app_client: httpx.AsyncClient) -> None:

@@ -43,4 +43,5 @@ async def test_a_pipeline_that_writes_no_answer_cannot_be_streamed(app_client: h
 async def test_an_invalid_inline_pipeline_names_the_processor(app_client: httpx.AsyncClient) -> None:
     body = {"query": {"match_all": {}}, "search_pipeline": {"response_processors": [{"cited_answer": {"size": "many"}}]}}
     reason = opensearch_error(await app_client.post(STREAM, json=body), 400, "illegal_argument_exception")
-    assert reason.startswith("processor [cited_answer]") and "[size]" in reason
+    assert reason.startswith("processor [cited_answer]")
+    assert "[size]" in reason

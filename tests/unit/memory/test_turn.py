@@ -14,11 +14,15 @@ REPORT = ConversationReport(memory_id="m", question="Where was it played?", stan
 def test_an_answer_is_stored_with_its_citations_as_json_text() -> None:
     cited = Citation(index="books", id="sb50", field="text", start=10, end=24, marker=1, quote="Levi's Stadium", support=0.9)
     message = interaction(REPORT, Answer(text="Levi's Stadium [1]", citations=[cited], mode="extractive", confidence=0.81234))
-    assert message.input == "Where was it played?" and message.response == "Levi's Stadium [1]" and message.origin == "answerbox"
+    assert message.input == "Where was it played?"
+    assert message.response == "Levi's Stadium [1]"
+    assert message.origin == "answerbox"
     info = message.additional_info or {}
     assert all(isinstance(v, str) for v in info.values())
-    assert info["standalone_question"] == "Where was Super Bowl 50 played?" and info["rewrite"] == "rules"
-    assert info["abstained"] == "false" and info["confidence"] == "0.8123"
+    assert info["standalone_question"] == "Where was Super Bowl 50 played?"
+    assert info["rewrite"] == "rules"
+    assert info["abstained"] == "false"
+    assert info["confidence"] == "0.8123"
     assert json.loads(info["citations"]) == [{"_index": "books", "_id": "sb50", "field": "text", "start": 10, "end": 24}]
 
 
@@ -27,7 +31,9 @@ def test_an_abstention_is_stored_with_no_response_and_its_reason() -> None:
     for answer in (held_back, None):
         message = interaction(REPORT, answer)
         info = message.additional_info or {}
-        assert message.response == "" and info["abstained"] == "true" and info["citations"] == "[]"
+        assert message.response == ""
+        assert info["abstained"] == "true"
+        assert info["citations"] == "[]"
         assert info.get("reason") == (answer.reason if answer else None)
 
 

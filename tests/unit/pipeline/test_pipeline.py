@@ -137,7 +137,8 @@ async def test_a_timed_out_processor_with_ignore_failure_is_skipped_and_the_next
         response = await pipeline.process_response(_request(), {"hits": {"hits": []}}, ctx)
     assert response == {"hits": {"hits": []}, "ran": ["note:next"]}
     (skipped,) = [w for w in ctx.report.warnings if w.startswith("processor [stall:slow]")]
-    assert "failed and was skipped" in skipped and "share of the pipeline's budget" in skipped
+    assert "failed and was skipped" in skipped
+    assert "share of the pipeline's budget" in skipped
     assert any("stall:slow" in record.getMessage() for record in caplog.records)
     # Two of weight 1: the stall got half and used it all; the next gets the other half.
     _assert_given(ctx, "note:next", BUDGET_S / 2)
@@ -152,11 +153,13 @@ async def test_a_failure_without_ignore_failure_fails_the_search() -> None:
     ctx = pipeline_context()
     with pytest.raises(ProcessorError) as raised:
         await pipeline.process_response(_request(), {}, ctx)
-    assert raised.value.error_type == "search_pipeline_exception" and raised.value.status == 500
+    assert raised.value.error_type == "search_pipeline_exception"
+    assert raised.value.status == 500
     assert raised.value.reason == "processor [broken:strict] failed: ValueError: no such field"
     assert not any(w.startswith("note:never") for w in ctx.report.warnings)
     stats = pipeline.stats.snapshot()["nodes"][pipeline.stats.node_id]["search_pipeline"]["pipelines"]["budget"]
-    assert stats["response"]["failed"] == 1 and stats["response"]["current"] == 0
+    assert stats["response"]["failed"] == 1
+    assert stats["response"]["current"] == 0
 
 
 async def test_ranked_hears_the_response_once_just_before_the_first_processor_writing_the_answer() -> None:

@@ -142,9 +142,11 @@ async def test_search_of_another_index_keeps_routing_preference_and_post_filter(
     backend = RecordingBackend()
     await _scoped(backend).search(QUERY, size=4, fields=["text"], index="archive")
     (call,) = backend.calls
-    assert call.index == "archive" and call.params == SCOPED_PARAMS
+    assert call.index == "archive"
+    assert call.params == SCOPED_PARAMS
     assert call.body["post_filter"] == POST_FILTER
-    assert call.body["query"]["bool"]["filter"] == [FILTER] and call.pipeline == NATIVE
+    assert call.body["query"]["bool"]["filter"] == [FILTER]
+    assert call.pipeline == NATIVE
 
 
 async def test_msearch_puts_the_scope_parameters_in_each_header() -> None:
@@ -153,7 +155,10 @@ async def test_msearch_puts_the_scope_parameters_in_each_header() -> None:
     responses = await _scoped(backend).msearch(queries, size=2, fields=["text"])
     assert len(responses) == 2
     (call,) = backend.calls
-    assert call.method == "msearch" and call.params == {} and call.pipeline == NATIVE and call.caller.as_dict() == HEADERS
+    assert call.method == "msearch"
+    assert call.params == {}
+    assert call.pipeline == NATIVE
+    assert call.caller.as_dict() == HEADERS
     headers = [header for header, _ in call.body]
     assert headers == [{"index": "docs", **SCOPED_PARAMS}] * 2
     assert [body["query"]["bool"]["must"] for _, body in call.body] == [[q] for q in queries]
@@ -165,7 +170,8 @@ async def test_msearch_of_another_index_keeps_routing_preference_and_post_filter
     await _scoped(backend).msearch([QUERY], size=2, fields=["text"], index="archive")
     ((header, body),) = backend.calls[0].body
     assert header == {"index": "archive", **SCOPED_PARAMS}
-    assert body["post_filter"] == POST_FILTER and body["query"]["bool"]["filter"] == [FILTER]
+    assert body["post_filter"] == POST_FILTER
+    assert body["query"]["bool"]["filter"] == [FILTER]
 
 
 async def test_msearch_of_nothing_sends_nothing() -> None:

@@ -245,5 +245,6 @@ def rewrite(answer: str, verdicts: Sequence[ClaimVerdict]) -> str:
 
 
 def citation_of(verdict: ClaimVerdict) -> Citation:
-    assert verdict.evidence is not None and verdict.quote is not None, "only resolved verdicts become citations"
+    assert verdict.evidence is not None, "only resolved verdicts become citations"
+    assert verdict.quote is not None, "only resolved verdicts become citations"
     return verdict.evidence.cite(verdict.quote, verdict.support)

@@ -25,7 +25,8 @@ def test_parser_survives_missing_numbers_extra_text_and_no_final_content() -> No
         ("When was Dune published?", None),  # no answer: unsolved
         ("Where was Herbert born?", "Tacoma"),
     ]
-    assert chain.final_content is None and chain.nodes[1].unsolved
+    assert chain.final_content is None
+    assert chain.nodes[1].unsolved
 
 
 def test_parser_ends_the_chain_at_the_unsolved_query() -> None:
@@ -81,7 +82,8 @@ def test_a_json_chain_cut_off_by_max_tokens_keeps_its_nodes_and_a_cut_answer_is_
     assert read_chain(reply[: reply.index("}")], structured=True).nodes == whole[:1]  # cut before the node's "}"
     # Cut inside the second answer: its query stands, unsolved, for IR to answer.
     chain = read_chain(reply[: reply.index("Toronto") + 3], structured=True)
-    assert chain.nodes == (whole[0], ChainNode("Where was Kevin Drew born?", None)) and chain.final_content is None
+    assert chain.nodes == (whole[0], ChainNode("Where was Kevin Drew born?", None))
+    assert chain.final_content is None
 
 
 def test_a_first_answer_that_runs_into_max_tokens_leaves_its_query_unsolved() -> None:
