@@ -52,8 +52,25 @@ from answerbox.processors.cited_answer.citations import parse_claims
 from answerbox.processors.cited_answer.evidence import EvidenceFields, evidence_from_hits, number
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
-from bench.harness import BENCH_DIR, SQUAD_INDEX, ScriptedLLM, dev_paragraphs, match_body, quantile, readme_pipeline, serve
-from onnx_models.squad import Paragraph, Question, contains_gold, exact_match, f1_score, index_with_titles, sample_questions
+from bench.harness import (
+    BENCH_DIR,
+    SQUAD_INDEX,
+    ScriptedLLM,
+    dev_paragraphs,
+    match_body,
+    quantile,
+    readme_pipeline,
+    serve,
+)
+from onnx_models.squad import (
+    Paragraph,
+    Question,
+    contains_gold,
+    exact_match,
+    f1_score,
+    index_with_titles,
+    sample_questions,
+)
 
 MODES = ("extractive", "generative", "replay")
 

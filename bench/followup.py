@@ -57,7 +57,15 @@ from osmem_server import OsmemServer  # type: ignore[import-untyped]
 from bench.followup_pairs import FollowUp, follow_ups, sample_pairs
 from bench.harness import BENCH_DIR, SQUAD_INDEX, dev_paragraphs, free_port, match_body, serve
 from onnx_models.rows import Row, load_rows, resume
-from onnx_models.squad import Paragraph, Question, contains_gold, held_out, holdout_fraction, index_with_titles, load_squad
+from onnx_models.squad import (
+    Paragraph,
+    Question,
+    contains_gold,
+    held_out,
+    holdout_fraction,
+    index_with_titles,
+    load_squad,
+)
 
 NEW_WIKI = "new_wiki_v1.0.json"
 SOURCES = ("dev", "new_wiki")

@@ -20,7 +20,15 @@ from answerbox.config import ModelSettings
 from answerbox.models import load_models
 
 from onnx_models.reading import evaluate
-from onnx_models.squad import DEV_FILE, TRAIN_FILES, default_tarball, held_out, holdout_fraction, load_squad, sample_questions
+from onnx_models.squad import (
+    DEV_FILE,
+    TRAIN_FILES,
+    default_tarball,
+    held_out,
+    holdout_fraction,
+    load_squad,
+    sample_questions,
+)
 
 
 def main() -> None:

@@ -39,7 +39,16 @@ from answerbox.config import Settings
 from answerbox.embedded import SAMPLE_PIPELINE, local_llm
 from osmem_server import OsmemServer  # type: ignore[import-untyped]
 
-from bench.harness import BENCH_DIR, SQUAD_INDEX, dev_paragraphs, free_port, match_body, quantile, readme_pipeline, serve
+from bench.harness import (
+    BENCH_DIR,
+    SQUAD_INDEX,
+    dev_paragraphs,
+    free_port,
+    match_body,
+    quantile,
+    readme_pipeline,
+    serve,
+)
 from onnx_models.answer_confidence import answer_of, ece
 from onnx_models.rows import load_rows, resume
 from onnx_models.squad import Question, contains_gold, index_with_titles, sample_questions

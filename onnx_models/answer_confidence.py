@@ -59,7 +59,17 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.server import free_port, serve_in_thread
 
 from onnx_models.rows import Row, resume
-from onnx_models.squad import TRAIN_FILES, Question, contains_gold, data_dir, held_out, holdout_fraction, index_with_titles, load_squad, sample_questions
+from onnx_models.squad import (
+    TRAIN_FILES,
+    Question,
+    contains_gold,
+    data_dir,
+    held_out,
+    holdout_fraction,
+    index_with_titles,
+    load_squad,
+    sample_questions,
+)
 
 log = logging.getLogger("answerbox.answer_confidence")
 

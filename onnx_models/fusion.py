@@ -41,7 +41,16 @@ from answerbox.models import load_models
 from answerbox.models.manifest import ModelManifest
 from opensearchpy import OpenSearch
 
-from onnx_models.ranking import TOP_K, Candidates, bm25_top, cluster, evaluator_scores, fused_order, indexed, rank_metrics
+from onnx_models.ranking import (
+    TOP_K,
+    Candidates,
+    bm25_top,
+    cluster,
+    evaluator_scores,
+    fused_order,
+    indexed,
+    rank_metrics,
+)
 from onnx_models.squad import (
     DEV_FILE,
     TRAIN_FILES,
@@ -67,7 +76,7 @@ class Choice:
 
 
 def grid(step: float, top: float) -> list[float]:
-    return [round(i * step, 6) for i in range(int(round(top / step)) + 1)]
+    return [round(i * step, 6) for i in range(round(top / step) + 1)]
 
 
 def choose(table: dict[float, Metrics]) -> float:

@@ -40,7 +40,7 @@ from safetensors.numpy import load_file, save_file
 from onnx_models.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel
 from onnx_models.squad import TRAIN_FILES, default_tarball, read_tarball_files
 
-__all__ = ["base_bundle", "checkpoint_from_tree", "extract_data", "to_shards", "from_shards"]
+__all__ = ["base_bundle", "checkpoint_from_tree", "extract_data", "from_shards", "to_shards"]
 
 log = logging.getLogger(__name__)
 

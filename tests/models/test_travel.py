@@ -39,7 +39,7 @@ def test_a_weight_beyond_float16_range_is_refused(tiny_checkpoint: Path, tmp_pat
     with torch.no_grad():
         model.relevance.bias.fill_(1e6)
     model.save(tmp_path / "wide", tiny_checkpoint)
-    with pytest.raises(ValueError, match="relevance.bias"):
+    with pytest.raises(ValueError, match=r"relevance\.bias"):
         to_shards(tmp_path / "wide", tmp_path / "shards")
 
 

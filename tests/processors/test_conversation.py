@@ -224,7 +224,7 @@ def test_the_real_llm_rewrites_or_the_rules_do(
     turn = follow_up.json()["ext"]["answerbox"]["conversation"]
     # The protocol, never the wording: the call reached the LLM, and what it wrote is used only
     # when it is about this follow-up and names its subject.
-    (call,) = [c for c in completions(recorder) if "Last question: Where was it played?" in c["messages"][0]["content"]]
+    (_call,) = [c for c in completions(recorder) if "Last question: Where was it played?" in c["messages"][0]["content"]]
     assert turn["method"] in ("llm", "rules")
     if turn["method"] == "llm":
         assert "super bowl 50" in turn["standalone_question"].lower()

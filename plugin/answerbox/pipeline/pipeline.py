@@ -148,7 +148,7 @@ class Pipeline:
         except TimeoutError as exc:
             error = TimeoutError(f"took longer than its {share:.3g}s share of the pipeline's budget")
             error.__cause__ = exc
-        except Exception as exc:  # noqa: BLE001 - a processor may fail in any way; ignore_failure decides
+        except Exception as exc:  # a processor may fail in any way; ignore_failure decides
             error = exc
         millis = (clock() - started) * 1000
         ignored = error is not None and processor.config.ignore_failure

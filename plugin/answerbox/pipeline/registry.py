@@ -20,16 +20,19 @@ __all__ = ["NATIVE_TYPES", "ProcessorRegistry"]
 # OpenSearch rejects it.
 NATIVE_TYPES: dict[str, frozenset[str]] = {
     "request_processors": frozenset(
-        {"filter_query", "script", "oversample", "neural_query_enricher", "neural_sparse_two_phase_processor", "ml_inference", "agentic_query_translator"}
+        {
+            "filter_query", "script", "oversample", "neural_query_enricher", "neural_sparse_two_phase_processor",
+            "ml_inference", "agentic_query_translator",
+        }
     ),
     "response_processors": frozenset(
         {
             "rename_field", "collapse", "truncate_hits", "sort", "split", "rerank", "personalize_search_ranking",
             "retrieval_augmented_generation", "ml_inference", "explanation_response_processor",
-        }  # fmt: skip
+        }
     ),
     "phase_results_processors": frozenset({"normalization-processor", "score-ranker-processor"}),
-}
+}  # fmt: skip
 
 
 class ProcessorRegistry:

@@ -15,7 +15,14 @@ from typing import Any, cast
 import pytest
 from answerbox.errors import ProcessorError
 from answerbox.opensearch import Caller
-from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, RequestProcessor, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import (
+    JSON,
+    PipelineContext,
+    ProcessorConfig,
+    RequestProcessor,
+    ResponseProcessor,
+    SearchRequest,
+)
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.services import Services

@@ -28,8 +28,8 @@ def test_the_chain_caps_its_strings_and_drops_the_caps_on_demand() -> None:
     """A small model that repeats itself must close its first node within max_tokens."""
     node = CHAIN_SCHEMA.body["properties"]["nodes"]["items"]["properties"]
     assert CHAIN_SCHEMA.capped
-    assert 0 < node["query"]["maxLength"]
-    assert 0 < node["answer"]["maxLength"]
+    assert node["query"]["maxLength"] > 0
+    assert node["answer"]["maxLength"] > 0
     uncapped = CHAIN_SCHEMA.uncapped()
     assert not uncapped.capped
     assert uncapped.name == CHAIN_SCHEMA.name

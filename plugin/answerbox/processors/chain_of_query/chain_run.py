@@ -23,7 +23,13 @@ from answerbox.llm.structured import Schema
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch
 from answerbox.processors.chain_of_query.node_evidence import gather_evidence, reference_excerpt
-from answerbox.processors.chain_of_query.parser import CHAIN_SCHEMA, FINAL_CONTENT_SCHEMA, ChainNode, ParsedChain, read_chain
+from answerbox.processors.chain_of_query.parser import (
+    CHAIN_SCHEMA,
+    FINAL_CONTENT_SCHEMA,
+    ChainNode,
+    ParsedChain,
+    read_chain,
+)
 from answerbox.processors.chain_of_query.verify import Action, NodeRecord, judge_node
 from answerbox.processors.text.normalize import normalize_answer
 from answerbox.services import Services

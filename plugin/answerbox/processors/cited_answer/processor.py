@@ -23,7 +23,16 @@ from answerbox.contract import Answer, AnswerMode, AnswerReason, Candidate, Flag
 from answerbox.errors import LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.models.confidence import AnswerCalibrator, signals_record
-from answerbox.pipeline.base import JSON, LLMModel, LLMTokens, Override, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import (
+    JSON,
+    LLMModel,
+    LLMTokens,
+    Override,
+    PipelineContext,
+    ProcessorConfig,
+    ResponseProcessor,
+    SearchRequest,
+)
 from answerbox.processors.cited_answer.citations import (
     ANSWER_SCHEMA,
     Check,

@@ -19,7 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from answerbox.errors import ConfigError, LLMError
 from answerbox.llm.structured import Schema, from_json, object_schema, string
 from answerbox.memory.records import Interaction
-from answerbox.pipeline.base import LLMModel, LLMTokens, PipelineContext, ProcessorConfig, RequestProcessor, SearchRequest
+from answerbox.pipeline.base import (
+    LLMModel,
+    LLMTokens,
+    PipelineContext,
+    ProcessorConfig,
+    RequestProcessor,
+    SearchRequest,
+)
 from answerbox.pipeline.pipeline import CONVERSATION
 from answerbox.processors.conversation.rules import Rewrite, entities, standalone
 from answerbox.processors.text.instructions import addresses_the_model

@@ -65,7 +65,12 @@ from pydantic import Field, model_validator
 from answerbox.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalReport
 from answerbox.errors import ConfigError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.processors.retrieval_evaluator.corrective import KEYWORD_REWRITE_TEMPLATE, CorrectiveSearchConfig, corrective_query, rewrite_question
+from answerbox.processors.retrieval_evaluator.corrective import (
+    KEYWORD_REWRITE_TEMPLATE,
+    CorrectiveSearchConfig,
+    corrective_query,
+    rewrite_question,
+)
 from answerbox.processors.retrieval_evaluator.fusion import fuse
 from answerbox.processors.retrieval_evaluator.knowledge import refine
 from answerbox.processors.text.passages import Passage, hit_key, hits_of, passages_of

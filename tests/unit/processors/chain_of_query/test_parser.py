@@ -6,7 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from answerbox.processors.chain_of_query.parser import CHAIN_SCHEMA, ChainNode, citation_markers, final_answer, parse_chain, read_chain
+from answerbox.processors.chain_of_query.parser import (
+    CHAIN_SCHEMA,
+    ChainNode,
+    citation_markers,
+    final_answer,
+    parse_chain,
+    read_chain,
+)
 
 from tests.support.chains import RIGHT_CHAIN, RIGHT_CHAIN_JSON
 
