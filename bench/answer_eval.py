@@ -94,7 +94,9 @@ def _stream(client: httpx.Client, url: str, question: str) -> dict[str, Any]:
     """Events of one streamed search, with the seconds at which each kind first arrived."""
     started = time.perf_counter()
     seen: dict[str, Any] = {"tokens": [], "errors": [], "at": {}}
-    with client.stream("POST", f"{url}/{SQUAD_INDEX}/_answerbox/stream?search_pipeline=answers", json=match_body(question)) as response:
+    with client.stream(
+        "POST", f"{url}/{SQUAD_INDEX}/_answerbox/stream?search_pipeline=answers", json=match_body(question)
+    ) as response:
         response.raise_for_status()
         name = ""
         for line in response.iter_lines():
@@ -121,7 +123,9 @@ def _raw_citations(raw: str, hits: list[dict[str, Any]], args: argparse.Namespac
     return [by_marker.get(m) for claim in parse_claims(raw) for m in claim.markers]
 
 
-def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+def _row(
+    seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: dict[str, str], args: argparse.Namespace
+) -> dict[str, Any]:
     answer = seen["answer"]["answer"]
 
     def right(doc_id: str | None) -> bool:
@@ -141,7 +145,9 @@ def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: 
         "cited_right": [right(c["_id"]) for c in answer["citations"]],
         "cited_support": [c.get("support") for c in answer["citations"]],
         # Only the bench's own pipeline numbers its evidence as _raw_citations does.
-        "raw_cited_right": [right(doc) for doc in _raw_citations(raw, seen["hits"], args)] if args.pipeline == "answers" else None,
+        "raw_cited_right": [right(doc) for doc in _raw_citations(raw, seen["hits"], args)]
+        if args.pipeline == "answers"
+        else None,
         "gold_in_hits": paragraph.id in {h["_id"] for h in seen["hits"][: args.size]},
         "at": seen["at"],
         "errors": len(seen["errors"]),
@@ -160,7 +166,14 @@ def _append(name: str, row: dict[str, Any]) -> None:
         out.write(json.dumps(row) + "\n")
 
 
-def _run(client: httpx.Client, url: str, name: str, sample: list[tuple[Paragraph, Question]], texts: dict[str, str], args: argparse.Namespace) -> None:
+def _run(
+    client: httpx.Client,
+    url: str,
+    name: str,
+    sample: list[tuple[Paragraph, Question]],
+    texts: dict[str, str],
+    args: argparse.Namespace,
+) -> None:
     done = _rows(name)
     todo = [(p, q) for p, q in sample if q.id not in done]
     started = time.perf_counter()
@@ -175,7 +188,9 @@ def _run_name(args: argparse.Namespace, mode: str) -> str:
     return mode if args.pipeline == "answers" else f"{args.pipeline}-{mode}"
 
 
-def _replay_llm(stack: ExitStack, sample: list[tuple[Paragraph, Question]]) -> tuple[str, list[tuple[Paragraph, Question]]]:
+def _replay_llm(
+    stack: ExitStack, sample: list[tuple[Paragraph, Question]]
+) -> tuple[str, list[tuple[Paragraph, Question]]]:
     """A scripted LLM that answers each question with the text the real LLM gave in the generative run."""
     recorded = _rows("generative")
     by_question = {q.text: recorded[q.id]["raw"] for _, q in sample if q.id in recorded}
@@ -262,7 +277,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     model_dir = ModelSettings().dir
     manifest = ModelManifest.load(model_dir)
     written = time.strftime("%H:%M UTC", time.gmtime((model_dir / MANIFEST_FILE).stat().st_mtime))
-    print(f"model {model_dir} (manifest {written}): support_lower {manifest.support_lower}, theta {manifest.theta}", flush=True)
+    print(
+        f"model {model_dir} (manifest {written}): support_lower {manifest.support_lower}, theta {manifest.theta}",
+        flush=True,
+    )
     # Other questions than the sample's: the encoder caches what it read, so a repeat would time the cache.
     cold = [pq for pq in sample_questions(paragraphs, args.sample + args.search_sample, args.seed + 1) if pq not in sample]
     (BENCH_DIR / "answer_eval").mkdir(parents=True, exist_ok=True)

@@ -52,7 +52,17 @@ from dataclasses import dataclass, replace
 
 from onnx_models.squad import Paragraph, Question
 
-__all__ = ["FOLLOWERS", "FUNCTION_WORDS", "LEADERS", "Entity", "FollowUp", "entities", "follow_ups", "pronoun_follow_up", "sample_pairs"]
+__all__ = [
+    "FOLLOWERS",
+    "FUNCTION_WORDS",
+    "LEADERS",
+    "Entity",
+    "FollowUp",
+    "entities",
+    "follow_ups",
+    "pronoun_follow_up",
+    "sample_pairs",
+]
 
 # Capitalised for starting a question or a sentence, not for naming anything.
 FUNCTION_WORDS = frozenset(
@@ -123,7 +133,11 @@ def _words(text: str) -> list[_Word]:
         possessive = None
         if (mark := _POSSESSIVE.search(core)) and mark.start() > 0:
             possessive, end = end, start + mark.start()
-        words.append(_Word(start, end, possessive, opens=start > match.start(), closes=possessive is not None or end < match.end()))
+        words.append(
+            _Word(
+                start, end, possessive, opens=start > match.start(), closes=possessive is not None or end < match.end()
+            )
+        )
     return words
 
 
@@ -210,7 +224,9 @@ def pronoun_follow_up(text: str, entity: Entity) -> str | None:
 
 def _pair(paragraph: Paragraph, first: Question, second: Question) -> FollowUp | None:
     context = f"{paragraph.context}\n{first.text}"
-    shared = [e for e in entities(second.text) if _stands_in(e.text, first.text) and _said_as_it(second.text, e, context)]
+    shared = [
+        e for e in entities(second.text) if _stands_in(e.text, first.text) and _said_as_it(second.text, e, context)
+    ]
     if not shared:
         return None
     entity = max(shared, key=lambda e: len(e.text))  # max keeps the first of equals
@@ -250,7 +266,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     paragraphs = dev_paragraphs()
     print(f"{len(follow_ups(paragraphs))} pairs over {len(paragraphs)} paragraphs")
     for pair in sample_pairs(paragraphs, args.count, args.seed):
-        print(json.dumps({"first": pair.first.text, "second": pair.original_follow_up, "follow_up": pair.follow_up.text, "entity": pair.entity}))
+        print(
+            json.dumps(
+                {
+                    "first": pair.first.text,
+                    "second": pair.original_follow_up,
+                    "follow_up": pair.follow_up.text,
+                    "entity": pair.entity,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -34,9 +34,17 @@ def main() -> None:
     report = {}
     for name, contexts in by_file.items():
         flagged = [c for c in contexts if addresses_the_model(c)]
-        report[name] = {"paragraphs": len(contexts), "flagged": len(flagged), "examples": [c[:200] for c in flagged[: args.show]]}
+        report[name] = {
+            "paragraphs": len(contexts),
+            "flagged": len(flagged),
+            "examples": [c[:200] for c in flagged[: args.show]],
+        }
     total = sum(r["paragraphs"] for r in report.values())
-    print(json.dumps({"files": report, "paragraphs": total, "flagged": sum(r["flagged"] for r in report.values())}, indent=2))
+    print(
+        json.dumps(
+            {"files": report, "paragraphs": total, "flagged": sum(r["flagged"] for r in report.values())}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

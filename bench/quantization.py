@@ -86,7 +86,9 @@ def candidates(fp32: Path) -> dict[str, tuple[list[str], list[str], list[str]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
-    parser.add_argument("--checkpoint", type=Path, help="the PyTorch checkpoint exported: also time it, as the baseline")
+    parser.add_argument(
+        "--checkpoint", type=Path, help="the PyTorch checkpoint exported: also time it, as the baseline"
+    )
     parser.add_argument("--data", type=Path, default=default_tarball())
     parser.add_argument("--limit", type=int, default=2000, help="seeded sample of dev questions")
     parser.add_argument("--seed", type=int, default=5)

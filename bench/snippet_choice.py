@@ -39,7 +39,12 @@ from osmem_server import OsmemServer  # type: ignore[import-untyped]
 from bench.harness import SQUAD_INDEX, dev_paragraphs, match_body, serve
 from onnx_models.squad import contains_gold, exact_match, index_with_titles, sample_questions
 
-PIPELINE = {"response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": {"size": 5, "mode": "extractive"}}]}
+PIPELINE = {
+    "response_processors": [
+        {"retrieval_evaluator": {"top_n": 10, "rerank": True}},
+        {"cited_answer": {"size": 5, "mode": "extractive"}},
+    ]
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             url = stack.enter_context(serve(create_app(Settings.load(opensearch={"url": osmem.url}, llm={}))))
             client.put(f"{url}/_search/pipeline/answers", json=PIPELINE).raise_for_status()
             for _, question in sample:
-                client.post(f"{url}/{SQUAD_INDEX}/_search?search_pipeline=answers", json=match_body(question.text)).raise_for_status()
+                client.post(
+                    f"{url}/{SQUAD_INDEX}/_search?search_pipeline=answers", json=match_body(question.text)
+                ).raise_for_status()
     finally:
         cited_answer.featured_snippet = shipped
     print(f"{len(sample)} questions (seed {args.seed}), gate {args.min_support}")
@@ -122,7 +129,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             right += best.id == paragraph.id or contains_gold(texts[best.id], question.answers)
             em += exact_match(best.text, question.answers)
         n = len(sample)
-        print(f"{name:<22} answered {100 * answered / n:5.1f}%  citation precision {100 * right / max(answered, 1):5.1f}%  EM {100 * em / n:5.1f}")
+        print(
+            f"{name:<22} answered {100 * answered / n:5.1f}%  citation precision {100 * right / max(answered, 1):5.1f}%  EM {100 * em / n:5.1f}"
+        )
 
 
 if __name__ == "__main__":

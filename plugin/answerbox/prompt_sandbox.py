@@ -184,7 +184,13 @@ def _check_method(method: Any, args: tuple[Any, ...]) -> None:
         return
     if name in _PADDING and args and _is_int(args[0]):
         _check(args[0], f"{name}({args[0]})")
-    elif name == "replace" and isinstance(owner, str) and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+    elif (
+        name == "replace"
+        and isinstance(owner, str)
+        and len(args) >= 2
+        and isinstance(args[0], str)
+        and isinstance(args[1], str)
+    ):
         _check(_replaced_size(owner, args[0], args[1], args[2] if len(args) > 2 else -1), "replace()")
     elif name == "join" and isinstance(owner, str) and args:
         _check(_joined_size(owner, args[0]), "join()")
@@ -271,7 +277,11 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return super().call_binop(context, operator_, left, right)
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
-        if isinstance(value, types.BuiltinMethodType) and value.__name__ in ("format", "format_map") and isinstance(value.__self__, str):
+        if (
+            isinstance(value, types.BuiltinMethodType)
+            and value.__name__ in ("format", "format_map")
+            and isinstance(value.__self__, str)
+        ):
             raise SecurityError("str.format is not available in prompts; join with ~")
         return None
 

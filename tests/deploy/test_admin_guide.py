@@ -42,7 +42,9 @@ def test_admin_requests_register_default_ask_and_watch(osmem_url: str, client: h
     assert events[:3] == ["search", "hits", "snippet"]
     assert "token" in events
     assert events[-2:] == ["answer", "done"]
-    stats = next(iter(answers[("GET", "/_answerbox/stats/search_pipeline")].json()["nodes"].values()))["search_pipeline"]
+    stats = next(iter(answers[("GET", "/_answerbox/stats/search_pipeline")].json()["nodes"].values()))[
+        "search_pipeline"
+    ]
     pipeline = stats["pipelines"]["answers"]
     assert pipeline["request"]["count"] >= 2
     assert pipeline["response"]["count"] >= 1

@@ -23,7 +23,10 @@ PIPELINE = {"response_processors": [{"cited_answer": {"size": 3}}]}
 @pytest.fixture
 def secured(osmem_url: str) -> Iterator[str]:
     """osmem-server behind OpenSearch-style basic auth; the service user may write answerbox's indices."""
-    users = {"admin": User("a", write=("*",)), "service": User("s", read=("*",), write=(".answerbox-pipelines", ".answerbox-cache"))}
+    users = {
+        "admin": User("a", write=("*",)),
+        "service": User("s", read=("*",), write=(".answerbox-pipelines", ".answerbox-cache")),
+    }
     with serve(AuthProxy(osmem_url, users).app()) as url:
         yield url
 
@@ -45,16 +48,32 @@ def lines(run: subprocess.CompletedProcess[str]) -> dict[str, str]:
     return found
 
 
-def test_a_healthy_stack_is_all_green(secured: str, scripted_llm: tuple[ScriptedLLM, str], tmp_path: Path, client: httpx.Client) -> None:
+def test_a_healthy_stack_is_all_green(
+    secured: str, scripted_llm: tuple[ScriptedLLM, str], tmp_path: Path, client: httpx.Client
+) -> None:
     _, llm_url = scripted_llm
     admin = ("admin", "a")
-    assert client.put(f"{secured}/.answerbox-pipelines/_doc/answers", json={"definition": PIPELINE}, auth=admin).status_code in (200, 201)
+    assert client.put(
+        f"{secured}/.answerbox-pipelines/_doc/answers", json={"definition": PIPELINE}, auth=admin
+    ).status_code in (200, 201)
     run = doctor(
-        tmp_path, opensearch__url=secured, opensearch__service_username="service", opensearch__service_password="s", llm__base_url=llm_url
+        tmp_path,
+        opensearch__url=secured,
+        opensearch__service_username="service",
+        opensearch__service_password="s",
+        llm__base_url=llm_url,
     )
     found = lines(run)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert set(found) == {"opensearch", "rights on .answerbox-pipelines", "rights on .answerbox-cache", "stored pipelines", "llm", "models", "templates"}
+    assert set(found) == {
+        "opensearch",
+        "rights on .answerbox-pipelines",
+        "rights on .answerbox-cache",
+        "stored pipelines",
+        "llm",
+        "models",
+        "templates",
+    }
     assert all(line.startswith("[ok]") for check, line in found.items() if check != "llm"), run.stdout
     assert "1 stored, all valid" in found["stored pipelines"]
     assert "CPUExecutionProvider" in found["models"]
@@ -64,7 +83,9 @@ def test_a_healthy_stack_is_all_green(secured: str, scripted_llm: tuple[Scripted
 
 
 def test_a_wrong_password_is_one_failed_line(secured: str, tmp_path: Path) -> None:
-    run = doctor(tmp_path, opensearch__url=secured, opensearch__service_username="service", opensearch__service_password="wrong")
+    run = doctor(
+        tmp_path, opensearch__url=secured, opensearch__service_username="service", opensearch__service_password="wrong"
+    )
     assert run.returncode == 1
     [line] = [line for line in run.stdout.splitlines() if line.startswith("[fail]")]
     assert line.startswith("[fail] opensearch:")
@@ -92,9 +113,13 @@ def test_a_missing_model_is_one_failed_line(osmem_url: str, tmp_path: Path) -> N
     assert "models.dir" in line
 
 
-def test_a_pipeline_this_version_cannot_build_fails_the_check(osmem_url: str, tmp_path: Path, client: httpx.Client) -> None:
+def test_a_pipeline_this_version_cannot_build_fails_the_check(
+    osmem_url: str, tmp_path: Path, client: httpx.Client
+) -> None:
     stale = {"response_processors": [{"cited_answer": {"snippet_min_support": 0.2}}]}
-    assert client.put(f"{osmem_url}/.answerbox-pipelines/_doc/old?refresh=true", json={"definition": stale}).status_code in (200, 201)
+    assert client.put(
+        f"{osmem_url}/.answerbox-pipelines/_doc/old?refresh=true", json={"definition": stale}
+    ).status_code in (200, 201)
     try:
         run = doctor(tmp_path, opensearch__url=osmem_url)
         assert run.returncode == 1

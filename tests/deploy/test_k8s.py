@@ -28,12 +28,16 @@ VARIANTS = ["base", "gpu"]
 # The oldest Kubernetes release the manifests are written for (autoscaling/v2, policy/v1).
 KUBERNETES_VERSION = "1.29"
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (for its built-in kustomize) is not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("kubectl") is None, reason="kubectl (for its built-in kustomize) is not installed"
+)
 
 
 @cache
 def _rendered(variant: str) -> tuple[dict[str, Any], ...]:
-    done = subprocess.run(["kubectl", "kustomize", str(K8S / variant)], capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        ["kubectl", "kustomize", str(K8S / variant)], capture_output=True, text=True, timeout=60, check=True
+    )
     return tuple(yaml.safe_load_all(done.stdout))
 
 
@@ -51,12 +55,22 @@ def _container(variant: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_manifests_match_the_kubernetes_schemas(variant: str) -> None:
-    kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate (test extra) carries the API schemas")
+    kubernetes_validate = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate (test extra) carries the API schemas"
+    )
     kinds = []
     for doc in _rendered(variant):
         kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
         kinds.append(doc["kind"])
-    assert sorted(kinds) == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "NetworkPolicy", "PodDisruptionBudget", "Service"]
+    assert sorted(kinds) == [
+        "ConfigMap",
+        "Deployment",
+        "HorizontalPodAutoscaler",
+        "NetworkPolicy",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Service",
+    ]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -109,7 +123,11 @@ def test_no_pod_mounts_a_service_account_token(variant: str) -> None:
     pods = [doc["spec"]["template"]["spec"] for doc in _rendered(variant) if "template" in doc.get("spec", {})]
     assert pods
     assert all(pod.get("automountServiceAccountToken") is False for pod in pods)
-    assert not [doc for doc in _rendered(variant) if doc["kind"] == "ServiceAccount" and doc.get("automountServiceAccountToken") is not False]
+    assert not [
+        doc
+        for doc in _rendered(variant)
+        if doc["kind"] == "ServiceAccount" and doc.get("automountServiceAccountToken") is not False
+    ]
 
 
 # Who may reach what: NetworkPolicy's rules, for the peers and ports these manifests use.
@@ -131,7 +149,10 @@ Peer = Pod | str
 
 # The OpenSearch Helm chart's pod labels (opensearch-cluster-master, config.yaml's host), the
 # labels ADMIN.md asks of the LLM's pods, the cluster DNS's, and others that must be told apart.
-OPENSEARCH = Pod({"app.kubernetes.io/name": "opensearch", "app.kubernetes.io/instance": "opensearch"}, ports={"http": 9200, "transport": 9300})
+OPENSEARCH = Pod(
+    {"app.kubernetes.io/name": "opensearch", "app.kubernetes.io/instance": "opensearch"},
+    ports={"http": 9200, "transport": 9300},
+)
 LLM = Pod({"app.kubernetes.io/name": "llm"})
 DNS = Pod({"k8s-app": "kube-dns"}, namespace="kube-system")
 NEIGHBOUR = Pod({"app.kubernetes.io/name": "shop"})
@@ -146,7 +167,12 @@ def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
         return False
     for expression in selector.get("matchExpressions", []):
         key, values = expression["key"], expression.get("values", [])
-        held = {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values, "Exists": key in labels, "DoesNotExist": key not in labels}
+        held = {
+            "In": labels.get(key) in values,
+            "NotIn": labels.get(key) not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }
         if not held[expression["operator"]]:
             return False
     return True
@@ -155,7 +181,11 @@ def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 def _peer_matches(peer: dict[str, Any], other: Peer) -> bool:
     if isinstance(other, str):
         block: dict[str, Any] = peer.get("ipBlock") or {}
-        return bool(block) and ip_address(other) in ip_network(block["cidr"]) and not any(ip_address(other) in ip_network(c) for c in block.get("except", []))
+        return (
+            bool(block)
+            and ip_address(other) in ip_network(block["cidr"])
+            and not any(ip_address(other) in ip_network(c) for c in block.get("except", []))
+        )
     if "ipBlock" in peer:
         return False
     if "namespaceSelector" in peer:
@@ -171,12 +201,16 @@ def _port_matches(ports: list[dict[str, Any]] | None, port: int, protocol: str, 
     for entry in ports or [{"protocol": protocol}]:
         wanted = entry.get("port")
         number = named.get(wanted) if isinstance(wanted, str) else wanted
-        if entry.get("protocol", "TCP") == protocol and (wanted is None or (number is not None and number <= port <= entry.get("endPort", number))):
+        if entry.get("protocol", "TCP") == protocol and (
+            wanted is None or (number is not None and number <= port <= entry.get("endPort", number))
+        ):
             return True
     return False
 
 
-def _allowed(docs: tuple[dict[str, Any], ...], source: Pod, destination: Peer, port: int, protocol: str = "TCP") -> bool:
+def _allowed(
+    docs: tuple[dict[str, Any], ...], source: Pod, destination: Peer, port: int, protocol: str = "TCP"
+) -> bool:
     """Whether the NetworkPolicies among ``docs`` let ``source`` connect to ``destination``'s
     port: the source's egress and the destination's ingress must both allow it. A pod that no
     policy selects for a direction is not isolated in that direction."""
@@ -192,12 +226,15 @@ def _allowed(docs: tuple[dict[str, Any], ...], source: Pod, destination: Peer, p
         ]
         side = "from" if direction == "Ingress" else "to"
         return not applying or any(
-            (not rule.get(side) or any(_peer_matches(p, peer) for p in rule[side])) and _port_matches(rule.get("ports"), port, protocol, destination)
+            (not rule.get(side) or any(_peer_matches(p, peer) for p in rule[side]))
+            and _port_matches(rule.get("ports"), port, protocol, destination)
             for spec in applying
             for rule in spec.get(direction.lower(), [])
         )
 
-    return permits("Egress", source, destination) and (isinstance(destination, str) or permits("Ingress", destination, source))
+    return permits("Egress", source, destination) and (
+        isinstance(destination, str) or permits("Ingress", destination, source)
+    )
 
 
 def _answerbox_pod(variant: str) -> Pod:
@@ -262,11 +299,19 @@ _YAML_BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.MULTILINE | re.DOTALL)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_admin_guide_overlay_lets_an_ingress_controller_in(variant: str, tmp_path: Path) -> None:
     """deploy/ADMIN.md's overlay for an Ingress controller in a namespace of its own."""
-    [overlay] = [block for block in _YAML_BLOCK.findall((REPO_ROOT / "deploy" / "ADMIN.md").read_text()) if "NetworkPolicy" in block]
+    [overlay] = [
+        block
+        for block in _YAML_BLOCK.findall((REPO_ROOT / "deploy" / "ADMIN.md").read_text())
+        if "NetworkPolicy" in block
+    ]
     assert "- ../base" in overlay
     # The guide's overlay sits beside base/; here it points at the variant from wherever tmp_path is.
-    (tmp_path / "kustomization.yaml").write_text(overlay.replace("- ../base", f"- {os.path.relpath(K8S / variant, tmp_path)}"))
-    done = subprocess.run(["kubectl", "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60, check=True)
+    (tmp_path / "kustomization.yaml").write_text(
+        overlay.replace("- ../base", f"- {os.path.relpath(K8S / variant, tmp_path)}")
+    )
+    done = subprocess.run(
+        ["kubectl", "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60, check=True
+    )
     docs, answerbox = tuple(yaml.safe_load_all(done.stdout)), _answerbox_pod(variant)
     [port] = answerbox.ports.values()
     assert _allowed(docs, INGRESS_NGINX, answerbox, port)

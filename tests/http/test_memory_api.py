@@ -63,7 +63,13 @@ def test_messages_are_added_read_paged_and_their_additional_info_updated(answerb
     memory_id = _create(client, answerbox, "chat")
     ids = []
     for n in range(3):
-        body = {"input": f"question {n}", "prompt_template": "t", "response": f"answer {n}", "origin": "test", "additional_info": {"n": str(n)}}
+        body = {
+            "input": f"question {n}",
+            "prompt_template": "t",
+            "response": f"answer {n}",
+            "origin": "test",
+            "additional_info": {"n": str(n)},
+        }
         added = client.post(f"{answerbox}{MEMORY}/{memory_id}/messages", json=body)
         assert added.status_code == 200
         assert list(added.json()) == ["message_id"]
@@ -93,7 +99,10 @@ def test_messages_are_added_read_paged_and_their_additional_info_updated(answerb
     assert updated.status_code == 200
     assert updated.json()["result"] == "updated"
     # Merged into what was there, as an update of a document merges.
-    assert client.get(f"{answerbox}{MEMORY}/message/{ids[1]}").json()["additional_info"] == {"n": "1", "feedback": "thumbs up"}
+    assert client.get(f"{answerbox}{MEMORY}/message/{ids[1]}").json()["additional_info"] == {
+        "n": "1",
+        "feedback": "thumbs up",
+    }
     # Only additional_info may change, as in ml-commons.
     refused = client.put(f"{answerbox}{MEMORY}/message/{ids[1]}", json={"response": "rewritten"})
     assert refused.status_code == 400
@@ -103,16 +112,25 @@ def test_messages_are_added_read_paged_and_their_additional_info_updated(answerb
 
 def test_traces_belong_to_their_message_and_stay_out_of_the_conversation(answerbox: str, client: httpx.Client) -> None:
     memory_id = _create(client, answerbox, "agent")
-    parent = client.post(f"{answerbox}{MEMORY}/{memory_id}/messages", json={"input": "Which index has most documents"}).json()["message_id"]
+    parent = client.post(
+        f"{answerbox}{MEMORY}/{memory_id}/messages", json={"input": "Which index has most documents"}
+    ).json()["message_id"]
     for number in (2, 1):
         step = {"input": f"step {number}", "response": "done", "parent_message_id": parent, "trace_number": number}
         client.post(f"{answerbox}{MEMORY}/{memory_id}/messages", json=step).raise_for_status()
     traces = client.get(f"{answerbox}{MEMORY}/message/{parent}/traces").json()
-    assert [(t["input"], t["trace_number"], t["parent_message_id"]) for t in traces["traces"]] == [("step 1", 1, parent), ("step 2", 2, parent)]
-    assert [m["message_id"] for m in client.get(f"{answerbox}{MEMORY}/{memory_id}/messages").json()["messages"]] == [parent]
+    assert [(t["input"], t["trace_number"], t["parent_message_id"]) for t in traces["traces"]] == [
+        ("step 1", 1, parent),
+        ("step 2", 2, parent),
+    ]
+    assert [m["message_id"] for m in client.get(f"{answerbox}{MEMORY}/{memory_id}/messages").json()["messages"]] == [
+        parent
+    ]
     # A trace's parent must be a message of the same memory.
     other = _create(client, answerbox, "other")
-    stray = client.post(f"{answerbox}{MEMORY}/{other}/messages", json={"input": "x", "parent_message_id": parent, "trace_number": 1})
+    stray = client.post(
+        f"{answerbox}{MEMORY}/{other}/messages", json={"input": "x", "parent_message_id": parent, "trace_number": 1}
+    )
     assert stray.status_code == 404
 
 
@@ -129,7 +147,9 @@ def test_traces_belong_to_their_message_and_stay_out_of_the_conversation(answerb
         ("GET", f"{MEMORY}/message/nope/traces", None),
     ],
 )
-def test_what_does_not_exist_is_a_404_in_opensearchs_shape(answerbox: str, client: httpx.Client, method: str, path: str, body: object) -> None:
+def test_what_does_not_exist_is_a_404_in_opensearchs_shape(
+    answerbox: str, client: httpx.Client, method: str, path: str, body: object
+) -> None:
     _create(client, answerbox, "exists")  # the index exists: a missing document, not a missing index
     answer = client.request(method, f"{answerbox}{path}", json=body)
     assert answer.status_code == 404, answer.text

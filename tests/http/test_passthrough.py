@@ -38,25 +38,38 @@ def test_index_creation_matches_direct(answerbox: str, osmem_url: str, client: h
 
 
 def test_bulk_ndjson_then_search_and_cat(answerbox: str, osmem_url: str, client: httpx.Client) -> None:
-    bulk = client.post(f"{answerbox}/_bulk?refresh=true", content=BULK, headers={"content-type": "application/x-ndjson"})
+    bulk = client.post(
+        f"{answerbox}/_bulk?refresh=true", content=BULK, headers={"content-type": "application/x-ndjson"}
+    )
     assert bulk.status_code == 200
     assert bulk.json()["errors"] is False
     assert len(bulk.json()["items"]) == 2
     query = {"query": {"match": {"body": "desert"}}}
-    via, direct = client.post(f"{answerbox}/books/_search", json=query), client.post(f"{osmem_url}/books/_search", json=query)
+    via, direct = (
+        client.post(f"{answerbox}/books/_search", json=query),
+        client.post(f"{osmem_url}/books/_search", json=query),
+    )
     assert via.json()["hits"] == direct.json()["hits"]
     assert [h["_id"] for h in via.json()["hits"]["hits"]] == ["1"]
-    cat_via, cat_direct = client.get(f"{answerbox}/_cat/indices?v&h=index,docs.count"), client.get(f"{osmem_url}/_cat/indices?v&h=index,docs.count")
+    cat_via, cat_direct = (
+        client.get(f"{answerbox}/_cat/indices?v&h=index,docs.count"),
+        client.get(f"{osmem_url}/_cat/indices?v&h=index,docs.count"),
+    )
     _same(cat_via, cat_direct)
     assert cat_via.headers["content-type"].startswith("text/plain")
     assert "books" in cat_via.text
 
 
-def test_errors_come_back_identical(answerbox: str, osmem_url: str, client: httpx.Client, opensearch: OpenSearch) -> None:
+def test_errors_come_back_identical(
+    answerbox: str, osmem_url: str, client: httpx.Client, opensearch: OpenSearch
+) -> None:
     bulk_index(opensearch, "books", [{"title": "Dune"}])
     _same(client.get(f"{answerbox}/missing/_search"), client.get(f"{osmem_url}/missing/_search"))
     bad = {"query": {"bogus": {}}}
-    via, direct = client.post(f"{answerbox}/books/_search", json=bad), client.post(f"{osmem_url}/books/_search", json=bad)
+    via, direct = (
+        client.post(f"{answerbox}/books/_search", json=bad),
+        client.post(f"{osmem_url}/books/_search", json=bad),
+    )
     _same(via, direct)
     assert via.status_code == 400
     assert via.json()["error"]["root_cause"][0]["type"] == "parsing_exception"
@@ -67,7 +80,9 @@ def test_errors_come_back_identical(answerbox: str, osmem_url: str, client: http
     )
 
 
-def test_authorization_reaches_opensearch_untouched(make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client) -> None:
+def test_authorization_reaches_opensearch_untouched(
+    make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
+) -> None:
     recorder = RecordingProxy(osmem_url)
     with serve(recorder.app()) as hop:
         url = make_answerbox(opensearch={"url": hop})
@@ -95,7 +110,9 @@ def test_oversized_body_is_rejected_in_opensearch_shape(make_answerbox: Answerbo
     assert response.json()["error"]["type"] == "content_too_long_exception"
 
 
-def test_a_hanging_opensearch_times_out_instead_of_hanging(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+def test_a_hanging_opensearch_times_out_instead_of_hanging(
+    make_answerbox: AnswerboxFactory, client: httpx.Client
+) -> None:
     async def stall(request: object) -> JSONResponse:
         await asyncio.sleep(3)
         return JSONResponse({})
@@ -105,6 +122,8 @@ def test_a_hanging_opensearch_times_out_instead_of_hanging(make_answerbox: Answe
         response = client.get(f"{url}/_cat/indices")
         assert response.status_code == 504
         assert response.json()["error"]["type"] == "timeout_exception"
-        search = client.post(f"{url}/books/_search", json={"search_pipeline": {"request_processors": []}, "query": {"match_all": {}}})
+        search = client.post(
+            f"{url}/books/_search", json={"search_pipeline": {"request_processors": []}, "query": {"match_all": {}}}
+        )
         assert search.status_code == 504
         assert search.json()["status"] == 504

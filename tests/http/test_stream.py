@@ -130,7 +130,9 @@ def test_stream_needs_a_pipeline_with_cited_answer(
     response = client.post(f"{url}/books/_answerbox/stream", json={"query": {"match_all": {}}})
     assert response.status_code == 400
     assert "cited_answer" in response.json()["error"]["reason"]
-    broken = client.post(f"{url}/books/_answerbox/stream", content=b"{not json", headers={"content-type": "application/json"})
+    broken = client.post(
+        f"{url}/books/_answerbox/stream", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert broken.status_code == 400
     assert broken.json()["error"]["type"] == "parsing_exception"
 
@@ -170,7 +172,9 @@ def test_the_stream_honours_the_pipelines_budget(
     events = stream(client, url, body)
     assert names(events) == ["search", "hits", "snippet", "answer", "done"]
     report = events[3][1]
-    assert any(w.startswith("processor [sleep] failed") and "share of the pipeline's budget" in w for w in report["warnings"])
+    assert any(
+        w.startswith("processor [sleep] failed") and "share of the pipeline's budget" in w for w in report["warnings"]
+    )
     assert report["answer"]["abstained"] is False
     assert report["answer"]["mode"] == "extractive"
     assert time.perf_counter() - started < 9

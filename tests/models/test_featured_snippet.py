@@ -43,7 +43,9 @@ async def test_the_snippet_comes_from_the_best_scored_passage(reader_models: Mod
 async def test_agreement_counts_the_other_passages_that_say_the_same(reader_models: Models) -> None:
     twice = {**TEXTS, "again": "Super Bowl 50 was won by the Denver Broncos, who beat the Carolina Panthers."}
     hits = [{"_index": "nfl", "_id": doc_id, "_source": {"text": text}} for doc_id, text in twice.items()]
-    found = await featured_snippet(QUESTION, evidence_from_hits(hits, EvidenceFields(title=None), snippet_chars=1000), reader_models)
+    found = await featured_snippet(
+        QUESTION, evidence_from_hits(hits, EvidenceFields(title=None), snippet_chars=1000), reader_models
+    )
     alone = await featured_snippet(QUESTION, _evidence(), reader_models)
     assert found is not None
     assert alone is not None

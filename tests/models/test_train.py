@@ -67,7 +67,9 @@ def test_hard_negatives_are_the_articles_best_paragraphs_without_the_answer() ->
         "the bridge toll paid for it by 1932",  # holds the answer: never a negative
         "wool was the colony's first export",
     ]
-    question = Question(id="q", text="when did the bridge over the harbour open?", answers=("1932",), answer_starts=(23,))
+    question = Question(
+        id="q", text="when did the bridge over the harbour open?", answers=("1932",), answer_starts=(23,)
+    )
     paragraphs = [Paragraph(id=f"p{i}", article="bridge", context=t, questions=(question,) if i == 0 else ())
                   for i, t in enumerate(texts)]  # fmt: skip
     other = Paragraph(id="x", article="other", context="the bridge over the harbour", questions=())
@@ -114,7 +116,9 @@ def test_select_average_keeps_the_best_tail_on_the_held_out_articles(
     tiny_checkpoint: Path, tarball: Path, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    train(parse_args(_args(tarball, tiny_checkpoint, run, "--holdout", "0.5", "--max-minutes", "1e-9", "--keep-weights")))
+    train(
+        parse_args(_args(tarball, tiny_checkpoint, run, "--holdout", "0.5", "--max-minutes", "1e-9", "--keep-weights"))
+    )
     train(parse_args(_args(tarball, tiny_checkpoint, run, "--holdout", "0.5", "--resume", "--keep-weights")))
     kept = list((run / "weights").iterdir())
     argv = [*map(str, kept), "--holdout", "0.5", "--out", str(tmp_path / "chosen"), "--data", str(tarball),
@@ -139,7 +143,9 @@ def test_select_average_orders_kept_weights_by_step(tmp_path: Path) -> None:
         by_step([tmp_path / "avg8"])
 
 
-def test_a_checkpoint_from_before_a_setting_existed_resumes(tiny_checkpoint: Path, tarball: Path, tmp_path: Path) -> None:
+def test_a_checkpoint_from_before_a_setting_existed_resumes(
+    tiny_checkpoint: Path, tarball: Path, tmp_path: Path
+) -> None:
     train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--max-minutes", "1e-9")))
     saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
     del saved["state"].recipe["int8_aware"]  # as a run checkpointed before --int8-aware was written

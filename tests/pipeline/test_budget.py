@@ -20,7 +20,9 @@ def url(make_answerbox: AnswerboxFactory, opensearch: OpenSearch) -> str:
 
 
 def _search(client: httpx.Client, url: str, pipeline: dict[str, Any], **kwargs: Any) -> httpx.Response:
-    return client.post(f"{url}/notes/_search", json={"query": {"match": {"text": "note"}}, "search_pipeline": pipeline}, **kwargs)
+    return client.post(
+        f"{url}/notes/_search", json={"query": {"match": {"text": "note"}}, "search_pipeline": pipeline}, **kwargs
+    )
 
 
 def _time_given(warnings: list[str], name: str) -> float:

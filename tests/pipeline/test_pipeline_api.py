@@ -14,7 +14,11 @@ from tests.conftest import AnswerboxFactory
 from tests.support.processors import registry_with_test_processors
 from tests.support.servers import free_port
 
-LABEL = {"description": "labels hits", "version": 3, "response_processors": [{"label_hits": {"tag": "l1", "label": "seen"}}]}
+LABEL = {
+    "description": "labels hits",
+    "version": 3,
+    "response_processors": [{"label_hits": {"tag": "l1", "label": "seen"}}],
+}
 
 
 @pytest.fixture
@@ -48,7 +52,9 @@ def test_crud_round_trip(url: str, client: httpx.Client) -> None:
         ({"surprise": 1}, "surprise"),
     ],
 )
-def test_invalid_pipeline_is_a_400_in_opensearch_shape(url: str, client: httpx.Client, body: dict, fragment: str) -> None:
+def test_invalid_pipeline_is_a_400_in_opensearch_shape(
+    url: str, client: httpx.Client, body: dict, fragment: str
+) -> None:
     response = client.put(f"{url}/_search/pipeline/bad", json=body)
     assert response.status_code == 400
     error = response.json()
@@ -59,7 +65,9 @@ def test_invalid_pipeline_is_a_400_in_opensearch_shape(url: str, client: httpx.C
 
 
 def test_malformed_body_is_a_400_parse_error(url: str, client: httpx.Client) -> None:
-    response = client.put(f"{url}/_search/pipeline/bad", content=b"{not json", headers={"content-type": "application/json"})
+    response = client.put(
+        f"{url}/_search/pipeline/bad", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400
     assert response.json()["error"]["root_cause"][0]["type"] == "parsing_exception"
 

@@ -34,7 +34,9 @@ def answer_of(client: httpx.Client, url: str, **config: Any) -> dict[str, Any]:
     return found
 
 
-def test_an_extractive_answer_carries_its_confidence_and_what_it_rests_on(books: OpenSearch, answerbox: str, client: httpx.Client) -> None:  # noqa: F811
+def test_an_extractive_answer_carries_its_confidence_and_what_it_rests_on(
+    books: OpenSearch, answerbox: str, client: httpx.Client  # noqa: F811
+) -> None:
     answer = answer_of(client, answerbox, min_confidence=0)
     assert answer["mode"] == "extractive"
     assert not answer["abstained"]
@@ -46,18 +48,27 @@ def test_an_extractive_answer_carries_its_confidence_and_what_it_rests_on(books:
     assert answer["signals"]["score"] == pytest.approx(answer["citations"][0]["support"], abs=1e-4)
 
 
-def test_below_min_confidence_the_answer_becomes_the_candidate(books: OpenSearch, answerbox: str, client: httpx.Client) -> None:  # noqa: F811
+def test_below_min_confidence_the_answer_becomes_the_candidate(
+    books: OpenSearch, answerbox: str, client: httpx.Client  # noqa: F811
+) -> None:
     shown = answer_of(client, answerbox, min_confidence=0)
     held = answer_of(client, answerbox, min_confidence=min(1.0, shown["confidence"] + 0.0001))
     assert held["abstained"]
     assert held["reason"] == "low_confidence"
     assert held["confidence"] is None
-    assert held["candidate"] == {"text": shown["text"], "citations": shown["citations"], "mode": "extractive", "confidence": shown["confidence"]}
+    assert held["candidate"] == {
+        "text": shown["text"],
+        "citations": shown["citations"],
+        "mode": "extractive",
+        "confidence": shown["confidence"],
+    }
     # At exactly its confidence it is answered: the threshold is inclusive.
     assert not answer_of(client, answerbox, min_confidence=shown["confidence"])["abstained"]
 
 
-def test_every_abstention_says_why(opensearch: OpenSearch, books: OpenSearch, answerbox: str, client: httpx.Client) -> None:  # noqa: F811
+def test_every_abstention_says_why(
+    opensearch: OpenSearch, books: OpenSearch, answerbox: str, client: httpx.Client  # noqa: F811
+) -> None:
     bulk_index(opensearch, "empty", [{"_id": "x", "text": "Nothing about novels here."}])
     none = search(client, answerbox, answer_search("zebra crossing"), index="empty")["ext"]["answerbox"]["answer"]
     assert none["abstained"]
@@ -65,7 +76,9 @@ def test_every_abstention_says_why(opensearch: OpenSearch, books: OpenSearch, an
     assert none["candidate"] is None
     body = answer_search()
     # CRAG judges every hit below its lower threshold: incorrect, no strip kept, no evidence.
-    body["search_pipeline"]["response_processors"].insert(0, {"retrieval_evaluator": {"lower": 0.99, "upper": 0.999, "corrective": None}})
+    body["search_pipeline"]["response_processors"].insert(
+        0, {"retrieval_evaluator": {"lower": 0.99, "upper": 0.999, "corrective": None}}
+    )
     incorrect = search(client, answerbox, body)["ext"]["answerbox"]
     assert incorrect["retrieval"]["verdict"] == "incorrect"
     assert incorrect["answer"]["abstained"]
@@ -85,7 +98,9 @@ def test_a_confident_snippet_skips_the_llm(scripted: tuple[ScriptedLLM, str], cl
     assert asked["mode"] == ("generative" if asked["confidence"] > answer["confidence"] else "extractive")
 
 
-def test_prefer_generative_keeps_the_llms_held_up_answer(scripted: tuple[ScriptedLLM, str], client: httpx.Client) -> None:
+def test_prefer_generative_keeps_the_llms_held_up_answer(
+    scripted: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
     llm, url = scripted
     answer = answer_of(client, url, prefer="generative")
     assert len(llm.calls) == 1
@@ -94,7 +109,9 @@ def test_prefer_generative_keeps_the_llms_held_up_answer(scripted: tuple[Scripte
     assert answer["text"] == GENERATED
     assert 0 < answer["confidence"] < 1
     assert set(answer["signals"]) == {"support", "snippet_confidence", "agrees"}
-    assert answer["signals"]["agrees"] == ("herbert" in answer_of(client, url, mode="extractive", min_confidence=0)["text"].lower())
+    assert answer["signals"]["agrees"] == (
+        "herbert" in answer_of(client, url, mode="extractive", min_confidence=0)["text"].lower()
+    )
 
 
 def test_a_failed_llm_leaves_the_snippet_and_says_so(scripted: tuple[ScriptedLLM, str], client: httpx.Client) -> None:
@@ -106,7 +123,9 @@ def test_a_failed_llm_leaves_the_snippet_and_says_so(scripted: tuple[ScriptedLLM
     assert "Herbert" in answer["text"]
 
 
-def test_generative_mode_abstains_as_unsupported_when_no_claim_holds_up(scripted: tuple[ScriptedLLM, str], client: httpx.Client) -> None:
+def test_generative_mode_abstains_as_unsupported_when_no_claim_holds_up(
+    scripted: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
     llm, url = scripted
     llm.replies = ["The moon is made of cheese [1]."]
     answer = answer_of(client, url, mode="generative", min_confidence=0)

@@ -60,7 +60,9 @@ class Chains:
 
     def answerbox(self, **overrides: Any) -> str:
         # A roomy processor timeout: a loaded CI machine must not turn the tests into budget tests.
-        return self.start(llm={"base_url": self.llm_url}, limits={"processor_timeout_s": 120, "pipeline_budget_s": 120}, **overrides)
+        return self.start(
+            llm={"base_url": self.llm_url}, limits={"processor_timeout_s": 120, "pipeline_budget_s": 120}, **overrides
+        )
 
     def search(self, body: dict[str, Any]) -> dict[str, Any]:
         self.url = self.url or self.answerbox()
@@ -165,7 +167,9 @@ def test_confident_reader_corrects_a_wrong_node_and_cites_the_supporting_hits(
 def test_cited_answer_after_the_chain_answers_from_the_verified_references(chains: Chains) -> None:
     chains.llm.replies = [WRONG_PERFORMER, RIGHT_CHAIN, "Greyhound buses leave from the Toronto Coach Terminal [1]."]
     body = chain_search(theta=CONFIDENT)
-    body["search_pipeline"]["response_processors"].append({"cited_answer": {"demonstrations": False, "prefer": "generative", "min_confidence": 0}})
+    body["search_pipeline"]["response_processors"].append(
+        {"cited_answer": {"demonstrations": False, "prefer": "generative", "min_confidence": 0}}
+    )
     report = chains.search(body)["ext"]["answerbox"]
     assert report["chain"]["verified"] is True
     assert len(chains.llm.calls) == 3
@@ -368,7 +372,9 @@ def test_real_llm_chain_keeps_hits_and_only_verified_citations(
     recorder, llm_url = real_llm
     # The small local model takes seconds per call, minutes on a busy machine: one round, then
     # at most the tracing call, with timeouts to match.
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 270, "pipeline_budget_s": 270})
+    url = make_answerbox(
+        llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 270, "pipeline_budget_s": 270}
+    )
     question = "Where was Kevin Drew born?"
     result = search(client, url, chain_search(question, r_max=1, budget_s=250, max_tokens=96), timeout=300)
     same_hits(result, osmem_url, client, question)

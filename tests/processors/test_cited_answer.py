@@ -59,7 +59,9 @@ def books(opensearch: OpenSearch) -> OpenSearch:
 
 
 @pytest.fixture
-def generative(books: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory) -> tuple[ScriptedLLM, str]:
+def generative(
+    books: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory
+) -> tuple[ScriptedLLM, str]:
     """The scripted LLM and an answerbox that uses it, over the books."""
     scripted, llm_url = scripted_llm
     return scripted, make_answerbox(llm={"base_url": llm_url, "allowed_models": ["other-model"]})
@@ -69,7 +71,13 @@ def answer_search(question: str = QUESTION, ext: dict[str, Any] | None = None, *
     """A search whose inline pipeline is just ``cited_answer`` (dates from ``published``, a fixed
     today); unless ``config`` says otherwise, the LLM is always asked, its held-up answer kept,
     and no answer is held back for its confidence (``test_answer_confidence`` tests those)."""
-    processor = {"fields": {"date": "published"}, "current_date": "2026-11-22", "prefer": "generative", "min_confidence": 0, **config}
+    processor = {
+        "fields": {"date": "published"},
+        "current_date": "2026-11-22",
+        "prefer": "generative",
+        "min_confidence": 0,
+        **config,
+    }
     body: dict[str, Any] = {
         "query": {"match": {"text": question}},
         "search_pipeline": {"response_processors": [{"cited_answer": processor}]},
@@ -338,7 +346,11 @@ def test_refined_strips_are_the_evidence_when_retrieval_evaluator_ran(
     answer = report["answer"]
     assert answer["abstained"] is False
     for citation in answer["citations"]:
-        assert any(s["start"] <= citation["start"] and citation["end"] <= s["end"] for s in strips if s["_id"] == citation["_id"])
+        assert any(
+            s["start"] <= citation["start"] and citation["end"] <= s["end"]
+            for s in strips
+            if s["_id"] == citation["_id"]
+        )
 
 
 def test_auto_mode_answers_extractively_when_no_claim_holds_up(
@@ -367,7 +379,12 @@ def test_extractive_mode_never_calls_the_llm(generative: tuple[ScriptedLLM, str]
     assert "Herbert" in answer["text"]
 
 
-def _after(upstream: type[ResponseProcessor[ProcessorConfig]], make_answerbox: AnswerboxFactory, llm_url: str, client: httpx.Client) -> dict[str, Any]:
+def _after(
+    upstream: type[ResponseProcessor[ProcessorConfig]],
+    make_answerbox: AnswerboxFactory,
+    llm_url: str,
+    client: httpx.Client,
+) -> dict[str, Any]:
     """ext.answerbox of an answer search whose cited_answer runs after ``upstream``."""
     registry = default_registry()
     registry.register(upstream)
@@ -422,7 +439,9 @@ def test_real_llm_answer_is_cited_or_abstains(
     books: OpenSearch, make_answerbox: AnswerboxFactory, real_llm: tuple[RecordingProxy, str]
 ) -> None:
     recorder, llm_url = real_llm
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 240}, limits={"processor_timeout_s": 400, "pipeline_budget_s": 400})
+    url = make_answerbox(
+        llm={"base_url": llm_url, "timeout_s": 240}, limits={"processor_timeout_s": 400, "pipeline_budget_s": 400}
+    )
     with httpx.Client(timeout=400) as slow:  # a small CPU model on a busy machine
         result = search(slow, url, answer_search(max_tokens=64))
     (sent,) = completions(recorder)
@@ -464,9 +483,13 @@ def test_when_the_chain_abstains_the_answer_comes_from_the_hits(
     assert_quotes_are_exact(report["answer"], by_id(books, "books"))
 
 
-def test_llm_response_field_is_refused_without_opensearchs_rag(generative: tuple[ScriptedLLM, str], client: httpx.Client) -> None:
+def test_llm_response_field_is_refused_without_opensearchs_rag(
+    generative: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
     """It names a field of OpenSearch's RAG processor's reply: accepted and ignored, it would seem honoured."""
     _, url = generative
-    response = client.post(f"{url}/books/_search", json=answer_search(ext={"generative_qa_parameters": {"llm_response_field": "text"}}))
+    response = client.post(
+        f"{url}/books/_search", json=answer_search(ext={"generative_qa_parameters": {"llm_response_field": "text"}})
+    )
     assert response.status_code == 400
     assert "retrieval_augmented_generation" in response.json()["error"]["reason"]

@@ -23,11 +23,21 @@ DOCS = [
         "text": "Super Bowl 50 was an American football game. The Denver Broncos defeated the Carolina Panthers 24-10. "
         "The game was played on February 7, 2016, at Levi's Stadium in Santa Clara, California.",
     },
-    {"_id": "theatre", "title": "Theatre", "text": "Where a play was played first matters to historians of the theatre."},
+    {
+        "_id": "theatre",
+        "title": "Theatre",
+        "text": "Where a play was played first matters to historians of the theatre.",
+    },
     {"_id": "normans", "title": "Normans", "text": "The Normans gave their name to Normandy, a region in France."},
 ]
-RULES = {"request_processors": [{"conversation": {"rewrite": "rules"}}], "response_processors": [{"cited_answer": {"mode": "extractive", "size": 3}}]}
-LLM = {"request_processors": [{"conversation": {}}], "response_processors": [{"cited_answer": {"mode": "extractive", "size": 3}}]}
+RULES = {
+    "request_processors": [{"conversation": {"rewrite": "rules"}}],
+    "response_processors": [{"cited_answer": {"mode": "extractive", "size": 3}}],
+}
+LLM = {
+    "request_processors": [{"conversation": {}}],
+    "response_processors": [{"cited_answer": {"mode": "extractive", "size": 3}}],
+}
 # No conversation processor of its own: a search with a memory gets one with the defaults.
 PLAIN = {"response_processors": [{"cited_answer": {"mode": "extractive", "size": 3}}]}
 
@@ -44,7 +54,9 @@ def _setup(client: httpx.Client, url: str, pipelines: dict[str, Any]) -> str:
     return str(client.post(f"{url}{MEMORY}", json={"name": "chat"}).json()["memory_id"])
 
 
-def _ask(client: httpx.Client, url: str, question: str, pipeline: str, memory_id: str | None = None, **qa: Any) -> httpx.Response:
+def _ask(
+    client: httpx.Client, url: str, question: str, pipeline: str, memory_id: str | None = None, **qa: Any
+) -> httpx.Response:
     body: dict[str, Any] = {"query": {"match": {"text": question}}, "size": 3}
     if memory_id is not None:
         body["ext"] = {"generative_qa_parameters": {"memory_id": memory_id, **qa}}
@@ -55,7 +67,9 @@ def _ids(answer: httpx.Response) -> list[str]:
     return [hit["_id"] for hit in answer.json()["hits"]["hits"]]
 
 
-def test_a_follow_up_finds_what_the_conversation_is_about_by_the_rules(books: str, answerbox: str, client: httpx.Client) -> None:
+def test_a_follow_up_finds_what_the_conversation_is_about_by_the_rules(
+    books: str, answerbox: str, client: httpx.Client
+) -> None:
     memory_id = _setup(client, answerbox, {"rules": RULES})
     first = _ask(client, answerbox, "Who won Super Bowl 50?", "rules", memory_id)
     assert first.status_code == 200, first.text
@@ -109,7 +123,9 @@ def test_an_abstention_is_stored_as_one(books: str, answerbox: str, client: http
     assert json.loads(stored["additional_info"]["citations"]) == []
 
 
-def test_every_pipeline_takes_a_memory_and_the_defaults_rewrite_without_an_llm(books: str, answerbox: str, client: httpx.Client) -> None:
+def test_every_pipeline_takes_a_memory_and_the_defaults_rewrite_without_an_llm(
+    books: str, answerbox: str, client: httpx.Client
+) -> None:
     memory_id = _setup(client, answerbox, {"plain": PLAIN})
     _ask(client, answerbox, "Who won Super Bowl 50?", "plain", memory_id).raise_for_status()
     follow_up = _ask(client, answerbox, "Where was it played?", "plain", memory_id).json()
@@ -152,7 +168,12 @@ def test_the_llm_writes_the_standalone_question_from_the_history(
     ],
 )
 def test_when_the_llm_fails_or_strays_the_rules_make_it_standalone(
-    books: str, make_answerbox: AnswerboxFactory, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client, script: dict[str, Any], warning: str
+    books: str,
+    make_answerbox: AnswerboxFactory,
+    scripted_llm: tuple[ScriptedLLM, str],
+    client: httpx.Client,
+    script: dict[str, Any],
+    warning: str,
 ) -> None:
     llm, llm_url = scripted_llm
     llm.formats = ("json_schema",)
@@ -183,7 +204,10 @@ def test_bad_memory_parameters_fail_the_search_and_store_nothing(
     books: str, answerbox: str, client: httpx.Client, qa: dict[str, Any], status: int, words: str
 ) -> None:
     memory_id = _setup(client, answerbox, {"rules": RULES})
-    body = {"query": {"match": {"text": "Super Bowl"}}, "ext": {"generative_qa_parameters": {"memory_id": memory_id, **qa}}}
+    body = {
+        "query": {"match": {"text": "Super Bowl"}},
+        "ext": {"generative_qa_parameters": {"memory_id": memory_id, **qa}},
+    }
     answer = client.post(f"{answerbox}/books/_search", params={"search_pipeline": "rules"}, json=body)
     assert answer.status_code == status, answer.text
     assert words in answer.json()["error"]["reason"], answer.text
@@ -197,11 +221,19 @@ def test_the_conversation_processor_must_come_first(answerbox: str, client: http
     assert "must be the first request processor" in refused.json()["error"]["reason"]
 
 
-def test_the_stream_takes_a_memory_and_ends_with_the_stored_turn(books: str, answerbox: str, client: httpx.Client) -> None:
+def test_the_stream_takes_a_memory_and_ends_with_the_stored_turn(
+    books: str, answerbox: str, client: httpx.Client
+) -> None:
     memory_id = _setup(client, answerbox, {"rules": RULES})
     _ask(client, answerbox, "Who won Super Bowl 50?", "rules", memory_id).raise_for_status()
-    body = {"query": {"match": {"text": "Where was it played?"}}, "size": 3, "ext": {"generative_qa_parameters": {"memory_id": memory_id}}}
-    with client.stream("POST", f"{answerbox}/books/_answerbox/stream", params={"search_pipeline": "rules"}, json=body) as stream:
+    body = {
+        "query": {"match": {"text": "Where was it played?"}},
+        "size": 3,
+        "ext": {"generative_qa_parameters": {"memory_id": memory_id}},
+    }
+    with client.stream(
+        "POST", f"{answerbox}/books/_answerbox/stream", params={"search_pipeline": "rules"}, json=body
+    ) as stream:
         events = [line.removeprefix("event: ") for line in stream.iter_lines() if line.startswith("event: ")]
         assert stream.status_code == 200
     assert events[0] == "search"
@@ -224,7 +256,9 @@ def test_the_real_llm_rewrites_or_the_rules_do(
     turn = follow_up.json()["ext"]["answerbox"]["conversation"]
     # The protocol, never the wording: the call reached the LLM, and what it wrote is used only
     # when it is about this follow-up and names its subject.
-    (_call,) = [c for c in completions(recorder) if "Last question: Where was it played?" in c["messages"][0]["content"]]
+    (_call,) = [
+        c for c in completions(recorder) if "Last question: Where was it played?" in c["messages"][0]["content"]
+    ]
     assert turn["method"] in ("llm", "rules")
     if turn["method"] == "llm":
         assert "super bowl 50" in turn["standalone_question"].lower()

@@ -41,7 +41,10 @@ PROMPTS: dict[tuple[str, str], str] = {
         "Query: where is arrakis\nPassage: Arrakis is a desert planet.\n"
         f"Query: {QUERY}\nPassage:"
     ),
-    ("q2d", "prf"): f"Write a passage that answers the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nPassage:",
+    (
+        "q2d",
+        "prf",
+    ): f"Write a passage that answers the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nPassage:",
     ("q2e", "zs"): f"Write a list of keywords for the following query: {QUERY}",
     ("q2e", "fs"): (
         "Write a list of keywords for the given query:\n\n"
@@ -49,9 +52,15 @@ PROMPTS: dict[tuple[str, str], str] = {
         "Query: where is arrakis\nKeywords: Arrakis is a desert planet.\n"
         f"Query: {QUERY}\nKeywords:"
     ),
-    ("q2e", "prf"): f"Write a list of keywords for the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nKeywords:",
+    (
+        "q2e",
+        "prf",
+    ): f"Write a list of keywords for the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nKeywords:",
     ("cot", "zs"): f"Answer the following query:\n{QUERY}\nGive the rationale before answering",
-    ("cot", "prf"): f"Answer the following query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nGive the rationale before answering",
+    (
+        "cot",
+        "prf",
+    ): f"Answer the following query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nGive the rationale before answering",
 }
 
 
@@ -87,19 +96,27 @@ class Hop:
 
 
 @pytest.fixture
-def hop(books: None, make_answerbox: AnswerboxFactory, osmem_url: str, scripted_llm: tuple[ScriptedLLM, str]) -> Iterator[Hop]:
+def hop(
+    books: None, make_answerbox: AnswerboxFactory, osmem_url: str, scripted_llm: tuple[ScriptedLLM, str]
+) -> Iterator[Hop]:
     llm, llm_url = scripted_llm
     recorder = RecordingProxy(osmem_url)
     with serve(recorder.app()) as hop_url:
-        yield Hop(make_answerbox(opensearch={"url": hop_url}, llm={"base_url": llm_url}, limits=OVERRIDES), recorder, llm)
+        yield Hop(
+            make_answerbox(opensearch={"url": hop_url}, llm={"base_url": llm_url}, limits=OVERRIDES), recorder, llm
+        )
 
 
 def _pipeline(**config: Any) -> dict[str, Any]:
     return {"request_processors": [{"llm_query_expansion": config}]}
 
 
-def _search(client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str] | None = None, **config: Any) -> dict[str, Any]:
-    response = client.post(f"{url}/books/_search", json={**body, "search_pipeline": _pipeline(**config)}, headers=headers)
+def _search(
+    client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str] | None = None, **config: Any
+) -> dict[str, Any]:
+    response = client.post(
+        f"{url}/books/_search", json={**body, "search_pipeline": _pipeline(**config)}, headers=headers
+    )
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()
     return result
@@ -110,9 +127,13 @@ def _ids(result: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize(("method", "mode"), sorted(PROMPTS))
-def test_each_method_sends_the_papers_prompt(url: str, client: httpx.Client, llm: ScriptedLLM, method: str, mode: str) -> None:
+def test_each_method_sends_the_papers_prompt(
+    url: str, client: httpx.Client, llm: ScriptedLLM, method: str, mode: str
+) -> None:
     examples: dict[str, Any] = {"examples": EXAMPLES} if mode == "fs" else {}
-    result = _search(client, url, {"query": {"match": {"body": QUERY}}}, method=method, mode=mode, max_tokens=77, **examples)
+    result = _search(
+        client, url, {"query": {"match": {"body": QUERY}}}, method=method, mode=mode, max_tokens=77, **examples
+    )
     assert len(llm.calls) == 1
     call = llm.calls[0]
     assert call["messages"] == [{"role": "user", "content": PROMPTS[(method, mode)]}]
@@ -161,13 +182,18 @@ def test_filters_aggregations_sort_and_paging_stay_as_written(hop: Hop, client: 
     }
     filters = [{"term": {"genre": "scifi"}}]
     must_not = [{"match": {"body": "night"}}]
-    body = {"query": {"bool": {"must": [{"match": {"body": "desert"}}], "filter": filters, "must_not": must_not}}, **rest}
+    body = {
+        "query": {"bool": {"must": [{"match": {"body": "desert"}}], "filter": filters, "must_not": must_not}},
+        **rest,
+    }
     result = _search(client, hop.url, body)
     sent = hop.sent()[-1]
     assert {k: sent[k] for k in rest} == rest
     assert sent["query"]["bool"]["filter"] == filters
     assert sent["query"]["bool"]["must_not"] == must_not
-    assert sent["query"]["bool"]["must"][0]["bool"]["should"][1] == {"match": {"body": {"query": "desert sand dunes worms", "boost": 1.0}}}
+    assert sent["query"]["bool"]["must"][0]["bool"]["should"][1] == {
+        "match": {"body": {"query": "desert sand dunes worms", "boost": 1.0}}
+    }
     # Had the must_not been expanded too, its "desert" would have excluded every book.
     assert _ids(result) == ["spice"]
     assert result["hits"]["total"]["value"] == 1
@@ -177,7 +203,9 @@ def test_filters_aggregations_sort_and_paging_stay_as_written(hop: Hop, client: 
 def test_query_syntax_and_json_in_the_users_query_stay_literal(hop: Hop, client: httpx.Client) -> None:
     hop.llm.replies = ['body:(desert OR *) AND {"match_all": {}} -planet "unclosed']
     user = 'body:spice* AND {"query": {"match_all": {}}} {{ 7 * 7 }}'
-    result = _search(client, hop.url, {"query": {"simple_query_string": {"query": user, "fields": ["body"]}}}, method="q2e")
+    result = _search(
+        client, hop.url, {"query": {"simple_query_string": {"query": user, "fields": ["body"]}}}, method="q2e"
+    )
     assert hop.llm.calls[0]["messages"][0]["content"] == f"Write a list of keywords for the following query: {user}"
     assert hop.sent()[-1]["query"] == {
         "bool": {
@@ -194,7 +222,11 @@ def test_query_syntax_and_json_in_the_users_query_stay_literal(hop: Hop, client:
 
 @pytest.mark.parametrize("failure", ["error", "timeout", "unconfigured"])
 def test_llm_failure_gives_the_same_hits_and_a_warning(
-    make_answerbox: AnswerboxFactory, books: None, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client, failure: str
+    make_answerbox: AnswerboxFactory,
+    books: None,
+    scripted_llm: tuple[ScriptedLLM, str],
+    client: httpx.Client,
+    failure: str,
 ) -> None:
     llm, llm_url = scripted_llm
     llm.fail = failure == "error"
@@ -251,7 +283,11 @@ def test_identical_searches_in_flight_share_one_llm_call(url: str, llm: Scripted
 
 
 def test_the_shared_cache_serves_one_replicas_expansion_to_another(
-    books: None, make_answerbox: AnswerboxFactory, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client, osmem_url: str
+    books: None,
+    make_answerbox: AnswerboxFactory,
+    scripted_llm: tuple[ScriptedLLM, str],
+    client: httpx.Client,
+    osmem_url: str,
 ) -> None:
     llm, llm_url = scripted_llm
     llm.replies = ["arrakis, dune, melange"]
@@ -259,7 +295,9 @@ def test_the_shared_cache_serves_one_replicas_expansion_to_another(
     body = {"query": {"match": {"body": QUERY}}}
     # It writes with the service account, so only a stored pipeline may share (every replica reads it).
     assert client.put(f"{first}/_search/pipeline/shared", json=_pipeline(shared_cache=True)).status_code == 200
-    made, reused = (client.post(f"{url}/books/_search?search_pipeline=shared", json=body).json() for url in (first, second))
+    made, reused = (
+        client.post(f"{url}/books/_search?search_pipeline=shared", json=body).json() for url in (first, second)
+    )
     assert len(llm.calls) == 1
     assert made["ext"]["answerbox"]["query_expansion"]["cache"] is None
     report = reused["ext"]["answerbox"]["query_expansion"]
@@ -296,7 +334,12 @@ def test_prf_searches_as_the_caller_and_caches_per_caller(hop: Hop, client: http
     # The caller's query within the caller's scope (its filter again, harmlessly), the prompt's
     # fields only, and the pipeline's OpenSearch part inline (none here), never the index default.
     scoped = {"bool": {"must": [body["query"]], "filter": [{"term": {"genre": "scifi"}}]}}
-    assert json.loads(prf.body) == {"query": scoped, "size": 3, "_source": {"includes": ["body"], "excludes": []}, "search_pipeline": {}}
+    assert json.loads(prf.body) == {
+        "query": scoped,
+        "size": 3,
+        "_source": {"includes": ["body"], "excludes": []},
+        "search_pipeline": {},
+    }
     assert prf.headers["authorization"] == main.headers["authorization"] == alice["Authorization"]
     # The filter holds for the PRF search too: only the two scifi books reach the prompt.
     assert f"Context: {DOCS[0]['body']}\n{DOCS[1]['body']}\n\n" in hop.llm.calls[0]["messages"][0]["content"]
@@ -330,7 +373,11 @@ def test_final_answer_lines_are_stripped_and_length_is_capped(url: str, client: 
 
 
 def test_prompt_override_and_examples_file(
-    books: None, make_answerbox: AnswerboxFactory, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client, tmp_path: Any
+    books: None,
+    make_answerbox: AnswerboxFactory,
+    scripted_llm: tuple[ScriptedLLM, str],
+    client: httpx.Client,
+    tmp_path: Any,
 ) -> None:
     llm, llm_url = scripted_llm
     (tmp_path / "examples.json").write_text(json.dumps(EXAMPLES[:1]))
@@ -342,7 +389,9 @@ def test_prompt_override_and_examples_file(
     assert client.put(f"{url}/_search/pipeline/fewshot", json=stored).status_code == 200
     assert client.post(f"{url}/books/_search?search_pipeline=fewshot", json=body).status_code == 200
     assert llm.calls[0]["messages"][0]["content"] == f"Keywords for {QUERY}, please:"
-    assert llm.calls[1]["messages"][0]["content"].startswith("Write a list of keywords for the given query:\n\nQuery: who wrote emma\n")
+    assert llm.calls[1]["messages"][0]["content"].startswith(
+        "Write a list of keywords for the given query:\n\nQuery: who wrote emma\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -358,7 +407,9 @@ def test_prompt_override_and_examples_file(
         ({"cache_ttl_s": 10**9}, "less than or equal to 86400"),
     ],
 )
-def test_invalid_configs_are_rejected_when_defined(url: str, client: httpx.Client, config: dict[str, Any], complaint: str) -> None:
+def test_invalid_configs_are_rejected_when_defined(
+    url: str, client: httpx.Client, config: dict[str, Any], complaint: str
+) -> None:
     response = client.put(f"{url}/_search/pipeline/bad", json=_pipeline(**config))
     assert response.status_code == 400
     assert complaint in response.json()["error"]["reason"]
@@ -371,7 +422,10 @@ def test_the_local_llm_expands_a_question(
 ) -> None:
     recorder, llm_url = real_llm
     # Generous limits: on two busy cores the 135M model may take a minute.
-    url = make_answerbox(llm={"base_url": llm_url, "model": "smollm2", "timeout_s": 120}, limits={"processor_timeout_s": 200, "pipeline_budget_s": 200})
+    url = make_answerbox(
+        llm={"base_url": llm_url, "model": "smollm2", "timeout_s": 120},
+        limits={"processor_timeout_s": 200, "pipeline_budget_s": 200},
+    )
     question = "Which planet is spice mined on?"
     body = {"query": {"match": {"body": question}}}
     original = _ids(client.post(f"{url}/books/_search", json=body).json())  # no pipeline: passed through

@@ -28,7 +28,7 @@ WIKI = [
         "title": "Eiffel Tower",
         "text": "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
         "It is named after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. "
-        "Locally nicknamed \"La dame de fer\" (French for \"Iron Lady\"), it was the centrepiece of the 1889 World's Fair. "
+        'Locally nicknamed "La dame de fer" (French for "Iron Lady"), it was the centrepiece of the 1889 World\'s Fair. '
         "The tower is 330 m tall, about the same height as an 81-storey building. "
         "It was the tallest man-made structure in the world until the Chrysler Building in New York was finished in 1930.",
         "topic": "architecture",
@@ -60,8 +60,14 @@ WIKI = [
     },
 ]
 NEWS = [
-    {"_id": "budget", "text": "The city council approved a new budget for road repairs on Tuesday. The vote was seven to two."},
-    {"_id": "football", "text": "The local team won the regional football championship after a penalty shoot-out on Saturday."},
+    {
+        "_id": "budget",
+        "text": "The city council approved a new budget for road repairs on Tuesday. The vote was seven to two.",
+    },
+    {
+        "_id": "football",
+        "text": "The local team won the regional football championship after a penalty shoot-out on Saturday.",
+    },
     {"_id": "bakery", "text": "A new bakery opened on Main Street, selling sourdough bread and cakes every morning."},
 ]
 MAPPINGS = {"properties": {"title": {"type": "text"}, "text": {"type": "text"}, "topic": {"type": "keyword"}}}
@@ -101,7 +107,9 @@ def _post(client: httpx.Client, url: str, index: str, body: dict[str, Any]) -> d
     return response.json()
 
 
-def _search(client: httpx.Client, url: str, index: str, question: str, pipeline: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def _search(
+    client: httpx.Client, url: str, index: str, question: str, pipeline: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
     return _post(client, url, index, {"query": {"match": {"text": question}}, "search_pipeline": pipeline, **extra})
 
 
@@ -147,7 +155,11 @@ def test_correct_verdict_refines_the_hits_into_cited_strips(
 
 
 def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
-    make_answerbox: AnswerboxFactory, corpus: OpenSearch, osmem_url: str, client: httpx.Client, llm: tuple[ScriptedLLM, str]
+    make_answerbox: AnswerboxFactory,
+    corpus: OpenSearch,
+    osmem_url: str,
+    client: httpx.Client,
+    llm: tuple[ScriptedLLM, str],
 ) -> None:
     scripted, llm_url = llm
     recorder = RecordingProxy(osmem_url)
@@ -176,7 +188,12 @@ def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
     assert [r.path for r in searches] == ["/news/_search", "/wiki/_search"]
     assert all(r.headers.get("authorization") == AUTH for r in searches)
     match = json.loads(searches[1].body)["query"]["bool"]["must"][0]["multi_match"]
-    assert match == {"query": "Mount Everest first recorded ascent", "operator": "or", "fields": ["text"], "fuzziness": "AUTO"}
+    assert match == {
+        "query": "Mount Everest first recorded ascent",
+        "operator": "or",
+        "fields": ["text"],
+        "fuzziness": "AUTO",
+    }
 
 
 @pytest.mark.parametrize(
@@ -189,7 +206,11 @@ def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
     ids=["llm-error", "llm-too-slow"],
 )
 def test_llm_down_during_rewrite_still_runs_the_corrective_search(
-    make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client, behaviour: dict[str, Any], limits: dict[str, float]
+    make_answerbox: AnswerboxFactory,
+    corpus: OpenSearch,
+    client: httpx.Client,
+    behaviour: dict[str, Any],
+    limits: dict[str, float],
 ) -> None:
     failing = ScriptedLLM(**behaviour)
     with serve(failing.app()) as llm_url:
@@ -234,7 +255,9 @@ def test_ambiguous_verdict_keeps_both_sets_without_duplicates(
     _assert_exact_offsets(retrieval["knowledge"], corpus)
 
 
-def test_only_the_best_passages_at_or_above_lower_are_refined(make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client) -> None:
+def test_only_the_best_passages_at_or_above_lower_are_refined(
+    make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client
+) -> None:
     # Every wiki document is judged; strips of any score would be kept, but only the passages
     # the evaluator did not rule out are cut into strips, and at most strips_top_k of them.
     url = make_answerbox()
@@ -245,14 +268,22 @@ def test_only_the_best_passages_at_or_above_lower_are_refined(make_answerbox: An
     assert "eiffel" in refined
     assert refined == {doc for doc, score in scores.items() if score >= VERDICT_THRESHOLDS["lower"]}
     assert len(refined) < len(scores)
-    one = _retrieval(_search_all(client, url, "wiki", CORRECT_Q, _pipeline(strip_threshold=-1.0, strips_top_k=1, lower=-1.0, corrective=None)))
+    one = _retrieval(
+        _search_all(
+            client, url, "wiki", CORRECT_Q, _pipeline(strip_threshold=-1.0, strips_top_k=1, lower=-1.0, corrective=None)
+        )
+    )
     assert {s["_id"] for s in one["knowledge"]} == {"eiffel"}
 
 
-def test_thresholds_default_to_the_manifest(make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client) -> None:
+def test_thresholds_default_to_the_manifest(
+    make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client
+) -> None:
     manifest = json.loads((ModelSettings().dir / "manifest.json").read_text())
     url = make_answerbox()
-    pipeline = {"response_processors": [{"retrieval_evaluator": {"text_fields": ["text"], "upper": 0.99, "corrective": None}}]}
+    pipeline = {
+        "response_processors": [{"retrieval_evaluator": {"text_fields": ["text"], "upper": 0.99, "corrective": None}}]
+    }
     retrieval = _retrieval(_search(client, url, "wiki", CORRECT_Q, pipeline))
     assert (retrieval["upper"], retrieval["lower"]) == (0.99, manifest["crag_lower"])
     scores = [s["score"] for s in retrieval["scores"]]
@@ -272,12 +303,16 @@ def stuffed(corpus: OpenSearch) -> list[dict[str, Any]]:
     # move a few hundredths with what shares their batch, so a close pair would flip.
     text = "The Everest elevation club meets on Mondays; members of the Mount Everest elevation club like tea."
     corpus.index(index="wiki", id="stuffed", body={"text": text}, refresh=True)
-    direct: list[dict[str, Any]] = corpus.search(index="wiki", body={"query": {"match": {"text": ELEVATION_Q}}})["hits"]["hits"]
+    direct: list[dict[str, Any]] = corpus.search(index="wiki", body={"query": {"match": {"text": ELEVATION_Q}}})[
+        "hits"
+    ]["hits"]
     assert direct[0]["_id"] == "stuffed"
     return direct
 
 
-def _rerank(client: httpx.Client, url: str, **config: Any) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
+def _rerank(
+    client: httpx.Client, url: str, **config: Any
+) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
     """Hits reranked for ELEVATION_Q, the evaluator's scores by id, and the whole response."""
     result = _search(client, url, "wiki", ELEVATION_Q, _pipeline(rerank=True, corrective=None, **config))
     return result["hits"]["hits"], {s["_id"]: s["score"] for s in _retrieval(result)["scores"]}, result
@@ -356,7 +391,11 @@ def test_drop_removes_hits_below_the_lower_threshold(
 
 
 def test_corrective_search_keeps_the_callers_filters(
-    make_answerbox: AnswerboxFactory, corpus: OpenSearch, osmem_url: str, client: httpx.Client, llm: tuple[ScriptedLLM, str]
+    make_answerbox: AnswerboxFactory,
+    corpus: OpenSearch,
+    osmem_url: str,
+    client: httpx.Client,
+    llm: tuple[ScriptedLLM, str],
 ) -> None:
     _, llm_url = llm
     recorder = RecordingProxy(osmem_url)
@@ -413,7 +452,9 @@ def test_real_llm_rewrites_the_question_for_the_corrective_search(
 ) -> None:
     recorder, llm_url = real_llm
     # A small CPU model can take tens of seconds per call on a busy machine.
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 300, "pipeline_budget_s": 300})
+    url = make_answerbox(
+        llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 300, "pipeline_budget_s": 300}
+    )
     result = _search_all(client, url, "news", EVEREST_Q, _pipeline(corrective={"index": "wiki"}))
     retrieval = _retrieval(result)
     assert retrieval["verdict"] == "incorrect"

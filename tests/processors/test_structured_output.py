@@ -28,7 +28,10 @@ from tests.support.scripted_llm import ScriptedLLM
 
 
 def test_chain_asked_for_as_json_is_verified_as_the_text_one_is(
-    opensearch: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory, client: httpx.Client
+    opensearch: OpenSearch,
+    scripted_llm: tuple[ScriptedLLM, str],
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
 ) -> None:
     bulk_index(opensearch, "wiki", [dict(d) for d in DOCS], {"properties": {"text": {"type": "text"}}})
     scripted, llm_url = scripted_llm
@@ -54,7 +57,10 @@ def test_chain_asked_for_as_json_is_verified_as_the_text_one_is(
 
 
 def test_a_chain_cut_off_inside_its_answer_is_an_unsolved_query_for_ir(
-    opensearch: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory, client: httpx.Client
+    opensearch: OpenSearch,
+    scripted_llm: tuple[ScriptedLLM, str],
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
 ) -> None:
     # What SmolLM2 does with a schema: the query is written, the answer repeats itself until max_tokens.
     bulk_index(opensearch, "wiki", [dict(d) for d in DOCS], {"properties": {"text": {"type": "text"}}})
@@ -109,11 +115,17 @@ def test_keyword_rewrite_reads_json_or_text_into_the_same_query(
         assert call["stop"] == ["\nquestion:"]
     else:
         assert call["response_format"] == {"type": "json_object", "schema": KEYWORDS_SCHEMA.body}
-        assert 'question: In what city was Billy Carlson born?\nquery: {"keywords": ["city", "Billy Carlson", "born"]}\n' in prompt
+        assert (
+            'question: In what city was Billy Carlson born?\nquery: {"keywords": ["city", "Billy Carlson", "born"]}\n'
+            in prompt
+        )
 
 
 def test_cited_answer_asked_for_as_json_is_checked_as_cited_text(
-    opensearch: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory, client: httpx.Client
+    opensearch: OpenSearch,
+    scripted_llm: tuple[ScriptedLLM, str],
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
 ) -> None:
     bulk_index(opensearch, "books", [dict(d) for d in BOOKS], MAPPINGS)
     scripted, llm_url = scripted_llm
@@ -130,5 +142,9 @@ def test_cited_answer_asked_for_as_json_is_checked_as_cited_text(
     (call,) = scripted.calls
     assert call["response_format"] == {"type": "json_object", "schema": ANSWER_SCHEMA.body}
     prompt = call["messages"][1]["content"]
-    assert '{"text": "The Eiffel Tower opened on 31 March 1889.", "blocks": [2]}' in prompt  # the demonstration's answer
-    assert prompt.endswith('Write the answer as JSON: one entry per sentence, with the numbers of the evidence it comes from in "blocks".\nanswer:')
+    assert (
+        '{"text": "The Eiffel Tower opened on 31 March 1889.", "blocks": [2]}' in prompt
+    )  # the demonstration's answer
+    assert prompt.endswith(
+        'Write the answer as JSON: one entry per sentence, with the numbers of the evidence it comes from in "blocks".\nanswer:'
+    )

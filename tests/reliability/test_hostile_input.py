@@ -52,7 +52,12 @@ def test_json_nested_too_deeply_is_a_parse_error(hop: Any, client: httpx.Client,
     assert "nested too deeply" in response.json()["error"]["reason"]
     assert client.get(f"{url}/_search/pipeline/deep").status_code == 404
     # As a search body it is OpenSearch's to judge; answerbox itself does not fail.
-    assert client.post(f"{url}/a/_search?search_pipeline=labels", content=deep, headers={"content-type": "application/json"}).status_code < 500
+    assert (
+        client.post(
+            f"{url}/a/_search?search_pipeline=labels", content=deep, headers={"content-type": "application/json"}
+        ).status_code
+        < 500
+    )
 
 
 def test_msearch_header_may_name_a_list_of_indices(hop: Any, client: httpx.Client) -> None:
@@ -81,7 +86,9 @@ def test_an_empty_msearch_header_searches_the_path_index_only(hop: Any, client: 
 def test_msearch_lines_answerbox_does_not_run_reach_opensearch_as_written(hop: Any, client: httpx.Client) -> None:
     url, recorder = hop
     native = {"index": "a", "search_pipeline": "opensearch_side"}
-    payload = _ndjson(native, {"query": {"match_all": {}}}, {"index": "b", "search_pipeline": "labels"}, {"query": {"match_all": {}}})
+    payload = _ndjson(
+        native, {"query": {"match_all": {}}}, {"index": "b", "search_pipeline": "labels"}, {"query": {"match_all": {}}}
+    )
     client.post(f"{url}/_msearch", content=payload, headers=NDJSON)
     (sent,) = [r for r in recorder.matching("_msearch") if r.method == "POST"]
     header, body, own_header, own_body = [json.loads(line) for line in sent.body.splitlines() if line.strip()]

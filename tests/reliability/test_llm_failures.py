@@ -14,7 +14,10 @@ from opensearchpy import OpenSearch
 from tests.conftest import AnswerboxFactory, bulk_index
 from tests.support.scripted_llm import ScriptedLLM
 
-DOCS = [{"_id": "dune", "text": "Spice is mined on the desert planet Arrakis."}, {"_id": "emma", "text": "A comedy of manners."}]
+DOCS = [
+    {"_id": "dune", "text": "Spice is mined on the desert planet Arrakis."},
+    {"_id": "emma", "text": "A comedy of manners."},
+]
 EXPAND = {"request_processors": [{"llm_query_expansion": {"timeout_s": 5}}]}
 BROKEN = {
     "no message": b'{"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [{"index": 0, "finish_reason": "stop"}]}',
@@ -23,7 +26,9 @@ BROKEN = {
 
 
 @pytest.fixture
-def llm(scripted_llm: tuple[ScriptedLLM, str], opensearch: OpenSearch, make_answerbox: AnswerboxFactory) -> tuple[ScriptedLLM, str]:
+def llm(
+    scripted_llm: tuple[ScriptedLLM, str], opensearch: OpenSearch, make_answerbox: AnswerboxFactory
+) -> tuple[ScriptedLLM, str]:
     bulk_index(opensearch, "books", [dict(d) for d in DOCS])
     scripted, llm_url = scripted_llm
     return scripted, make_answerbox(llm={"base_url": llm_url, "timeout_s": 1})
@@ -33,18 +38,26 @@ def llm(scripted_llm: tuple[ScriptedLLM, str], opensearch: OpenSearch, make_answ
 def test_a_malformed_completion_falls_back(llm: tuple[ScriptedLLM, str], client: httpx.Client, reply: bytes) -> None:
     scripted, url = llm
     scripted.raw = reply
-    response = client.post(f"{url}/books/_search", json={"query": {"match": {"text": "spice"}}, "search_pipeline": EXPAND})
+    response = client.post(
+        f"{url}/books/_search", json={"query": {"match": {"text": "spice"}}, "search_pipeline": EXPAND}
+    )
     assert response.status_code == 200, response.text
     assert [h["_id"] for h in response.json()["hits"]["hits"]] == ["dune"]
     report = response.json()["ext"]["answerbox"]
     assert report["query_expansion"]["fallback"] is True
-    assert any("the LLM sent a malformed reply" in w or "returned no text" in w for w in report["warnings"]), report["warnings"]
+    assert any("the LLM sent a malformed reply" in w or "returned no text" in w for w in report["warnings"]), report[
+        "warnings"
+    ]
 
 
-def test_a_stream_chunk_that_is_not_json_degrades_the_answer(llm: tuple[ScriptedLLM, str], client: httpx.Client) -> None:
+def test_a_stream_chunk_that_is_not_json_degrades_the_answer(
+    llm: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
     scripted, url = llm
     scripted.raw = b'data: {"id": "x", "choices": [{"index": 0, "delta": {"content": "Spice"}}]}\n\ndata: {not json\n\n'
-    pipeline = {"response_processors": [{"cited_answer": {"size": 2, "skip_llm_above": 1}}]}  # the LLM is asked whatever the snippet
+    pipeline = {
+        "response_processors": [{"cited_answer": {"size": 2, "skip_llm_above": 1}}]
+    }  # the LLM is asked whatever the snippet
     body = {"query": {"match": {"text": "spice"}}, "search_pipeline": pipeline}
     with client.stream("POST", f"{url}/books/_answerbox/stream", json=body) as response:
         events = [line.removeprefix("event: ") for line in response.iter_lines() if line.startswith("event: ")]
@@ -62,7 +75,9 @@ def test_a_dripping_server_is_cut_off_at_the_timeout(llm: tuple[ScriptedLLM, str
     }
     started = time.monotonic()
     ext = {"generative_qa_parameters": {"llm_question": "Where is spice mined?"}}
-    response = client.post(f"{url}/books/_search", json={"query": {"match_all": {}}, "search_pipeline": pipeline, "ext": ext})
+    response = client.post(
+        f"{url}/books/_search", json={"query": {"match_all": {}}, "search_pipeline": pipeline, "ext": ext}
+    )
     assert time.monotonic() - started < 10
     assert response.status_code == 200, response.text
     retrieval = response.json()["ext"]["answerbox"]["retrieval"]

@@ -69,4 +69,6 @@ def test_a_reader_runs_the_admins_pipeline_on_what_it_may_read(secured: Any, cli
     assert found.json()["ext"]["answerbox"]["retrieval"]["verdict"]
     # Resolution used the service account; the search itself still ran as the reader.
     assert client.post(f"{url}/books/_search?search_pipeline=answers", json=body).status_code == 401
-    assert client.post(f"{url}/{PIPELINES}/_search?search_pipeline=answers", json=body, headers=READER).status_code == 403
+    assert (
+        client.post(f"{url}/{PIPELINES}/_search?search_pipeline=answers", json=body, headers=READER).status_code == 403
+    )

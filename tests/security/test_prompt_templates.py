@@ -62,7 +62,9 @@ def _refused(response: httpx.Response) -> str:
 
 
 @pytest.mark.parametrize("template", HOSTILE.values(), ids=HOSTILE.keys())
-def test_hostile_stored_templates_are_refused_quickly_and_name_no_path(answerbox: str, client: httpx.Client, template: str) -> None:
+def test_hostile_stored_templates_are_refused_quickly_and_name_no_path(
+    answerbox: str, client: httpx.Client, template: str
+) -> None:
     """Refused before the big value exists: answerbox runs in this process, and what it
     allocated while judging the template is traced (a 600 MB ljust used to be made, then refused)."""
     started = time.monotonic()
@@ -124,7 +126,9 @@ def test_a_searchs_own_pipeline_may_not_set_prompts_examples_models_or_the_share
     assert client.put(f"{answerbox}/_search/pipeline/allowed", json={phase: [processor]}).status_code == 200
 
 
-def test_the_admin_may_let_searches_set_their_own_prompts(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+def test_the_admin_may_let_searches_set_their_own_prompts(
+    make_answerbox: AnswerboxFactory, client: httpx.Client
+) -> None:
     url = make_answerbox(limits={"inline_overrides": True})
     body = {"search_pipeline": _pipeline("Keywords for {{ query }}"), "query": {"match": {"text": "x"}}}
     assert client.post(f"{url}/_search", json=body).status_code == 200
@@ -132,13 +136,17 @@ def test_the_admin_may_let_searches_set_their_own_prompts(make_answerbox: Answer
     assert "llm_query_expansion" in _refused(client.post(f"{url}/_search", json=hostile))
 
 
-def test_a_model_the_admin_did_not_allow_is_refused_in_any_pipeline(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+def test_a_model_the_admin_did_not_allow_is_refused_in_any_pipeline(
+    make_answerbox: AnswerboxFactory, client: httpx.Client
+) -> None:
     url = make_answerbox(llm={"allowed_models": ["big"]})
     for model, status in (("gpt-expensive", 400), ("big", 200)):
         stored = {"response_processors": [{"cited_answer": {"model": model}}]}
         response = client.put(f"{url}/_search/pipeline/m", json=stored)
         assert response.status_code == status, response.text
-    reason = client.put(f"{url}/_search/pipeline/m", json={"request_processors": [{"llm_query_expansion": {"model": "x"}}]}).json()
+    reason = client.put(
+        f"{url}/_search/pipeline/m", json={"request_processors": [{"llm_query_expansion": {"model": "x"}}]}
+    ).json()
     assert "llm.allowed_models" in reason["error"]["reason"]
 
 
@@ -146,7 +154,11 @@ def test_a_caller_who_may_not_store_pipelines_is_refused_before_anything_is_buil
     make_answerbox: AnswerboxFactory, opensearch: OpenSearch, osmem_url: str, client: httpx.Client
 ) -> None:
     bulk_index(opensearch, "books", [{"_id": "dune", "body": "Spice is mined on Arrakis."}])
-    users = {"admin": User("a", write=("*",)), "reader": User("r", read=("books",)), "service": User("s", read=("*",), write=(".answerbox-*",))}
+    users = {
+        "admin": User("a", write=("*",)),
+        "reader": User("r", read=("books",)),
+        "service": User("s", read=("*",), write=(".answerbox-*",)),
+    }
     proxy = AuthProxy(osmem_url, users)
     with serve(proxy.app()) as proxy_url:
         url = make_answerbox(opensearch={"url": proxy_url, "service_username": "service", "service_password": "s"})
@@ -159,7 +171,9 @@ def test_a_caller_who_may_not_store_pipelines_is_refused_before_anything_is_buil
         assert client.put(f"{url}/_search/pipeline/p", json=fine, headers=basic("admin", "a")).status_code == 200
 
 
-def test_ordinary_arithmetic_loops_and_filters_still_render(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+def test_ordinary_arithmetic_loops_and_filters_still_render(
+    make_answerbox: AnswerboxFactory, client: httpx.Client
+) -> None:
     url = make_answerbox()
     template = (
         "{% for i in range(3) %}{{ i ** 2 }}{% endfor %} {{ '-' * 3 }} {{ 'x %s' % 'y' }} {{ query|upper ~ '!' }}"

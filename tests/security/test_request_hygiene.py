@@ -19,7 +19,10 @@ from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import free_port, serve
 
-INLINE = {"search_pipeline": {"response_processors": [{"cited_answer": {"size": 2, "mode": "extractive"}}]}, "query": {"match": {"body": "spice"}}}
+INLINE = {
+    "search_pipeline": {"response_processors": [{"cited_answer": {"size": 2, "mode": "extractive"}}]},
+    "query": {"match": {"body": "spice"}},
+}
 
 
 @pytest.fixture
@@ -37,7 +40,9 @@ def _shaped(response: httpx.Response, status: int, error_type: str) -> str:
     return str(body["error"]["reason"])
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""])
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""]
+)
 def test_a_pipeline_search_from_a_cross_site_form_is_refused(url: str, client: httpx.Client, content_type: str) -> None:
     """A form can post text/plain across sites with the browser's cached credentials; OpenSearch
     refuses such a body (406), and so does answerbox before it runs a pipeline."""
@@ -47,7 +52,12 @@ def test_a_pipeline_search_from_a_cross_site_form_is_refused(url: str, client: h
     msearch = json.dumps({}) + "\n" + json.dumps(INLINE) + "\n"
     _shaped(client.post(f"{url}/books/_msearch", content=msearch, headers=headers), 406, "illegal_argument_exception")
     assert client.post(f"{url}/books/_search", json=INLINE).status_code == 200
-    assert client.post(f"{url}/books/_msearch", content=msearch, headers={"content-type": "application/x-ndjson"}).status_code == 200
+    assert (
+        client.post(
+            f"{url}/books/_msearch", content=msearch, headers={"content-type": "application/x-ndjson"}
+        ).status_code
+        == 200
+    )
 
 
 def test_a_body_over_the_limit_gets_a_413_not_a_reset(url: str, client: httpx.Client) -> None:
@@ -78,7 +88,11 @@ def test_a_body_that_does_not_arrive_in_time_is_a_408(url: str) -> None:
 
 
 def test_a_pipeline_search_may_not_ask_for_more_hits_than_answerbox_reads(url: str, client: httpx.Client) -> None:
-    for body, params in (({**INLINE, "size": 5000}, ""), ({**INLINE, "from": 900, "size": 200}, ""), (INLINE, "?size=2000")):
+    for body, params in (
+        ({**INLINE, "size": 5000}, ""),
+        ({**INLINE, "from": 900, "size": 200}, ""),
+        (INLINE, "?size=2000"),
+    ):
         reason = _shaped(client.post(f"{url}/books/_search{params}", json=body), 400, "illegal_argument_exception")
         assert "limits.max_search_size" in reason
     assert client.post(f"{url}/books/_search", json={**INLINE, "size": 100}).status_code == 200
@@ -94,14 +108,22 @@ def test_errors_name_no_internal_host(make_answerbox: AnswerboxFactory, client: 
 
 
 def test_warnings_never_repeat_an_llm_providers_words(
-    make_answerbox: AnswerboxFactory, opensearch: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client
+    make_answerbox: AnswerboxFactory,
+    opensearch: OpenSearch,
+    scripted_llm: tuple[ScriptedLLM, str],
+    client: httpx.Client,
 ) -> None:
     llm, llm_url = scripted_llm
     llm.fail, llm.fail_status = True, 401
     bulk_index(opensearch, "books", [{"_id": "dune", "body": "Spice is mined on Arrakis."}])
     url = make_answerbox(llm={"base_url": llm_url})
-    pipeline = {"request_processors": [{"llm_query_expansion": {}}], "response_processors": [{"cited_answer": {"size": 2}}]}
-    response = client.post(f"{url}/books/_search", json={"search_pipeline": pipeline, "query": {"match": {"body": "spice"}}})
+    pipeline = {
+        "request_processors": [{"llm_query_expansion": {}}],
+        "response_processors": [{"cited_answer": {"size": 2}}],
+    }
+    response = client.post(
+        f"{url}/books/_search", json={"search_pipeline": pipeline, "query": {"match": {"body": "spice"}}}
+    )
     assert response.status_code == 200
     assert response.json()["hits"]["hits"]
     warnings = response.json()["ext"]["answerbox"]["warnings"]
@@ -109,7 +131,9 @@ def test_warnings_never_repeat_an_llm_providers_words(
     assert "scripted failure" not in response.text
 
 
-def test_the_passthrough_drops_hop_by_hop_and_proxy_identity_headers(make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client) -> None:
+def test_the_passthrough_drops_hop_by_hop_and_proxy_identity_headers(
+    make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
+) -> None:
     """A cluster whose proxy authentication trusts answerbox's address would otherwise take a
     caller's own x-proxy-user as who it is."""
     recorder = RecordingProxy(osmem_url)

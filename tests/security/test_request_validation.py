@@ -32,7 +32,9 @@ def test_ordinary_ids_are_kept(make_answerbox: AnswerboxFactory, client: httpx.C
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
-def test_bodies_answerbox_reads_must_be_json(make_answerbox: AnswerboxFactory, client: httpx.Client, content_type: str | None) -> None:
+def test_bodies_answerbox_reads_must_be_json(
+    make_answerbox: AnswerboxFactory, client: httpx.Client, content_type: str | None
+) -> None:
     """A cross-site form can post text/plain or a form, never JSON: such posts are refused."""
     url = make_answerbox()
     headers = {"content-type": content_type} if content_type else {}

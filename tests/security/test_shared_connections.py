@@ -23,7 +23,9 @@ async def _echo_cookie(request: Request) -> JSONResponse:
     return JSONResponse({"cookie": request.headers.get("cookie")})
 
 
-def test_a_cookie_set_upstream_is_not_replayed_for_the_next_caller(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+def test_a_cookie_set_upstream_is_not_replayed_for_the_next_caller(
+    make_answerbox: AnswerboxFactory, client: httpx.Client
+) -> None:
     upstream = Starlette(routes=[Route("/set", _set_cookie), Route("/echo", _echo_cookie)])
     with serve(upstream) as upstream_url:
         # A host name, not an IP: cookie jars keep cookies for names.

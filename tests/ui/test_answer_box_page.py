@@ -23,7 +23,9 @@ from tests.ui.embedded import MODEL_READY, QUESTION, SAMPLE_INDEX, Stack, embedd
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
-expect = pytest.importorskip("playwright.sync_api", reason="the playwright package (test extra) drives the browser").expect
+expect = pytest.importorskip(
+    "playwright.sync_api", reason="the playwright package (test extra) drives the browser"
+).expect
 
 ANSWER_TIMEOUT_MS = 45_000
 needs_model = pytest.mark.skipif(not MODEL_READY, reason="onnx_models/default is not exported yet")
@@ -178,7 +180,9 @@ def test_how_this_was_checked_lists_the_sentence_whose_citation_was_removed(page
 
 
 def _put_answers(stack: Stack, name: str, **cited_answer: Any) -> str:
-    pipeline = {"response_processors": [{"retrieval_evaluator": {"top_n": 10}}, {"cited_answer": {"size": 5, **cited_answer}}]}
+    pipeline = {
+        "response_processors": [{"retrieval_evaluator": {"top_n": 10}}, {"cited_answer": {"size": 5, **cited_answer}}]
+    }
     assert httpx.put(f"{stack.url}/_search/pipeline/{name}", json=pipeline).status_code == 200
     return name
 
@@ -321,7 +325,9 @@ def test_real_llm_answer_streams_into_the_page(
 ) -> None:
     recorder, llm_url = real_llm
     # SmolLM2-135M on two cores: a minute for the answer; past it the fallback shows.
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 60}, limits={"processor_timeout_s": 90, "pipeline_budget_s": 90})
+    url = make_answerbox(
+        llm={"base_url": llm_url, "timeout_s": 60}, limits={"processor_timeout_s": 90, "pipeline_budget_s": 90}
+    )
     _register_pipelines(client, url)
     box = _ask(page, url, QUESTION)
     expect(box).to_have_attribute("state", re.compile(r"^(answered|possible|abstained)$"), timeout=150_000)

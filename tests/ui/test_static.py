@@ -12,14 +12,17 @@ from tests.support.recording_proxy import RecordingProxy
 from tests.support.servers import serve
 
 
-def test_page_and_modules_are_served_by_answerbox(make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client) -> None:
+def test_page_and_modules_are_served_by_answerbox(
+    make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
+) -> None:
     recorder = RecordingProxy(osmem_url)
     with serve(recorder.app()) as hop:
         url = make_answerbox(opensearch={"url": hop})
         redirect = client.get(f"{url}/_answerbox/ui?index=squad&q=x")
         page = client.get(f"{url}/_answerbox/ui/")
         modules = {
-            name: client.get(f"{url}/_answerbox/ui/{name}") for name in ("answerbox.js", "page.js", "render.js", "check.js", "sse.js", "conversation.js")
+            name: client.get(f"{url}/_answerbox/ui/{name}")
+            for name in ("answerbox.js", "page.js", "render.js", "check.js", "sse.js", "conversation.js")
         }
         missing = client.get(f"{url}/_answerbox/ui/nothing.js")
     # Relative, so it also works behind a proxy that mounts answerbox under a prefix.

@@ -89,7 +89,9 @@ def _config(tag: str, *, ignore_failure: bool = False) -> ProcessorConfig:
     return ProcessorConfig(tag=tag, ignore_failure=ignore_failure)
 
 
-def _pipeline(*response: ResponseProcessor[Any], request: tuple[RequestProcessor[Any], ...] = (), timeout_s: float = 10.0) -> Pipeline:
+def _pipeline(
+    *response: ResponseProcessor[Any], request: tuple[RequestProcessor[Any], ...] = (), timeout_s: float = 10.0
+) -> Pipeline:
     return Pipeline(
         id="budget",
         request_processors=list(request),
@@ -112,7 +114,11 @@ def _assert_given(ctx: PipelineContext, name: str, share: float) -> None:
 
 
 async def test_each_processor_gets_its_weight_over_the_weights_still_to_run() -> None:
-    pipeline = _pipeline(Note(_config("b"), NO_SERVICES), HeavyNote(_config("c"), NO_SERVICES), request=(NoteRequest(_config("a"), NO_SERVICES),))
+    pipeline = _pipeline(
+        Note(_config("b"), NO_SERVICES),
+        HeavyNote(_config("c"), NO_SERVICES),
+        request=(NoteRequest(_config("a"), NO_SERVICES),),
+    )
     ctx = pipeline_context()
     request = await pipeline.process_request(_request(), ctx)
     await pipeline.process_response(request, {}, ctx)
@@ -137,7 +143,9 @@ async def test_the_processor_timeout_caps_the_share() -> None:
     _assert_given(ctx, "note:capped", 0.05)
 
 
-async def test_a_timed_out_processor_with_ignore_failure_is_skipped_and_the_next_gets_the_rest(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_timed_out_processor_with_ignore_failure_is_skipped_and_the_next_gets_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     pipeline = _pipeline(Stall(_config("slow", ignore_failure=True), NO_SERVICES), Note(_config("next"), NO_SERVICES))
     ctx = pipeline_context()
     with caplog.at_level(logging.WARNING, logger="answerbox.pipeline.pipeline"):
@@ -171,7 +179,9 @@ async def test_a_failure_without_ignore_failure_fails_the_search() -> None:
 
 async def test_ranked_hears_the_response_once_just_before_the_first_processor_writing_the_answer() -> None:
     pipeline = _pipeline(
-        Note(_config("rerank"), NO_SERVICES), Answer(_config("first"), NO_SERVICES), Answer(_config("second"), NO_SERVICES)
+        Note(_config("rerank"), NO_SERVICES),
+        Answer(_config("first"), NO_SERVICES),
+        Answer(_config("second"), NO_SERVICES),
     )
     heard: list[JSON] = []
     response = await pipeline.process_response(_request(), {}, pipeline_context(), ranked=heard.append)
@@ -181,5 +191,7 @@ async def test_ranked_hears_the_response_once_just_before_the_first_processor_wr
 
 async def test_ranked_is_never_called_without_a_processor_writing_the_answer() -> None:
     heard: list[JSON] = []
-    await _pipeline(Note(_config("only"), NO_SERVICES)).process_response(_request(), {}, pipeline_context(), ranked=heard.append)
+    await _pipeline(Note(_config("only"), NO_SERVICES)).process_response(
+        _request(), {}, pipeline_context(), ranked=heard.append
+    )
     assert heard == []

@@ -19,7 +19,11 @@ NATIVE: JSON = {"request_processors": [{"filter_query": {"query": {"term": {"pub
 
 
 def _scope(
-    body: JSON | None = None, *, index: str | None = "docs", params: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    body: JSON | None = None,
+    *,
+    index: str | None = "docs",
+    params: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> SearchScope:
     return SearchScope.of(
         caller=Caller.from_headers(headers or {}), index=index, body=body or {}, params=params or {}, native=NATIVE
@@ -70,7 +74,9 @@ def test_without_source_filtering_the_fields_asked_for_are_fetched() -> None:
 
 
 def test_filter_and_must_not_of_a_top_level_bool_are_kept_and_optional_or_question_clauses_are_not() -> None:
-    caller_query = {"bool": {"must": [QUERY], "should": [{"match": {"title": "river"}}], "filter": [FILTER], "must_not": [MUST_NOT]}}
+    caller_query = {
+        "bool": {"must": [QUERY], "should": [{"match": {"title": "river"}}], "filter": [FILTER], "must_not": [MUST_NOT]}
+    }
     scope = _scope({"query": caller_query})
     body = scope.body({"match": {"text": "egypt"}}, size=5, fields=None)
     assert body["size"] == 5
@@ -115,7 +121,11 @@ def test_the_key_changes_with_credentials_and_filters_but_not_with_the_request_i
     assert _scope(body, headers={"authorization": "Basic YTph"}, params={"routing": "r2"}).key() != key
 
 
-SCOPED_BODY: JSON = {"query": {"bool": {"must": [QUERY], "filter": [FILTER]}}, "post_filter": POST_FILTER, "_source": ["text"]}
+SCOPED_BODY: JSON = {
+    "query": {"bool": {"must": [QUERY], "filter": [FILTER]}},
+    "post_filter": POST_FILTER,
+    "_source": ["text"],
+}
 SCOPED_PARAMS = {"routing": "r1", "preference": "_local", "expand_wildcards": "open"}
 HEADERS = {"authorization": "Basic YTph"}
 

@@ -8,7 +8,9 @@ import pytest
 from answerbox.ui import SECURITY_HEADERS, UI_PATH
 
 
-@pytest.mark.parametrize("path", [f"{UI_PATH}/", f"{UI_PATH}/index.html", f"{UI_PATH}/answerbox.js", f"{UI_PATH}/page.css"])
+@pytest.mark.parametrize(
+    "path", [f"{UI_PATH}/", f"{UI_PATH}/index.html", f"{UI_PATH}/answerbox.js", f"{UI_PATH}/page.css"]
+)
 async def test_every_ui_file_carries_the_security_headers(app_client: httpx.AsyncClient, path: str) -> None:
     response = await app_client.get(path)
     assert response.status_code == 200

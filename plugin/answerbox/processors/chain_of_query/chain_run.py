@@ -121,7 +121,9 @@ _PAST_DEADLINE_S = 1.0
 
 
 class ChainRun:
-    def __init__(self, services: Services, settings: RunSettings, *, search: ScopedSearch, question: str, deadline: Deadline) -> None:
+    def __init__(
+        self, services: Services, settings: RunSettings, *, search: ScopedSearch, question: str, deadline: Deadline
+    ) -> None:
         self._services = services
         self._settings = settings
         self._search = search
@@ -136,7 +138,9 @@ class ChainRun:
                 await self._rounds()
                 await self._trace()
         except TimeoutError:
-            self._fail(Stop.BUDGET, f"the time budget of {self._deadline.seconds:g}s ran out in round {len(self._result.tree)}")
+            self._fail(
+                Stop.BUDGET, f"the time budget of {self._deadline.seconds:g}s ran out in round {len(self._result.tree)}"
+            )
         except LLMError as exc:
             self._fail(Stop.FAILED, f"the LLM failed: {exc.reason}")
         except (ModelError, UpstreamError, UpstreamUnavailable, OutOfScope) as exc:
@@ -151,7 +155,9 @@ class ChainRun:
 
     async def _rounds(self) -> None:
         self._structured = await self._services.llm.structured(timeout_s=self._llm_timeout())
-        prompt = self._services.prompts.get(_TEMPLATES + "coq.j2").render(question=self._question, json=self._structured)
+        prompt = self._services.prompts.get(_TEMPLATES + "coq.j2").render(
+            question=self._question, json=self._structured
+        )
         messages: list[Message] = [{"role": "user", "content": prompt}]
         parent: tuple[int, int] | None = None
         for round_ in range(1, self._settings.r_max + 1):
@@ -182,7 +188,10 @@ class ChainRun:
                 return
             position, record = failing
             branch.feedback = (position, record.action)
-            messages += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": self._feedback(record)}]
+            messages += [
+                {"role": "assistant", "content": reply.text},
+                {"role": "user", "content": self._feedback(record)},
+            ]
             parent = (round_, position)
 
     async def _traverse(self, chain: ParsedChain, round_: int) -> tuple[int, NodeRecord] | None:
@@ -232,7 +241,9 @@ class ChainRun:
         if not steps:
             return
         prompt = self._services.prompts.get(_TEMPLATES + "tracing.j2").render(
-            question=self._question, steps=[{"query": r.query, "answer": r.answer} for r in steps], json=self._structured
+            question=self._question,
+            steps=[{"query": r.query, "answer": r.answer} for r in steps],
+            json=self._structured,
         )
         text = (await self._complete([{"role": "user", "content": prompt}], None, FINAL_CONTENT_SCHEMA)).text
         self._result.path = steps

@@ -97,11 +97,17 @@ class Conversation(RequestProcessor[ConversationConfig]):
     def _asks_llm(self) -> bool:
         return self.config.rewrite == "auto" and self.services.llm.configured
 
-    async def _by_llm(self, question: str, history: list[Interaction], rules: Rewrite, ctx: PipelineContext) -> str | None:
+    async def _by_llm(
+        self, question: str, history: list[Interaction], rules: Rewrite, ctx: PipelineContext
+    ) -> str | None:
         """The LLM's standalone question, or None (the rules' stands) with a warning why."""
         timeout = min(self.config.timeout_s, ctx.deadline.for_work())
         turns = [
-            {"question": t.question, "answer": "" if addresses_the_model(t.response) else t.response[:_MAX_ANSWER_CHARS]} for t in history
+            {
+                "question": t.question,
+                "answer": "" if addresses_the_model(t.response) else t.response[:_MAX_ANSWER_CHARS],
+            }
+            for t in history
         ]
         try:
             structured = await self.services.llm.structured(timeout_s=timeout)
@@ -117,9 +123,13 @@ class Conversation(RequestProcessor[ConversationConfig]):
             ctx.report.warn(f"[{self.name}] the rules made the question standalone: the LLM failed: {exc.reason}")
             return None
         reply = from_json(_Reply, completion.text) if structured else None
-        text = " ".join((reply.question if reply is not None else completion.text.split("\n")[0]).split())[:_MAX_QUESTION]
+        text = " ".join((reply.question if reply is not None else completion.text.split("\n")[0]).split())[
+            :_MAX_QUESTION
+        ]
         if not _about(text, question, rules):
-            ctx.report.warn(f"[{self.name}] the rules made the question standalone: the LLM's rewrite was not about this question")
+            ctx.report.warn(
+                f"[{self.name}] the rules made the question standalone: the LLM's rewrite was not about this question"
+            )
             return None
         return text
 

@@ -37,8 +37,12 @@ def _processor(**config: Any) -> Conversation:
 
 
 def _context(question: str, history: list[Interaction]) -> PipelineContext:
-    ctx = pipeline_context(question=question, conversation=ConversationTurn(memory_id="m", message_size=10, history=history))
-    ctx.report.conversation = ConversationReport(memory_id="m", question=question, standalone_question=question, history=len(history))
+    ctx = pipeline_context(
+        question=question, conversation=ConversationTurn(memory_id="m", message_size=10, history=history)
+    )
+    ctx.report.conversation = ConversationReport(
+        memory_id="m", question=question, standalone_question=question, history=len(history)
+    )
     return ctx
 
 

@@ -29,7 +29,10 @@ def test_a_pronoun_becomes_the_earlier_questions_subject_and_the_search_keeps_it
 
 
 def test_a_possessive_becomes_the_subjects_possessive() -> None:
-    assert standalone("What is its population?", "Where is New York City?").question == "What is New York City's population?"
+    assert (
+        standalone("What is its population?", "Where is New York City?").question
+        == "What is New York City's population?"
+    )
 
 
 def test_a_follow_up_without_a_pronoun_to_replace_carries_the_subject_beside_it() -> None:
