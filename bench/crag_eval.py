@@ -179,7 +179,8 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     lower = quantile([o.best for o in full], 0.05)
     shares = [sum(o.best < lower for o in outcomes) / len(outcomes) for outcomes in (full, holdout)]
     print(
-        f"query-level lower {lower:.4f} (p5 of the best score, gold indexed): Incorrect {shares[0]:.3f} full, {shares[1]:.3f} holdout"
+        f"query-level lower {lower:.4f} (p5 of the best score, gold indexed): Incorrect {shares[0]:.3f} "
+        f"full, {shares[1]:.3f} holdout"
     )
     return summaries
 
@@ -211,6 +212,7 @@ if __name__ == "__main__":
         print(f"{s['index']:>14}: {shares}  p50={s['latency_ms']['p50']} ms")
     full = summaries[0]
     print(
-        f"R@1 after rerank {full['R@1_reranked']:.3f}  (BM25 R@1 {full['R@1_bm25']:.3f}, BM25 R@10 {full['R@10_bm25']:.3f})"
+        f"R@1 after rerank {full['R@1_reranked']:.3f}  (BM25 R@1 {full['R@1_bm25']:.3f}, BM25 R@10 "
+        f"{full['R@10_bm25']:.3f})"
     )
     print(f"wall {time.perf_counter() - started:.0f} s")

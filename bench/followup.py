@@ -219,7 +219,8 @@ def report(rows: dict[str, list[Row]]) -> None:
         right = 100 * sum(r["right"] for r in found) / len(found)
         methods = dict(Counter(r["method"] for r in found)) if condition in ("rules", "llm") else ""
         print(
-            f"{condition:<10} {len(found):>5} {recall(found, 1):>6.1f} {recall(found, 10):>6.1f} {right:>6.1f}  {methods}"
+            f"{condition:<10} {len(found):>5} {recall(found, 1):>6.1f} {recall(found, 10):>6.1f} "
+            f"{right:>6.1f}  {methods}"
         )
     print()
     for variant in ("rules", "llm"):
@@ -233,7 +234,8 @@ def report(rows: dict[str, list[Row]]) -> None:
             )
             verdict = "met" if delta >= target else "NOT met"
             print(
-                f"{variant} R@10 - {base} R@10: {delta:+.1f} points over {len(common)} pairs (target >= {target:+.0f}): {verdict}"
+                f"{variant} R@10 - {base} R@10: {delta:+.1f} points over {len(common)} pairs (target >= "
+                f"{target:+.0f}): {verdict}"
             )
 
 
@@ -260,7 +262,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     indexed, pool = corpus(args.source, args.holdout, args.data)
     pairs = sample_pairs(pool, args.pairs, args.seed)
     print(
-        f"{args.source}: {len(indexed)} paragraphs indexed, {len(follow_ups(pool))} pairs by the rule, {len(pairs)} asked; {vars(args)}",
+        f"{args.source}: {len(indexed)} paragraphs indexed, {len(follow_ups(pool))} pairs by the rule, "
+        f"{len(pairs)} asked; {vars(args)}",
         flush=True,
     )
     asked = {c: pairs[: args.llm_pairs] if c == "llm" else pairs for c in CONDITIONS if c != "llm" or args.llm}

@@ -66,15 +66,16 @@ __all__ = [
 
 # Capitalised for starting a question or a sentence, not for naming anything.
 FUNCTION_WORDS = frozenset(
-    "What Which Who Whom Whose When Where Why How In On At The A An Of For To During After Before Did Does Do Is Was Were Are"
-    " Along According Besides Apart Aside Other By From With As Since Until Upon Under Unlike Despite Name Give List If While"
-    " Although Because Has Have Had Can Could Would Should Will Many Most Some".split()
+    "What Which Who Whom Whose When Where Why How In On At The A An Of For To During After Before Did Does"
+    " Do Is Was Were Are Along According Besides Apart Aside Other By From With As Since Until Upon Under"
+    " Unlike Despite Name Give List If While Although Because Has Have Had Can Could Would Should Will Many"
+    " Most Some".split()
 )
 # Words after which a name stands as a noun: prepositions, conjunctions, auxiliaries.
 FOLLOWERS = frozenset(
-    "to in of on at for from by with about after before during since until against into over under between through within without among"
-    " and or but than as that which who whom whose when where while is was were are be been has have had do does did can could will would"
-    " should may might must not".split()
+    "to in of on at for from by with about after before during since until against into over under between"
+    " through within without among and or but than as that which who whom whose when where while is was"
+    " were are be been has have had do does did can could will would should may might must not".split()
 )
 # Words after which a name is a subject with a bare verb after it ("did Tesla stop"): "was" and
 # "has" are not among them, a noun follows their subject as often ("was the Doctor Who series").

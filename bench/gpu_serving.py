@@ -1,4 +1,5 @@
-"""The reader/evaluator on a GPU: where each graph ran, agreement with the CPU fp32 graph, pairs/s, answerbox end to end.
+"""The reader/evaluator on a GPU: where each graph ran, agreement with the CPU fp32 graph, pairs/s, answerbox end to
+end.
 
     HF_HUB_OFFLINE=1 PYTHONPATH=plugin:. python -m bench.gpu_serving --device cuda
     HF_HUB_OFFLINE=1 PYTHONPATH=plugin:. python -m bench.gpu_serving --device cpu --pairs 50 --questions 20 --seconds 1
@@ -160,7 +161,8 @@ def agreement_items(paragraphs: Sequence[Paragraph], count: int, seed: int) -> l
 
 
 def model_dir_with_fp16(source: Path, target: Path) -> Path:
-    """``target``: ``source``'s files linked, its fp32 graph rebuilt where missing, plus an fp16 graph and a manifest naming it."""
+    """``target``: ``source``'s files linked, its fp32 graph rebuilt where missing, plus an fp16 graph and a manifest
+    naming it."""
     manifest = ModelManifest.load(source)
     if not manifest.model_path(source, "int8").exists():
         raise SystemExit(f"{source}: no int8 graph")
@@ -510,7 +512,8 @@ def agreement_step(
 
 
 def run(args: argparse.Namespace, work: Path) -> tuple[dict[str, Any], int]:
-    """The report, and the exit status: 1 when the device was asked for and something fell back, 2 when a check failed."""
+    """The report, and the exit status: 1 when the device was asked for and something fell back, 2 when a check
+    failed."""
     ort = import_onnxruntime()
     data, paragraphs = load_data(args.squad)
     report: dict[str, Any] = {

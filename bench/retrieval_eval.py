@@ -49,11 +49,17 @@ FEW_SHOT = {
     "q2d": [
         {
             "query": "When did the Berlin Wall fall?",
-            "output": "The Berlin Wall fell on 9 November 1989, when East Germany opened its border crossings to West Berlin after weeks of protests.",
+            "output": (
+                "The Berlin Wall fell on 9 November 1989, when East Germany opened its border crossings to West "
+                "Berlin after weeks of protests."
+            ),
         },
         {
             "query": "What is the largest moon of Saturn?",
-            "output": "Titan is the largest moon of Saturn and the second-largest in the Solar System; it has a thick nitrogen atmosphere.",
+            "output": (
+                "Titan is the largest moon of Saturn and the second-largest in the Solar System; it has a thick "
+                "nitrogen atmosphere."
+            ),
         },
     ],
     "q2e": [
@@ -226,13 +232,17 @@ def _paired(base: list[int | None], other: list[int | None]) -> str:
     wins, losses = sum(1 for b, o in hit if o > b), sum(1 for b, o in hit if o < b)
     sign = stats.binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
     r10 = stats.ttest_rel([o for _, o in hit], [b for b, _ in hit]) if wins + losses else None
-    return f"t(RR@10) p={rr.pvalue:.3g}  t(R@10) p={r10.pvalue if r10 else 1.0:.3g}  sign(R@10) +{wins}/-{losses} p={sign:.3g}"
+    return (
+        f"t(RR@10) p={rr.pvalue:.3g}  t(R@10) p={r10.pvalue if r10 else 1.0:.3g}  sign(R@10) +{wins}/-{losses} "
+        f"p={sign:.3g}"
+    )
 
 
 def _report(sample: list[Question], methods: Sequence[str]) -> None:
     bm25 = _results("bm25")
     print(
-        f"\nSQuAD v1.1 dev: 2,067 paragraphs, sample of {len(sample)} questions (seeded); osmem-server BM25; LLM smollm2"
+        f"\nSQuAD v1.1 dev: 2,067 paragraphs, sample of {len(sample)} questions (seeded); osmem-server BM25; "
+        "LLM smollm2"
     )
     header = (
         f"{'run':<18}{'n':>5}"
@@ -319,11 +329,13 @@ def _overhead(client: httpx.Client, answerbox: str, sample: list[Question], meth
     p50 = {name: statistics.median(values) for name, values in times.items()}
     print(
         f"\nwarm cache, {method}, {len(sample)} questions, p50 end to end: plain {p50['plain']:.2f} ms, "
-        f"same expanded query passed through {p50['same query']:.2f} ms, through an empty pipeline {p50['empty pipeline']:.2f} ms, "
+        f"same expanded query passed through {p50['same query']:.2f} ms, through an empty pipeline "
+        f"{p50['empty pipeline']:.2f} ms, "
         f"through the processor {p50['pipeline']:.2f} ms; processor / empty pipeline = "
         f"{p50['pipeline'] / p50['empty pipeline']:.3f} ({p50['pipeline'] - p50['empty pipeline']:+.2f} ms), "
         f"pipeline / plain = {p50['pipeline'] / p50['plain']:.2f}; "
-        f"the processor's own time p50 {statistics.median(processor):.3f} ms, p95 {sorted(processor)[int(0.95 * len(processor))]:.3f} ms"
+        f"the processor's own time p50 {statistics.median(processor):.3f} ms, p95 "
+        f"{sorted(processor)[int(0.95 * len(processor))]:.3f} ms"
     )
 
 
@@ -343,7 +355,8 @@ def _weights(
             ranks = [_repeat_rank(client, osmem, q, rows[q.id]["expansion"], weight) for q in chosen]
             got = _metrics(ranks)
             print(
-                f"  {method:<8} w={weight:<3} n={len(chosen):<4} R@10 {got['R@10']:.3f} MRR@10 {got['MRR@10']:.3f}  {_paired(base, ranks)}"
+                f"  {method:<8} w={weight:<3} n={len(chosen):<4} R@10 {got['R@10']:.3f} MRR@10 "
+                f"{got['MRR@10']:.3f}  {_paired(base, ranks)}"
             )
 
 

@@ -149,14 +149,16 @@ def report(name: str, rows: list[dict[str, Any]], removed: list[dict[str, Any]],
     scored = [r for r in rows if r["confidence"] is not None]
     print(f"\n== {name}: {len(rows)} questions ==")
     print(
-        f"answered {_share([True] * len(answered) + [False] * (len(rows) - len(answered)))}, right when answering {_share(right)}"
+        f"answered {_share([True] * len(answered) + [False] * (len(rows) - len(answered)))}, right when "
+        f"answering {_share(right)}"
     )
     print(f"contains gold, all questions: {_share(right + [False] * (len(rows) - len(answered)))}")
     cover = "  ".join(f"@{int(p * 100)}%: {100 * coverage_at(rows, p):5.1f}%" for p in (0.8, 0.85, 0.9))
     print(f"coverage at precision {cover}; AURC {aurc(rows):.4f}")
     if scored:
         print(
-            f"ECE (10 bins, {len(scored)} with a confidence): {ece([r['confidence'] for r in scored], [r['best_right'] for r in scored]):.4f}"
+            f"ECE (10 bins, {len(scored)} with a confidence): "
+            f"{ece([r['confidence'] for r in scored], [r['best_right'] for r in scored]):.4f}"
         )
     if removed:
         gone = [r["confidence"] is not None if ungated else r["answered"] for r in removed]
@@ -164,11 +166,13 @@ def report(name: str, rows: list[dict[str, Any]], removed: list[dict[str, Any]],
         print(f"gold paragraphs removed ({len(removed)}): answered {_share(gone)}, answered wrong {_share(wrong)}")
         both = [r for r in [*rows, *removed] if r["confidence"] is not None]
         print(
-            f"ECE over both indices ({len(both)} with a confidence): {ece([r['confidence'] for r in both], [r['best_right'] for r in both]):.4f}"
+            f"ECE over both indices ({len(both)} with a confidence): "
+            f"{ece([r['confidence'] for r in both], [r['best_right'] for r in both]):.4f}"
         )
     llm = {k: sum(r["llm"] == k for r in rows) for k in ("skipped", "used", "failed")}
     print(
-        f"LLM: {llm}; p50 {1000 * quantile([r['seconds'] for r in rows], 0.5):.0f} ms, p95 {1000 * quantile([r['seconds'] for r in rows], 0.95):.0f} ms"
+        f"LLM: {llm}; p50 {1000 * quantile([r['seconds'] for r in rows], 0.5):.0f} ms, p95 "
+        f"{1000 * quantile([r['seconds'] for r in rows], 0.95):.0f} ms"
     )
 
 

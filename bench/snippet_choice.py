@@ -130,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             em += exact_match(best.text, question.answers)
         n = len(sample)
         print(
-            f"{name:<22} answered {100 * answered / n:5.1f}%  citation precision {100 * right / max(answered, 1):5.1f}%  EM {100 * em / n:5.1f}"
+            f"{name:<22} answered {100 * answered / n:5.1f}%  citation precision "
+            f"{100 * right / max(answered, 1):5.1f}%  EM {100 * em / n:5.1f}"
         )
 
 

@@ -49,7 +49,8 @@ CHROMIUM_FLAGS = [
 ADMIN_GUIDE = ROOT / "deploy" / "ADMIN.md"
 _SHELL_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _CURL = re.compile(
-    r"""curl -sS(?: -N)?(?: -X(?P<method>[A-Z]+))? "\$ANSWERBOX(?P<path>[^"]+)"(?: -H '[^']*')?(?: -d '(?P<body>[^']*)')?"""
+    r"""curl -sS(?: -N)?(?: -X(?P<method>[A-Z]+))? "\$ANSWERBOX(?P<path>[^"]+)"""
+    r""""(?: -H '[^']*')?(?: -d '(?P<body>[^']*)')?"""
 )
 # The first snippet line's first sentence, or the whole line (a title strip has no stop).
 _FIRST_SENTENCE = re.compile(r"^snippet: (.+?)(?:[.!?](?=\s|$)|$)", re.MULTILINE)
@@ -127,7 +128,8 @@ def _ask_all(url: str, questions: list[str], pipeline: str) -> list[dict[str, An
             first = f"{result['first_token']:8.0f}" if "first_token" in result else "       —"
             hits = f"{result['hits']:8.0f}" if "hits" in result else "       —"
             print(
-                f"{hits} {first} {result['final']:8.0f}  {result['state']:<9} {'degraded' if result['degraded'] else '':<8} {question}"
+                f"{hits} {first} {result['final']:8.0f}  {result['state']:<9} "
+                f"{'degraded' if result['degraded'] else '':<8} {question}"
             )
         browser.close()
     return results

@@ -1,4 +1,5 @@
-"""Fit ``answer.confidence``'s calibrator with the pipeline in the loop; write it to manifest.json as ``answer_confidence``.
+"""Fit ``answer.confidence``'s calibrator with the pipeline in the loop; write it to manifest.json as
+``answer_confidence``.
 
     PYTHONPATH=plugin:. python -m onnx_models.answer_confidence --questions 600 --llm-questions 150
 
@@ -85,7 +86,8 @@ def pipeline(mode: str) -> dict[str, Any]:
 def answer_of(
     client: httpx.Client, url: str, index: str, question: str, pipeline: str = PIPELINE_ID
 ) -> tuple[dict[str, Any], float]:
-    """``ext.answerbox.answer`` of one search (BM25 on ``text``, the top 10) through answerbox's ``pipeline``, and its seconds."""
+    """``ext.answerbox.answer`` of one search (BM25 on ``text``, the top 10) through answerbox's ``pipeline``, and its
+    seconds."""
     started = time.perf_counter()
     body = {"query": {"match": {"text": question}}, "size": 10}
     response = client.post(f"{url}/{index}/_search", params={"search_pipeline": pipeline}, json=body)

@@ -85,7 +85,8 @@ def choose(table: dict[float, Metrics]) -> float:
 
 
 def candidates_by_file(args: argparse.Namespace) -> tuple[list[str], list[int], list[Candidates], list[Paragraph]]:
-    """The sampled questions, their gold paragraphs, their BM25 top k (each in its own file's index), and the paragraphs."""
+    """The sampled questions, their gold paragraphs, their BM25 top k (each in its own file's index), and the
+    paragraphs."""
     paragraphs = load_squad(args.files, args.data)
     pool = held_out(paragraphs, args.holdout) if args.holdout else paragraphs
     questions = sample_questions(pool, args.questions, args.seed)

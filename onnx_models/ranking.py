@@ -74,7 +74,8 @@ async def evaluator_scores(
     candidates: Sequence[Candidates],
     concurrency: int,
 ) -> list[list[float]]:
-    """``evaluator.score`` of every candidate, once; several questions in flight so the micro-batcher fills its batches."""
+    """``evaluator.score`` of every candidate, once; several questions in flight so the micro-batcher fills its
+    batches."""
     gate = asyncio.Semaphore(concurrency)
     done = 0
 

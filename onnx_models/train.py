@@ -198,8 +198,8 @@ _ADDED_SETTINGS = {"holdout": "0.0", "int8_aware": "False"}
 
 def _recipe(args: argparse.Namespace) -> dict[str, str]:
     """The arguments that decide the data, its order and the schedule: a resume must keep them."""
-    keys = ("seed", "max_questions", "random_negatives", "hard_negatives_from", "max_length", "stride", "batch_size", "epochs", "lr",
-            "max_steps", "train_embeddings", "init", "encoder", "holdout", "int8_aware")  # fmt: skip
+    keys = ("seed", "max_questions", "random_negatives", "hard_negatives_from", "max_length", "stride", "batch_size",
+            "epochs", "lr", "max_steps", "train_embeddings", "init", "encoder", "holdout", "int8_aware")  # fmt: skip
     return {k: str(getattr(args, k)) for k in keys}
 
 

@@ -154,7 +154,8 @@ def stored(wheel: Path) -> bytes:
 
 
 def dev_data() -> bytes | None:
-    """SQuAD v1.1 dev gzipped, as ``onnx_models.squad.load_squad`` reads a folder, where the data cache has the tarball."""
+    """SQuAD v1.1 dev gzipped, as ``onnx_models.squad.load_squad`` reads a folder, where the data cache has the
+    tarball."""
     if not default_tarball().exists():
         return None
     return gzip.compress(json.dumps(read_tarball_files([DEV_FILE], default_tarball())[DEV_FILE]).encode(), mtime=0)
@@ -218,7 +219,10 @@ def split(source: Path, folder: Path, part_bytes: int) -> list[Path]:
 
 def part_command(part: str, last: bool, directory: str = DEVICE_DIR) -> str:
     """One device call's command: leave the part in ``directory`` and check its hash; the last runs check.sh."""
-    step = f"set -eu; d={directory}; mkdir -p $d; cp .gpu-carry/{SUMS} .gpu-carry/{part} $d/; (cd $d && grep ' {part}$' {SUMS} | sha256sum -c --strict); ls $d"
+    step = (
+        f"set -eu; d={directory}; mkdir -p $d; cp .gpu-carry/{SUMS} .gpu-carry/{part} $d/; (cd $d && grep ' "
+        f"{part}$' {SUMS} | sha256sum -c --strict); ls $d"
+    )
     return f"{step}; bash deploy/gpu/check.sh --device cuda --parts $d" if last else step
 
 

@@ -197,7 +197,8 @@ class Doctor:
                 "llm",
                 "warn",
                 f"{model} at {url} answers, without structured output",
-                "chains and citations fall back to free text; a server with JSON-schema output (vLLM, llama.cpp) does better",
+                "chains and citations fall back to free text; a server with JSON-schema output (vLLM, "
+                "llama.cpp) does better",
             )
         return Finding("llm", "ok", f"{model} at {url} answers, with structured output")
 
@@ -209,7 +210,8 @@ class Doctor:
                 "models",
                 "fail",
                 exc.reason,
-                f"point models.dir at an exported model (manifest.json, tokenizer, model.{self._settings.models.variant}.onnx)",
+                f"point models.dir at an exported model (manifest.json, tokenizer, "
+                f"model.{self._settings.models.variant}.onnx)",
             )
         manifest = models.manifest
         fitted = (

@@ -201,7 +201,8 @@ def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_p
     with contextlib.ExitStack() as stack:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         print(
-            f"osmem-server (OpenSearch API) at {osmem.url}: {load_sample_corpus(osmem.url)} documents in [{SAMPLE_INDEX}]"
+            f"osmem-server (OpenSearch API) at {osmem.url}: {load_sample_corpus(osmem.url)} documents in "
+            f"[{SAMPLE_INDEX}]"
         )
         llm_url = stack.enter_context(local_llm(llm_port)) if with_llm else None
         print(f"local LLM: {llm_url or 'off (extractive answers)'}")

@@ -65,7 +65,8 @@ class Prompt:
             raise ConfigError(f"prompt [{self.name}] was refused: {exc}") from exc
         except RenderTimeout:
             raise ConfigError(
-                f"prompt [{self.name}] ran out of CPU time to render ({RENDER_BUDGET_S:g}s a prompt, limits.render_budget_s a request)"
+                f"prompt [{self.name}] ran out of CPU time to render ({RENDER_BUDGET_S:g}s a prompt, "
+                f"limits.render_budget_s a request)"
             ) from None
         except _TEMPLATE_FAULTS as exc:
             raise ConfigError(f"prompt [{self.name}] failed to render: {type(exc).__name__}") from None

@@ -44,7 +44,8 @@ PROMPTS: dict[tuple[str, str], str] = {
     (
         "q2d",
         "prf",
-    ): f"Write a passage that answers the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nPassage:",
+    ): f"Write a passage that answers the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: "
+    f"{QUERY}\nPassage:",
     ("q2e", "zs"): f"Write a list of keywords for the following query: {QUERY}",
     ("q2e", "fs"): (
         "Write a list of keywords for the given query:\n\n"
@@ -55,12 +56,14 @@ PROMPTS: dict[tuple[str, str], str] = {
     (
         "q2e",
         "prf",
-    ): f"Write a list of keywords for the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nKeywords:",
+    ): f"Write a list of keywords for the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: "
+    f"{QUERY}\nKeywords:",
     ("cot", "zs"): f"Answer the following query:\n{QUERY}\nGive the rationale before answering",
     (
         "cot",
         "prf",
-    ): f"Answer the following query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nGive the rationale before answering",
+    ): f"Answer the following query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nGive the "
+    f"rationale before answering",
 }
 
 

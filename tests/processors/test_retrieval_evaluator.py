@@ -28,15 +28,18 @@ WIKI = [
         "title": "Eiffel Tower",
         "text": "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
         "It is named after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. "
-        'Locally nicknamed "La dame de fer" (French for "Iron Lady"), it was the centrepiece of the 1889 World\'s Fair. '
+        'Locally nicknamed "La dame de fer" (French for "Iron Lady"), it was the centrepiece of the 1889 '
+        "World's Fair. "
         "The tower is 330 m tall, about the same height as an 81-storey building. "
-        "It was the tallest man-made structure in the world until the Chrysler Building in New York was finished in 1930.",
+        "It was the tallest man-made structure in the world until the Chrysler Building in New York was "
+        "finished in 1930.",
         "topic": "architecture",
     },
     {
         "_id": "everest",
         "title": "Mount Everest",
-        "text": "Mount Everest is Earth's highest mountain above sea level, in the Mahalangur Himal sub-range of the Himalayas. "
+        "text": "Mount Everest is Earth's highest mountain above sea level, in the Mahalangur Himal sub-range of the "
+        "Himalayas. "
         "The China-Nepal border runs across its summit point. "
         "Its elevation of 8,848.86 m was most recently established in 2020 by the Chinese and Nepali authorities. "
         "The first recorded ascent was made by Edmund Hillary and Tenzing Norgay in 1953.",

@@ -146,5 +146,6 @@ def test_cited_answer_asked_for_as_json_is_checked_as_cited_text(
         '{"text": "The Eiffel Tower opened on 31 March 1889.", "blocks": [2]}' in prompt
     )  # the demonstration's answer
     assert prompt.endswith(
-        'Write the answer as JSON: one entry per sentence, with the numbers of the evidence it comes from in "blocks".\nanswer:'
+        "Write the answer as JSON: one entry per sentence, with the numbers of the evidence it comes from in "
+        '"blocks".\nanswer:'
     )

@@ -90,6 +90,7 @@ def test_a_flood_is_refused_and_the_others_keep_their_latency(
     calm_p50 = statistics.median(seconds for _, _, seconds in calm)
     flooded_p50 = statistics.median(seconds for _, seconds in others)
     print(
-        f"others' p50: {calm_p50:.3f}s alone, {flooded_p50:.3f}s in the flood; flooder refused {len(refused)} of {FLOOD}"
+        f"others' p50: {calm_p50:.3f}s alone, {flooded_p50:.3f}s in the flood; flooder refused "
+        f"{len(refused)} of {FLOOD}"
     )
     assert flooded_p50 <= 2 * calm_p50, (calm_p50, flooded_p50)

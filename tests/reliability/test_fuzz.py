@@ -58,9 +58,10 @@ KEYS = [
 ]
 # Hostile templates: each must be refused before it makes anything big (prompt_sandbox.py).
 TEMPLATES = [
-    "{{ 'x' * 10**9 }}", "{% for %}", "{{ 2 ** 10**6 }}", "{{ ((((10**64)**64)**64)**64) > 0 }}", "{{ '%3000000d' % 1 }}",
-    "{{ 'a'.ljust(600000000) }}", "{{ 'a'.zfill(10**9) }}", "{{ query|center(10**9) }}", "{{ '{:>999999999}'.format(1) }}",
-    "{% include 'x' %}", "{{ 1/0 }}", "{{ range(10**7)|list }}", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    "{{ 'x' * 10**9 }}", "{% for %}", "{{ 2 ** 10**6 }}", "{{ ((((10**64)**64)**64)**64) > 0 }}",
+    "{{ '%3000000d' % 1 }}", "{{ 'a'.ljust(600000000) }}", "{{ 'a'.zfill(10**9) }}", "{{ query|center(10**9) }}",
+    "{{ '{:>999999999}'.format(1) }}", "{% include 'x' %}", "{{ 1/0 }}", "{{ range(10**7)|list }}",
+    "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
     "{% set s = 'x' * 150000 %}{{ s.replace('', s) }}", "{% set l = ['x' * 100000] * 100000 %}{{ l }}",
 ]  # fmt: skip
 QA_KEYS = ["llm_question", "llm_model", "context_size", "timeout", "system_prompt", "user_instructions", "memory_id"]
@@ -171,19 +172,26 @@ def _requests(rng: random.Random) -> Iterator[Request]:
     ids = ["answers", "expand", "new", "_none", "%2E%2E", "a%00b", "x" * 300, "%F0%9F%92%A5", "*", "a,b"]
     content_types = ["application/json", "application/json; charset=utf-8", "text/plain", "application/x-ndjson", ""]
     makers: list[Callable[[], Request]] = [
-        lambda: ("POST", rng.choice(["/books/_search", "/_search", "/books,missing/_search"]), _raw(rng, _search_body(rng)), {}),
-        lambda: ("GET", "/books/_search?search_pipeline=" + rng.choice(["answers", "expand", "%00", "*", "missing"]), None, {}),
-        lambda: ("POST", rng.choice(["/_msearch", "/books/_msearch"]), _ndjson(rng), {"content-type": "application/x-ndjson"}),
+        lambda: ("POST", rng.choice(["/books/_search", "/_search", "/books,missing/_search"]),
+                 _raw(rng, _search_body(rng)), {}),
+        lambda: ("GET", "/books/_search?search_pipeline=" + rng.choice(["answers", "expand", "%00", "*", "missing"]),
+                 None, {}),
+        lambda: ("POST", rng.choice(["/_msearch", "/books/_msearch"]), _ndjson(rng),
+                 {"content-type": "application/x-ndjson"}),
         lambda: ("PUT", f"/_search/pipeline/{rng.choice(ids)}", _raw(rng, _pipeline(rng)), {}),
         lambda: ("GET", f"/_search/pipeline/{rng.choice(ids)}", None, {}),
         lambda: ("DELETE", f"/_search/pipeline/{rng.choice(ids[3:])}", None, {}),
         lambda: ("POST", "/books/_answerbox/stream", _raw(rng, _search_body(rng)), {}),
-        lambda: ("POST", f"/books/_answerbox/stream?search_pipeline={rng.choice(['answers', 'expand', 'x'])}", _raw(rng, _search_body(rng)), {}),
-        lambda: ("GET", rng.choice(["/_answerbox/stats/search_pipeline", "/metrics", "/_answerbox/stats/%00"]), None, {}),
+        lambda: ("POST", f"/books/_answerbox/stream?search_pipeline={rng.choice(['answers', 'expand', 'x'])}",
+                 _raw(rng, _search_body(rng)), {}),
+        lambda: ("GET", rng.choice(["/_answerbox/stats/search_pipeline", "/metrics", "/_answerbox/stats/%00"]),
+                 None, {}),
         # A stored pipeline's hostile template (refused), and searches asking for too much.
         lambda: ("PUT", "/_search/pipeline/hostile", json.dumps(_templated(rng)).encode(), {}),
-        lambda: ("POST", "/books/_search?search_pipeline=answers", json.dumps({**_search_body(rng), "size": rng.choice([10**4, 10**9, -1, "x"])}).encode(), {}),
-        lambda: ("POST", "/books/_search?search_pipeline=answers", b'{"query": {"match": {"body": "' + b"spice " * rng.choice([10, 20_000]) + b'"}}}', {}),
+        lambda: ("POST", "/books/_search?search_pipeline=answers",
+                 json.dumps({**_search_body(rng), "size": rng.choice([10**4, 10**9, -1, "x"])}).encode(), {}),
+        lambda: ("POST", "/books/_search?search_pipeline=answers",
+                 b'{"query": {"match": {"body": "' + b"spice " * rng.choice([10, 20_000]) + b'"}}}', {}),
     ]  # fmt: skip
     for _ in range(REQUESTS):
         method, path, body, headers = rng.choice(makers)()
@@ -256,7 +264,8 @@ def test_fuzzed_requests_get_no_5xx_and_change_nothing(target: tuple[str, Any], 
     # answerbox runs in this process: its peak memory grew by no more than a few hostile bodies.
     grown = _max_rss_mb() - rss_before
     print(
-        f"fuzz: {REQUESTS} requests, statuses {dict(sorted(statuses.items()))}, slowest {slowest:.2f}s, peak RSS +{grown:.0f} MB"
+        f"fuzz: {REQUESTS} requests, statuses {dict(sorted(statuses.items()))}, slowest {slowest:.2f}s, peak "
+        f"RSS +{grown:.0f} MB"
     )
     assert grown < 300, grown
     assert sum(statuses.get(s, 0) for s in range(400, 500)) > REQUESTS // 3, statuses  # the fuzz reached the checks

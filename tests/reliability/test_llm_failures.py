@@ -20,7 +20,8 @@ DOCS = [
 ]
 EXPAND = {"request_processors": [{"llm_query_expansion": {"timeout_s": 5}}]}
 BROKEN = {
-    "no message": b'{"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [{"index": 0, "finish_reason": "stop"}]}',
+    "no message": b'{"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [{"index": 0, '
+    b'"finish_reason": "stop"}]}',
     "not json": b"<html>502 Bad Gateway</html>",
 }
 

@@ -65,7 +65,10 @@ def test_a_body_over_the_limit_gets_a_413_not_a_reset(url: str, client: httpx.Cl
     body = json.dumps({**INLINE, "pad": "x" * 12 * 1024 * 1024}).encode()  # 12 MB, over the 10 MB default
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as sock:
-        head = f"POST /books/_search HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+        head = (
+            f"POST /books/_search HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: "
+            f"{len(body)}\r\n\r\n"
+        )
         sock.sendall(head.encode())
         for start in range(0, len(body), 1 << 20):
             sock.sendall(body[start : start + (1 << 20)])
@@ -78,7 +81,10 @@ def test_a_body_over_the_limit_gets_a_413_not_a_reset(url: str, client: httpx.Cl
 def test_a_body_that_does_not_arrive_in_time_is_a_408(url: str) -> None:
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        head = f"POST /books/_search HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n"
+        head = (
+            f"POST /books/_search HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: "
+            f"1000\r\n\r\n"
+        )
         sock.sendall(head.encode() + b'{"query": ')
         started = time.monotonic()
         answer = sock.recv(65536).decode()

@@ -43,7 +43,9 @@ window.seen.events = [];
 for (const name of ["search", "hits", "snippet", "token", "answer", "done"]) {
   document.addEventListener(`answerbox:${name}`, (event) => {
     const root = event.target.shadowRoot;
-    window.seen.events.push({name, hits: root.querySelectorAll(".hit").length, state: event.target.getAttribute("state")});
+    window.seen.events.push(
+      {name, hits: root.querySelectorAll(".hit").length, state: event.target.getAttribute("state")}
+    );
   });
 }
 """
@@ -140,7 +142,8 @@ def test_typed_question_streams_in_and_its_citation_lands_on_the_highlighted_hit
     card = box.locator(f'.hit[data-id="{citation["_id"]}"]')
     # Scroll to the end of the page away from the cited hit, so the click has to bring it in.
     card.evaluate(
-        "(hit) => window.scrollTo(0, hit.getBoundingClientRect().top + scrollY > document.body.scrollHeight / 2 ? 0 : document.body.scrollHeight)"
+        "(hit) => window.scrollTo(0, hit.getBoundingClientRect().top + scrollY > document.body.scrollHeight "
+        "/ 2 ? 0 : document.body.scrollHeight)"
     )
     expect(card).not_to_be_in_viewport()
     box.locator(".chip").click()
@@ -193,7 +196,10 @@ def _percent(confidence: float) -> str:
 
 def _above_the_hits(box: Locator, selector: str) -> bool:
     """Whether ``selector`` comes before the first hit in the box's shadow DOM."""
-    script = f"(box) => !!(box.shadowRoot.querySelector({selector!r}).compareDocumentPosition(box.shadowRoot.querySelector('.hit')) & 4)"
+    script = (
+        f"(box) => !!(box.shadowRoot.querySelector({selector!r})"
+        ".compareDocumentPosition(box.shadowRoot.querySelector('.hit')) & 4)"
+    )
     return bool(box.evaluate(script))
 
 

@@ -80,7 +80,8 @@ class ConfidenceModel:
             raise ModelError(f"answer_confidence.{kind} needs 'coefficients' (an object) and 'intercept' (a number)")
         if sorted(coefficients) != sorted(expected):
             raise ModelError(
-                f"answer_confidence.{kind} has coefficients for {sorted(coefficients)}, this version computes {sorted(expected)}"
+                f"answer_confidence.{kind} has coefficients for {sorted(coefficients)}, this version "
+                f"computes {sorted(expected)}"
             )
         values = [float(v) for v in coefficients.values()] + [float(intercept)]
         if not all(math.isfinite(v) for v in values):

@@ -57,11 +57,13 @@ class ProcessorRegistry:
         count = sum(len(getattr(definition, section)) for section in NATIVE_TYPES)
         if count > limits.max_processors:
             raise ConfigError(
-                f"pipeline [{pipeline_id}] has {count} processors, above limits.max_processors ({limits.max_processors})"
+                f"pipeline [{pipeline_id}] has {count} processors, above limits.max_processors "
+                f"({limits.max_processors})"
             )
         if definition.budget_s is not None and definition.budget_s > limits.pipeline_budget_s:
             raise ConfigError(
-                f"pipeline [{pipeline_id}]: [budget_s] {definition.budget_s:g} is above limits.pipeline_budget_s ({limits.pipeline_budget_s:g})"
+                f"pipeline [{pipeline_id}]: [budget_s] {definition.budget_s:g} is above "
+                f"limits.pipeline_budget_s ({limits.pipeline_budget_s:g})"
             )
         llm = services.settings.llm
         context = ConfigContext(

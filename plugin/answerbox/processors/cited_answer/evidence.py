@@ -226,7 +226,8 @@ def evidence_from_references(
 def answer_evidence(
     report: AnswerboxReport, hits: Sequence[JSON], fields: EvidenceFields, *, size: int, snippet_chars: int
 ) -> list[Evidence]:
-    """An answer's numbered evidence: what earlier processors kept (``AnswerboxReport.kept_passages``), else the top ``size`` hits."""
+    """An answer's numbered evidence: what earlier processors kept (``AnswerboxReport.kept_passages``), else the top
+    ``size`` hits."""
     kept = report.kept_passages()
     found = (
         evidence_from_references(kept, hits, fields)

@@ -399,7 +399,8 @@ def _flag(verdicts: Sequence[ClaimVerdict], ctx: PipelineContext) -> list[Flagge
             )
         elif reason == "instructions":
             ctx.report.warn(
-                f"cited_answer: block [{claim.marker}] gives the model instructions, so it supports nothing; removed from: {claim.sentence!r}"
+                f"cited_answer: block [{claim.marker}] gives the model instructions, so it supports nothing; "
+                f"removed from: {claim.sentence!r}"
             )
         elif reason == "unchecked":
             ctx.report.warn(

@@ -137,7 +137,8 @@ class QueryExpansionConfig(ProcessorConfig):
     def _consistent(self, info: ValidationInfo) -> QueryExpansionConfig:
         if self.method == "cot" and self.mode == "fs" and self.prompt is None:
             raise ValueError(
-                "method 'cot' has no few-shot prompt (the paper has cot and cot/prf); use mode 'zs' or 'prf', or give a prompt"
+                "method 'cot' has no few-shot prompt (the paper has cot and cot/prf); use mode 'zs' or "
+                "'prf', or give a prompt"
             )
         given = bool(self.examples) + (self.examples_file is not None)
         if self.mode == "fs" and given != 1:
@@ -183,7 +184,8 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         if config.timeout_s >= engine_limit:
             # Past the engine's limit the whole search fails instead of falling back.
             raise ConfigError(
-                f"processor [{self.name}]: [timeout_s] must be below limits.processor_timeout_s ({engine_limit:g}), got {config.timeout_s:g}"
+                f"processor [{self.name}]: [timeout_s] must be below limits.processor_timeout_s "
+                f"({engine_limit:g}), got {config.timeout_s:g}"
             )
         self._model: str = config.model or services.settings.llm.model
         self._cache: TTLCache[str] = TTLCache(config.cache_entries, config.cache_ttl_s)
@@ -317,7 +319,8 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         kept = [t for t in texts if not addresses_the_model(t)]
         if len(kept) < len(texts):
             ctx.report.warn(
-                f"[{self.name}] {len(texts) - len(kept)} feedback hit(s) give the model instructions; left out of the prompt"
+                f"[{self.name}] {len(texts) - len(kept)} feedback hit(s) give the model instructions; left "
+                f"out of the prompt"
             )
         return kept
 

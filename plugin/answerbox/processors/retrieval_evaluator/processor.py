@@ -325,7 +325,8 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
     def _apply_to_hits(
         self, response: JSON, hits: list[JSON], scores: Sequence[float], ranking: Sequence[float], lower: float
     ) -> int:
-        """Drop (on the evaluator's ``scores``) and rerank (on ``ranking``) the scored hits in place; return how many were dropped."""
+        """Drop (on the evaluator's ``scores``) and rerank (on ``ranking``) the scored hits in place; return how many
+        were dropped."""
         if not scores or not (self.config.rerank or self.config.drop_below_lower):
             return 0
         scored = list(zip(hits[: len(scores)], scores, ranking, strict=True))
