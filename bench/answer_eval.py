@@ -50,7 +50,7 @@ from answerbox.embedded import SAMPLE_PIPELINE
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.processors.cited_answer.citations import parse_claims
 from answerbox.processors.cited_answer.evidence import EvidenceFields, evidence_from_hits, number
-from osmem_server import OsmemServer  # type: ignore[import-untyped]
+from osmem_server import OsmemServer
 
 from bench.harness import (
     BENCH_DIR,

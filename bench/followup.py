@@ -52,7 +52,7 @@ import httpx
 from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.embedded import local_llm
-from osmem_server import OsmemServer  # type: ignore[import-untyped]
+from osmem_server import OsmemServer
 
 from bench.followup_pairs import FollowUp, follow_ups, sample_pairs
 from bench.harness import BENCH_DIR, SQUAD_INDEX, dev_paragraphs, free_port, match_body, serve

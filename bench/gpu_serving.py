@@ -63,7 +63,7 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession, import_onnxruntime
 from answerbox.models.windows import Window, pad_windows
 from answerbox.shipped import shipped
-from osmem_server import OsmemServer  # type: ignore[import-untyped]
+from osmem_server import OsmemServer
 
 from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, quantile
 from onnx_models.export import to_fp16  # the export's fp16 converter: export_model needs a PyTorch checkpoint

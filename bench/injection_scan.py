@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from answerbox.processors.text.instructions import addresses_the_model
 
@@ -31,7 +32,7 @@ def main() -> None:
     by_file: dict[str, list[str]] = {name: [] for name in args.files}
     for paragraph in load_squad(args.files, args.data):  # one pass over the tarball
         by_file[paragraph.id.split("/", 1)[0]].append(paragraph.context)
-    report = {}
+    report: dict[str, dict[str, Any]] = {}
     for name, contexts in by_file.items():
         flagged = [c for c in contexts if addresses_the_model(c)]
         report[name] = {

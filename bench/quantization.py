@@ -34,6 +34,7 @@ import shutil
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 import onnx
 from answerbox.config import ModelSettings
@@ -103,7 +104,7 @@ def main() -> None:
     questions = sample_questions(paragraphs, args.limit, args.seed)
     windows = first_windows(args.model_dir, questions[: args.pairs])
 
-    def accuracy(directory: Path, variant: str) -> dict[str, float]:
+    def accuracy(directory: Path, variant: Literal["int8", "fp32", "fp16"]) -> dict[str, float]:
         models = load_models(ModelSettings(dir=directory, variant=variant, providers=[CPU]))
         try:
             result = evaluate(models, questions)

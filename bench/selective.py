@@ -37,7 +37,7 @@ import numpy as np
 from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.embedded import SAMPLE_PIPELINE, local_llm
-from osmem_server import OsmemServer  # type: ignore[import-untyped]
+from osmem_server import OsmemServer
 
 from bench.harness import (
     BENCH_DIR,

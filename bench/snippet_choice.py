@@ -30,11 +30,11 @@ import answerbox.processors.cited_answer.processor as cited_answer
 import httpx
 from answerbox.app import create_app
 from answerbox.config import Settings
-from answerbox.contract import Answer
 from answerbox.models import Models
 from answerbox.models.reader import best_span
 from answerbox.processors.cited_answer.evidence import Evidence
-from osmem_server import OsmemServer  # type: ignore[import-untyped]
+from answerbox.processors.cited_answer.extractive import Snippet
+from osmem_server import OsmemServer
 
 from bench.harness import SQUAD_INDEX, dev_paragraphs, match_body, serve
 from onnx_models.squad import contains_gold, exact_match, index_with_titles, sample_questions
@@ -94,13 +94,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     texts = {p.id: p.context for p in paragraphs}
     sample = sample_questions(paragraphs, args.sample, args.seed)
     recorded: dict[str, list[Candidate]] = {}
-    shipped = cited_answer.featured_snippet
+    shipped = cited_answer.featured_snippet  # type: ignore[attr-defined]  # patched below, so not re-exported
 
-    async def recording(question: str, evidence: Sequence[Evidence], models: Models, **options: Any) -> Answer | None:
+    async def recording(question: str, evidence: Sequence[Evidence], models: Models, **options: Any) -> Snippet | None:
         recorded[question] = await _candidates(question, evidence, models)
         return await shipped(question, evidence, models, **options)
 
-    cited_answer.featured_snippet = recording  # the processor looks it up at call time
+    cited_answer.featured_snippet = recording  # type: ignore[attr-defined]  # the processor looks it up at call time
     try:
         with ExitStack() as stack, httpx.Client(timeout=600) as client:
             osmem = OsmemServer.start(japanese=False)
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"{url}/{SQUAD_INDEX}/_search?search_pipeline=answers", json=match_body(question.text)
                 ).raise_for_status()
     finally:
-        cited_answer.featured_snippet = shipped
+        cited_answer.featured_snippet = shipped  # type: ignore[attr-defined]
     print(f"{len(sample)} questions (seed {args.seed}), gate {args.min_support}")
     for name, key in RULES.items():
         answered = right = 0

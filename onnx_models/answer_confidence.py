@@ -282,7 +282,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "%d paragraphs; %d held-out questions (%d with their gold removed, %d with the LLM)",
         *(len(paragraphs), len(questions), len(removed_sample), len(llm_questions)),
     )
-    from osmem_server import OsmemServer  # type: ignore[import-untyped]
+    from osmem_server import OsmemServer
 
     with contextlib.ExitStack() as stack, httpx.Client(timeout=600) as client:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))

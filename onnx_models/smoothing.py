@@ -55,7 +55,7 @@ def _smoothing_scale(activation_max: np.ndarray, weight_max: np.ndarray) -> np.n
 
 def channel_maxima(model: onnx.ModelProto, tensors: Sequence[str]) -> dict[str, np.ndarray]:
     """max |x| per channel (last axis) of each tensor, over random token ids fed to the fp32 graph."""
-    import onnxruntime as ort  # type: ignore[import-untyped]
+    import onnxruntime as ort
 
     probe = onnx.ModelProto()
     probe.CopyFrom(model)

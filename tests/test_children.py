@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 from answerbox.children import PortInUseError, require_free_port
-
-from tests.support.servers import free_port
+from answerbox.server import free_port
 
 ANSWERBOX = [sys.executable, "-m", "answerbox.cli"]
 

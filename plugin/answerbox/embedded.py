@@ -191,7 +191,7 @@ def _confidence(value: float | None) -> str:
 
 def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_port: int = 8081) -> int:
     import uvicorn
-    from osmem_server import OsmemServer  # type: ignore[import-untyped]
+    from osmem_server import OsmemServer
 
     from answerbox.app import create_app
     from answerbox.config import Settings

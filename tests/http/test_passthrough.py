@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import httpx
+from answerbox.server import free_port
 from opensearchpy import OpenSearch
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
@@ -13,7 +15,7 @@ from starlette.routing import Route
 
 from tests.conftest import AnswerboxFactory, bulk_index
 from tests.support.recording_proxy import RecordingProxy
-from tests.support.servers import free_port, serve
+from tests.support.servers import serve
 
 BULK = (
     b'{"index":{"_index":"books","_id":"1"}}\n{"title":"Dune","body":"a desert planet"}\n'
@@ -65,7 +67,7 @@ def test_errors_come_back_identical(
 ) -> None:
     bulk_index(opensearch, "books", [{"title": "Dune"}])
     _same(client.get(f"{answerbox}/missing/_search"), client.get(f"{osmem_url}/missing/_search"))
-    bad = {"query": {"bogus": {}}}
+    bad: dict[str, Any] = {"query": {"bogus": {}}}
     via, direct = (
         client.post(f"{answerbox}/books/_search", json=bad),
         client.post(f"{osmem_url}/books/_search", json=bad),

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import cast
 
 import pytest
 from answerbox.models.batching import MicroBatcher, QueueFull, partition
@@ -119,7 +120,10 @@ async def test_work_for_callers_who_gave_up_is_not_done() -> None:
 async def test_a_full_queue_refuses_at_once() -> None:
     release = threading.Event()
     batcher: MicroBatcher[str, str] = MicroBatcher(
-        lambda items: release.wait(5) and [i.upper() for i in items], max_batch=2, max_wait_s=0, max_pending=3
+        lambda items: cast(list[str], release.wait(5) and [i.upper() for i in items]),
+        max_batch=2,
+        max_wait_s=0,
+        max_pending=3,
     )
     running = asyncio.ensure_future(batcher.submit(["a", "b"]))
     await asyncio.sleep(0.05)  # the worker took a and b

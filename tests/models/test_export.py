@@ -73,7 +73,7 @@ def test_standard_qa_checkpoint_exports_through_optimum(tiny_checkpoint: Path, t
     from transformers import BertForQuestionAnswering
 
     checkpoint = tmp_path / "qa"
-    BertForQuestionAnswering(tiny_config()).save_pretrained(checkpoint)
+    BertForQuestionAnswering(tiny_config()).save_pretrained(checkpoint)  # type: ignore[no-untyped-call]
     (checkpoint / "tokenizer.json").write_bytes((tiny_checkpoint / "tokenizer.json").read_bytes())
     # No task given: a checkpoint that does not declare ours is taken as question-answering.
     export_model(checkpoint, tmp_path / "onnx", variants=("int8",), max_length=48, stride=12)

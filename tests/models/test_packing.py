@@ -39,7 +39,8 @@ def _weights(path: Path) -> dict[str, np.ndarray]:
 
 
 def _run(path: Path, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
+    outputs: list[np.ndarray] = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
+    return outputs
 
 
 def test_unpack_rebuilds_fp32_from_float16_weights_and_the_int8_tables(

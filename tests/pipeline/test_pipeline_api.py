@@ -6,13 +6,14 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 import httpx
 import pytest
+from answerbox.server import free_port
 
 from tests.conftest import AnswerboxFactory
 from tests.support.processors import registry_with_test_processors
-from tests.support.servers import free_port
 
 LABEL = {
     "description": "labels hits",
@@ -53,7 +54,7 @@ def test_crud_round_trip(url: str, client: httpx.Client) -> None:
     ],
 )
 def test_invalid_pipeline_is_a_400_in_opensearch_shape(
-    url: str, client: httpx.Client, body: dict, fragment: str
+    url: str, client: httpx.Client, body: dict[str, Any], fragment: str
 ) -> None:
     response = client.put(f"{url}/_search/pipeline/bad", json=body)
     assert response.status_code == 400

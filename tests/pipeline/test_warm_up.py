@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ from opensearchpy import OpenSearch
 from tests.conftest import AnswerboxFactory, bulk_index
 from tests.support.processors import SlowWarmUp, registry_with_test_processors
 
-PIPELINE = {"response_processors": [{"slow_warm_up": {}}]}
+PIPELINE: dict[str, Any] = {"response_processors": [{"slow_warm_up": {}}]}
 
 
 @pytest.fixture

@@ -215,7 +215,7 @@ def test_bad_memory_parameters_fail_the_search_and_store_nothing(
 
 
 def test_the_conversation_processor_must_come_first(answerbox: str, client: httpx.Client) -> None:
-    late = {"request_processors": [{"llm_query_expansion": {}}, {"conversation": {}}]}
+    late: dict[str, Any] = {"request_processors": [{"llm_query_expansion": {}}, {"conversation": {}}]}
     refused = client.put(f"{answerbox}/_search/pipeline/late", json=late)
     assert refused.status_code == 400
     assert "must be the first request processor" in refused.json()["error"]["reason"]

@@ -107,7 +107,8 @@ def _pipeline(**config: Any) -> dict[str, Any]:
 def _post(client: httpx.Client, url: str, index: str, body: dict[str, Any]) -> dict[str, Any]:
     response = client.post(f"{url}/{index}/_search", json=body, headers={"Authorization": AUTH})
     assert response.status_code == 200, response.text
-    return response.json()
+    found: dict[str, Any] = response.json()
+    return found
 
 
 def _search(
@@ -123,7 +124,7 @@ def _search_all(client: httpx.Client, url: str, index: str, question: str, pipel
 
 
 def _retrieval(result: dict[str, Any]) -> dict[str, Any]:
-    retrieval = result["ext"]["answerbox"]["retrieval"]
+    retrieval: dict[str, Any] = result["ext"]["answerbox"]["retrieval"]
     assert retrieval is not None, result["ext"]["answerbox"]["warnings"]
     return retrieval
 

@@ -64,7 +64,7 @@ def _rejected(response: httpx.Response) -> bool:
     error = response.json()
     assert error["status"] == 429
     assert error["error"]["type"] == "rejected_execution_exception"
-    return error["error"]["root_cause"][0]["type"] == "rejected_execution_exception"
+    return bool(error["error"]["root_cause"][0]["type"] == "rejected_execution_exception")
 
 
 def test_past_the_run_limit_a_search_is_refused_at_once(

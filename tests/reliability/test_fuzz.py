@@ -216,7 +216,7 @@ def _shaped(response: httpx.Response) -> bool:
     if isinstance(error, dict) and isinstance(error.get("error"), str):
         # OpenSearch's own short forms, passed through: "no handler found" (no status field)
         # and an unsupported Content-Type.
-        return error.get("status", response.status_code) == response.status_code
+        return bool(error.get("status", response.status_code) == response.status_code)
     return (
         isinstance(error, dict)
         and error.get("status") == response.status_code

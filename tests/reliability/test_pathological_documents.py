@@ -85,7 +85,7 @@ def test_a_huge_document_is_cut_before_it_is_tokenised() -> None:
         max_windows=16,
     )
     spy = _Spy(capped._tokenizer)
-    capped._tokenizer = spy  # type: ignore[assignment]
+    capped._tokenizer = spy
     huge = "Spice is mined on Arrakis. " * 400_000  # 10.8 MB
     windows = capped.windows("where is spice mined?", [huge])
     assert len(windows) == 16

@@ -45,7 +45,7 @@ def test_only_callers_opensearch_lets_write_the_index_manage_pipelines(secured: 
     assert client.put(f"{url}/_search/pipeline/answers", json=PIPELINE, headers=ADMIN).status_code == 200
     assert client.get(f"{url}/_search/pipeline/answers", headers=ADMIN).json() == {"answers": PIPELINE}
     # A reader can neither replace nor delete the admin's pipeline, nor read its prompts.
-    shadow = {"response_processors": [{"cited_answer": {}}]}
+    shadow: dict[str, Any] = {"response_processors": [{"cited_answer": {}}]}
     assert client.put(f"{url}/_search/pipeline/answers", json=shadow, headers=READER).status_code == 403
     assert client.delete(f"{url}/_search/pipeline/answers", headers=READER).status_code == 403
     assert client.delete(f"{url}/_search/pipeline/answers").status_code == 401

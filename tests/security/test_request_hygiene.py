@@ -12,12 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+from answerbox.server import free_port
 from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory, bulk_index
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
-from tests.support.servers import free_port, serve
+from tests.support.servers import serve
 
 INLINE = {
     "search_pipeline": {"response_processors": [{"cited_answer": {"size": 2, "mode": "extractive"}}]},

@@ -4,12 +4,14 @@ separators are refused), and bodies it reads only with a JSON content type."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
 from tests.conftest import AnswerboxFactory
 
-PIPELINE = {"response_processors": [{"retrieval_evaluator": {}}]}
+PIPELINE: dict[str, Any] = {"response_processors": [{"retrieval_evaluator": {}}]}
 
 
 @pytest.mark.parametrize("raw_id", ["_none", "%2E%2E", "a%00b", "a%20b", "a,b", "a%23b", "x" * 256])

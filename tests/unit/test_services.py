@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from answerbox.config import Settings
 from answerbox.errors import ModelError
@@ -56,7 +56,7 @@ def test_a_cancelled_wait_leaves_the_load_to_finish_for_the_next_caller() -> Non
         assert await services.models() is models
         assert services.loads == 1
         await services.aclose()
-        assert models.closed
+        assert cast(_Models, models).closed
 
     asyncio.run(scenario())
 
