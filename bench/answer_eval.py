@@ -50,10 +50,27 @@ from answerbox.embedded import SAMPLE_PIPELINE
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.processors.cited_answer.citations import parse_claims
 from answerbox.processors.cited_answer.evidence import EvidenceFields, evidence_from_hits, number
-from osmem_server import OsmemServer  # type: ignore[import-untyped]
+from osmem_server import OsmemServer
 
-from bench.harness import BENCH_DIR, SQUAD_INDEX, ScriptedLLM, dev_paragraphs, match_body, quantile, readme_pipeline, serve
-from onnx_models.squad import Paragraph, Question, contains_gold, exact_match, f1_score, index_with_titles, sample_questions
+from bench.harness import (
+    BENCH_DIR,
+    SQUAD_INDEX,
+    ScriptedLLM,
+    dev_paragraphs,
+    match_body,
+    quantile,
+    readme_pipeline,
+    serve,
+)
+from onnx_models.squad import (
+    Paragraph,
+    Question,
+    contains_gold,
+    exact_match,
+    f1_score,
+    index_with_titles,
+    sample_questions,
+)
 
 MODES = ("extractive", "generative", "replay")
 
@@ -77,7 +94,9 @@ def _stream(client: httpx.Client, url: str, question: str) -> dict[str, Any]:
     """Events of one streamed search, with the seconds at which each kind first arrived."""
     started = time.perf_counter()
     seen: dict[str, Any] = {"tokens": [], "errors": [], "at": {}}
-    with client.stream("POST", f"{url}/{SQUAD_INDEX}/_answerbox/stream?search_pipeline=answers", json=match_body(question)) as response:
+    with client.stream(
+        "POST", f"{url}/{SQUAD_INDEX}/_answerbox/stream?search_pipeline=answers", json=match_body(question)
+    ) as response:
         response.raise_for_status()
         name = ""
         for line in response.iter_lines():
@@ -99,12 +118,16 @@ def _stream(client: httpx.Client, url: str, question: str) -> dict[str, Any]:
 
 def _raw_citations(raw: str, hits: list[dict[str, Any]], args: argparse.Namespace) -> list[str | None]:
     """The hit id behind every marker of the raw LLM text (None: out of range), numbered as the processor numbers."""
-    blocks = number(evidence_from_hits(hits[: args.size], EvidenceFields(), snippet_chars=args.snippet_chars), args.size)
+    blocks = number(
+        evidence_from_hits(hits[: args.size], EvidenceFields(), snippet_chars=args.snippet_chars), args.size
+    )
     by_marker = {b.marker: b.id for b in blocks}
     return [by_marker.get(m) for claim in parse_claims(raw) for m in claim.markers]
 
 
-def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+def _row(
+    seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: dict[str, str], args: argparse.Namespace
+) -> dict[str, Any]:
     answer = seen["answer"]["answer"]
 
     def right(doc_id: str | None) -> bool:
@@ -124,7 +147,9 @@ def _row(seen: dict[str, Any], paragraph: Paragraph, question: Question, texts: 
         "cited_right": [right(c["_id"]) for c in answer["citations"]],
         "cited_support": [c.get("support") for c in answer["citations"]],
         # Only the bench's own pipeline numbers its evidence as _raw_citations does.
-        "raw_cited_right": [right(doc) for doc in _raw_citations(raw, seen["hits"], args)] if args.pipeline == "answers" else None,
+        "raw_cited_right": [right(doc) for doc in _raw_citations(raw, seen["hits"], args)]
+        if args.pipeline == "answers"
+        else None,
         "gold_in_hits": paragraph.id in {h["_id"] for h in seen["hits"][: args.size]},
         "at": seen["at"],
         "errors": len(seen["errors"]),
@@ -143,7 +168,14 @@ def _append(name: str, row: dict[str, Any]) -> None:
         out.write(json.dumps(row) + "\n")
 
 
-def _run(client: httpx.Client, url: str, name: str, sample: list[tuple[Paragraph, Question]], texts: dict[str, str], args: argparse.Namespace) -> None:
+def _run(
+    client: httpx.Client,
+    url: str,
+    name: str,
+    sample: list[tuple[Paragraph, Question]],
+    texts: dict[str, str],
+    args: argparse.Namespace,
+) -> None:
     done = _rows(name)
     todo = [(p, q) for p, q in sample if q.id not in done]
     started = time.perf_counter()
@@ -158,7 +190,9 @@ def _run_name(args: argparse.Namespace, mode: str) -> str:
     return mode if args.pipeline == "answers" else f"{args.pipeline}-{mode}"
 
 
-def _replay_llm(stack: ExitStack, sample: list[tuple[Paragraph, Question]]) -> tuple[str, list[tuple[Paragraph, Question]]]:
+def _replay_llm(
+    stack: ExitStack, sample: list[tuple[Paragraph, Question]]
+) -> tuple[str, list[tuple[Paragraph, Question]]]:
     """A scripted LLM that answers each question with the text the real LLM gave in the generative run."""
     recorded = _rows("generative")
     by_question = {q.text: recorded[q.id]["raw"] for _, q in sample if q.id in recorded}
@@ -175,7 +209,9 @@ def _search_times(client: httpx.Client, url: str, sample: list[tuple[Paragraph, 
     times = []
     for _, question in sample:
         started = time.perf_counter()
-        client.post(f"{url}/{SQUAD_INDEX}/_search?search_pipeline=answers", json=match_body(question.text)).raise_for_status()
+        client.post(
+            f"{url}/{SQUAD_INDEX}/_search?search_pipeline=answers", json=match_body(question.text)
+        ).raise_for_status()
         times.append(time.perf_counter() - started)
     return times
 
@@ -196,23 +232,38 @@ def _report(name: str, mode: str, sample: list[tuple[Paragraph, Question]], sear
     modes = collections.Counter(r["mode"] for r in rows_in if not r["abstained"])
     print(f"answers by mode: {dict(modes)}; with a warning: {_share([bool(r['warnings']) for r in rows_in])}")
     if mode == "extractive":
-        print(f"EM {100 * statistics.mean(r['em'] for r in rows_in):.2f}  F1 {100 * statistics.mean(r['f1'] for r in rows_in):.2f}")
+        print(
+            f"EM {100 * statistics.mean(r['em'] for r in rows_in):.2f}  F1 "
+            f"{100 * statistics.mean(r['f1'] for r in rows_in):.2f}"
+        )
     else:  # generative, or its replay: the recorded LLM texts checked again by the current models
         checked, raw_text = _share([r["contains"] for r in rows_in]), _share([r["raw_contains"] for r in rows_in])
         print(f"gold-answer containment: checked answer {checked}, raw LLM text {raw_text}")
         if all(r.get("raw_cited_right") is not None for r in rows_in):
             raw = [ok for r in rows_in for ok in r["raw_cited_right"]]
-            print(f"citations per answer: raw {len(raw) / n:.2f}, after the check {sum(len(r['cited_right']) for r in rows_in) / n:.2f}")
+            print(
+                f"citations per answer: raw {len(raw) / n:.2f}, after the check "
+                f"{sum(len(r['cited_right']) for r in rows_in) / n:.2f}"
+            )
             print(f"unsupported-citation rate before the check: {_share([not ok for ok in raw])}")
     kept = [ok for r in rows_in for ok in r["cited_right"]]
-    print(f"citation precision: {_share(kept)}; unsupported-citation rate after the check: {_share([not ok for ok in kept])}")
+    print(
+        f"citation precision: {_share(kept)}; unsupported-citation rate after the check: "
+        f"{_share([not ok for ok in kept])}"
+    )
     for event in ("hits", "token", "answer"):
         times = [r["at"][event] * 1000 for r in rows_in if event in r["at"]]
         if times:
-            print(f"stream time to first {event:<6}: p50 {quantile(times, 0.5):8.1f} ms  p95 {quantile(times, 0.95):8.1f} ms  (n={len(times)})")
+            print(
+                f"stream time to first {event:<6}: p50 {quantile(times, 0.5):8.1f} ms  p95 "
+                f"{quantile(times, 0.95):8.1f} ms  (n={len(times)})"
+            )
     if search_times:
         ms = [t * 1000 for t in search_times]
-        print(f"full _search response (same pipeline): p50 {quantile(ms, 0.5):8.1f} ms  p95 {quantile(ms, 0.95):8.1f} ms  (n={len(ms)})")
+        print(
+            f"full _search response (same pipeline): p50 {quantile(ms, 0.5):8.1f} ms  p95 "
+            f"{quantile(ms, 0.95):8.1f} ms  (n={len(ms)})"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -245,9 +296,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     model_dir = ModelSettings().dir
     manifest = ModelManifest.load(model_dir)
     written = time.strftime("%H:%M UTC", time.gmtime((model_dir / MANIFEST_FILE).stat().st_mtime))
-    print(f"model {model_dir} (manifest {written}): support_lower {manifest.support_lower}, theta {manifest.theta}", flush=True)
+    print(
+        f"model {model_dir} (manifest {written}): support_lower {manifest.support_lower}, theta {manifest.theta}",
+        flush=True,
+    )
     # Other questions than the sample's: the encoder caches what it read, so a repeat would time the cache.
-    cold = [pq for pq in sample_questions(paragraphs, args.sample + args.search_sample, args.seed + 1) if pq not in sample]
+    cold = [
+        pq for pq in sample_questions(paragraphs, args.sample + args.search_sample, args.seed + 1) if pq not in sample
+    ]
     (BENCH_DIR / "answer_eval").mkdir(parents=True, exist_ok=True)
     search_times: dict[str, list[float]] = {}
     if not args.report_only:

@@ -66,7 +66,9 @@ def pipeline(top_n: int, corrective: bool) -> dict[str, Any]:
     return {"response_processors": [{"retrieval_evaluator": config}]}
 
 
-async def ask(http: httpx.AsyncClient, url: str, index: str, question: Question, body_pipeline: dict[str, Any], top_n: int) -> Outcome:
+async def ask(
+    http: httpx.AsyncClient, url: str, index: str, question: Question, body_pipeline: dict[str, Any], top_n: int
+) -> Outcome:
     body = {"query": {"match": {"text": question.text}}, "size": top_n, "search_pipeline": body_pipeline}
     started = time.perf_counter()
     response = await http.post(f"{url}/{index}/_search", json=body)
@@ -113,7 +115,9 @@ async def run_both(
     return [full for full, _ in pairs], [holdout for _, holdout in pairs]
 
 
-def report(name: str, questions: Sequence[tuple[Paragraph, Question]], outcomes: Sequence[Outcome], recall: bool) -> dict[str, Any]:
+def report(
+    name: str, questions: Sequence[tuple[Paragraph, Question]], outcomes: Sequence[Outcome], recall: bool
+) -> dict[str, Any]:
     verdicts = collections.Counter(o.verdict for o in outcomes)
     n = len(outcomes)
     holds = [
@@ -134,7 +138,9 @@ def report(name: str, questions: Sequence[tuple[Paragraph, Question]], outcomes:
             for v in VERDICTS
             if verdicts.get(v)
         },
-        "best_score_quantiles": {f"p{q}": round(quantile([o.best for o in outcomes], q / 100), 4) for q in (5, 10, 25, 50, 75, 90)},
+        "best_score_quantiles": {
+            f"p{q}": round(quantile([o.best for o in outcomes], q / 100), 4) for q in (5, 10, 25, 50, 75, 90)
+        },
         "latency_ms": {
             "mean": round(statistics.fmean(o.millis for o in outcomes), 1),
             "p50": round(quantile([o.millis for o in outcomes], 0.5), 1),
@@ -172,7 +178,10 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     # A query-level lower: Incorrect for at most 5% of questions whose gold paragraph is indexed.
     lower = quantile([o.best for o in full], 0.05)
     shares = [sum(o.best < lower for o in outcomes) / len(outcomes) for outcomes in (full, holdout)]
-    print(f"query-level lower {lower:.4f} (p5 of the best score, gold indexed): Incorrect {shares[0]:.3f} full, {shares[1]:.3f} holdout")
+    print(
+        f"query-level lower {lower:.4f} (p5 of the best score, gold indexed): Incorrect {shares[0]:.3f} "
+        f"full, {shares[1]:.3f} holdout"
+    )
     return summaries
 
 
@@ -182,8 +191,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=2024, help="onnx_models/calibrate.py samples with seed 7")
     parser.add_argument("--top-n", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--corrective", action="store_true", help="run the corrective search too (slower; verdicts do not change)")
-    parser.add_argument("--llm", default=None, help="OpenAI-compatible base URL for the keyword rewrite (with --corrective)")
+    parser.add_argument(
+        "--corrective", action="store_true", help="run the corrective search too (slower; verdicts do not change)"
+    )
+    parser.add_argument(
+        "--llm", default=None, help="OpenAI-compatible base URL for the keyword rewrite (with --corrective)"
+    )
     parser.add_argument("--models-dir", type=Path, default=ModelSettings().dir)
     return parser.parse_args(argv)
 
@@ -198,5 +211,8 @@ if __name__ == "__main__":
         shares = "  ".join(f"{v}={s['verdicts'][v]} ({100 * s['verdict_share'][v]:.1f}%)" for v in VERDICTS)
         print(f"{s['index']:>14}: {shares}  p50={s['latency_ms']['p50']} ms")
     full = summaries[0]
-    print(f"R@1 after rerank {full['R@1_reranked']:.3f}  (BM25 R@1 {full['R@1_bm25']:.3f}, BM25 R@10 {full['R@10_bm25']:.3f})")
+    print(
+        f"R@1 after rerank {full['R@1_reranked']:.3f}  (BM25 R@1 {full['R@1_bm25']:.3f}, BM25 R@10 "
+        f"{full['R@10_bm25']:.3f})"
+    )
     print(f"wall {time.perf_counter() - started:.0f} s")

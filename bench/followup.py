@@ -52,18 +52,32 @@ import httpx
 from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.embedded import local_llm
-from osmem_server import OsmemServer  # type: ignore[import-untyped]
+from osmem_server import OsmemServer
 
 from bench.followup_pairs import FollowUp, follow_ups, sample_pairs
 from bench.harness import BENCH_DIR, SQUAD_INDEX, dev_paragraphs, free_port, match_body, serve
 from onnx_models.rows import Row, load_rows, resume
-from onnx_models.squad import Paragraph, Question, contains_gold, held_out, holdout_fraction, index_with_titles, load_squad
+from onnx_models.squad import (
+    Paragraph,
+    Question,
+    contains_gold,
+    held_out,
+    holdout_fraction,
+    index_with_titles,
+    load_squad,
+)
 
 NEW_WIKI = "new_wiki_v1.0.json"
 SOURCES = ("dev", "new_wiki")
 CONDITIONS = ("first", "alone", "original", "rules", "llm")
 # The pipeline each condition searches with: the conversation processor rewrites only with a memory.
-PIPELINE_OF = {"first": "followup-rules", "alone": "followup-rules", "original": "followup-rules", "rules": "followup-rules", "llm": "followup-llm"}
+PIPELINE_OF = {
+    "first": "followup-rules",
+    "alone": "followup-rules",
+    "original": "followup-rules",
+    "rules": "followup-rules",
+    "llm": "followup-llm",
+}
 # Acceptance: rules' (or llm's) R@10 minus the condition's, in points, at least this.
 TARGETS = {"first": -5.0, "alone": 15.0}
 
@@ -71,7 +85,10 @@ TARGETS = {"first": -5.0, "alone": 15.0}
 def pipeline(rewrite: str) -> dict[str, Any]:
     return {
         "request_processors": [{"conversation": {"rewrite": rewrite}}],
-        "response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": {"size": 5, "mode": "extractive"}}],
+        "response_processors": [
+            {"retrieval_evaluator": {"top_n": 10, "rerank": True}},
+            {"cited_answer": {"size": 5, "mode": "extractive"}},
+        ],
     }
 
 
@@ -169,7 +186,12 @@ def _rows_path(source: str, condition: str) -> Path:
 def run(client: httpx.Client, url: str, source: str, condition: str, pairs: Sequence[FollowUp]) -> list[Row]:
     by_id = {pair.follow_up.id: pair for pair in pairs}
     produce = _remembered(client, url, condition) if condition in ("rules", "llm") else _alone(client, url, condition)
-    return resume(_rows_path(source, condition), [p.follow_up for p in pairs], lambda q: produce(by_id[q.id]), label=f"{condition} over {source}")
+    return resume(
+        _rows_path(source, condition),
+        [p.follow_up for p in pairs],
+        lambda q: produce(by_id[q.id]),
+        label=f"{condition} over {source}",
+    )
 
 
 def _put_pipeline(client: httpx.Client, url: str, name: str) -> None:
@@ -196,7 +218,10 @@ def report(rows: dict[str, list[Row]]) -> None:
             continue
         right = 100 * sum(r["right"] for r in found) / len(found)
         methods = dict(Counter(r["method"] for r in found)) if condition in ("rules", "llm") else ""
-        print(f"{condition:<10} {len(found):>5} {recall(found, 1):>6.1f} {recall(found, 10):>6.1f} {right:>6.1f}  {methods}")
+        print(
+            f"{condition:<10} {len(found):>5} {recall(found, 1):>6.1f} {recall(found, 10):>6.1f} "
+            f"{right:>6.1f}  {methods}"
+        )
     print()
     for variant in ("rules", "llm"):
         for base, target in TARGETS.items():
@@ -204,9 +229,14 @@ def report(rows: dict[str, list[Row]]) -> None:
                 continue
             # Over the pairs both ran: llm runs on the sample's first pairs only.
             common = {r["id"] for r in rows[variant]} & {r["id"] for r in rows[base]}
-            delta = recall([r for r in rows[variant] if r["id"] in common], 10) - recall([r for r in rows[base] if r["id"] in common], 10)
+            delta = recall([r for r in rows[variant] if r["id"] in common], 10) - recall(
+                [r for r in rows[base] if r["id"] in common], 10
+            )
             verdict = "met" if delta >= target else "NOT met"
-            print(f"{variant} R@10 - {base} R@10: {delta:+.1f} points over {len(common)} pairs (target >= {target:+.0f}): {verdict}")
+            print(
+                f"{variant} R@10 - {base} R@10: {delta:+.1f} points over {len(common)} pairs (target >= "
+                f"{target:+.0f}): {verdict}"
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -214,18 +244,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--source", choices=SOURCES, default="dev")
     parser.add_argument("--pairs", type=int, default=300)
     parser.add_argument("--seed", type=int, default=2023)
-    parser.add_argument("--holdout", type=holdout_fraction, default=0.1, help="new_wiki: the share of articles that training held out")
-    parser.add_argument("--data", type=Path, default=None, help="new_wiki: the bigbench tarball (default: in $ANSWERBOX_DATA_DIR)")
+    parser.add_argument(
+        "--holdout", type=holdout_fraction, default=0.1, help="new_wiki: the share of articles that training held out"
+    )
+    parser.add_argument(
+        "--data", type=Path, default=None, help="new_wiki: the bigbench tarball (default: in $ANSWERBOX_DATA_DIR)"
+    )
     parser.add_argument("--llm", action="store_true", help="also the llm condition, with the local LLM (or --llm-url)")
     parser.add_argument("--llm-pairs", type=int, default=200, help="pairs (the sample's first) for the llm condition")
-    parser.add_argument("--llm-url", default=None, help="an OpenAI-compatible /v1 URL (default: the local LLM, started here)")
+    parser.add_argument(
+        "--llm-url", default=None, help="an OpenAI-compatible /v1 URL (default: the local LLM, started here)"
+    )
     parser.add_argument("--llm-model", default="smollm2")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args(argv)
 
     indexed, pool = corpus(args.source, args.holdout, args.data)
     pairs = sample_pairs(pool, args.pairs, args.seed)
-    print(f"{args.source}: {len(indexed)} paragraphs indexed, {len(follow_ups(pool))} pairs by the rule, {len(pairs)} asked; {vars(args)}", flush=True)
+    print(
+        f"{args.source}: {len(indexed)} paragraphs indexed, {len(follow_ups(pool))} pairs by the rule, "
+        f"{len(pairs)} asked; {vars(args)}",
+        flush=True,
+    )
     asked = {c: pairs[: args.llm_pairs] if c == "llm" else pairs for c in CONDITIONS if c != "llm" or args.llm}
 
     if not args.report_only:

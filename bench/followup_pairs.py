@@ -52,19 +52,30 @@ from dataclasses import dataclass, replace
 
 from onnx_models.squad import Paragraph, Question
 
-__all__ = ["FOLLOWERS", "FUNCTION_WORDS", "LEADERS", "Entity", "FollowUp", "entities", "follow_ups", "pronoun_follow_up", "sample_pairs"]
+__all__ = [
+    "FOLLOWERS",
+    "FUNCTION_WORDS",
+    "LEADERS",
+    "Entity",
+    "FollowUp",
+    "entities",
+    "follow_ups",
+    "pronoun_follow_up",
+    "sample_pairs",
+]
 
 # Capitalised for starting a question or a sentence, not for naming anything.
 FUNCTION_WORDS = frozenset(
-    "What Which Who Whom Whose When Where Why How In On At The A An Of For To During After Before Did Does Do Is Was Were Are"
-    " Along According Besides Apart Aside Other By From With As Since Until Upon Under Unlike Despite Name Give List If While"
-    " Although Because Has Have Had Can Could Would Should Will Many Most Some".split()
+    "What Which Who Whom Whose When Where Why How In On At The A An Of For To During After Before Did Does"
+    " Do Is Was Were Are Along According Besides Apart Aside Other By From With As Since Until Upon Under"
+    " Unlike Despite Name Give List If While Although Because Has Have Had Can Could Would Should Will Many"
+    " Most Some".split()
 )
 # Words after which a name stands as a noun: prepositions, conjunctions, auxiliaries.
 FOLLOWERS = frozenset(
-    "to in of on at for from by with about after before during since until against into over under between through within without among"
-    " and or but than as that which who whom whose when where while is was were are be been has have had do does did can could will would"
-    " should may might must not".split()
+    "to in of on at for from by with about after before during since until against into over under between"
+    " through within without among and or but than as that which who whom whose when where while is was"
+    " were are be been has have had do does did can could will would should may might must not".split()
 )
 # Words after which a name is a subject with a bare verb after it ("did Tesla stop"): "was" and
 # "has" are not among them, a noun follows their subject as often ("was the Doctor Who series").
@@ -123,7 +134,11 @@ def _words(text: str) -> list[_Word]:
         possessive = None
         if (mark := _POSSESSIVE.search(core)) and mark.start() > 0:
             possessive, end = end, start + mark.start()
-        words.append(_Word(start, end, possessive, opens=start > match.start(), closes=possessive is not None or end < match.end()))
+        words.append(
+            _Word(
+                start, end, possessive, opens=start > match.start(), closes=possessive is not None or end < match.end()
+            )
+        )
     return words
 
 
@@ -210,7 +225,9 @@ def pronoun_follow_up(text: str, entity: Entity) -> str | None:
 
 def _pair(paragraph: Paragraph, first: Question, second: Question) -> FollowUp | None:
     context = f"{paragraph.context}\n{first.text}"
-    shared = [e for e in entities(second.text) if _stands_in(e.text, first.text) and _said_as_it(second.text, e, context)]
+    shared = [
+        e for e in entities(second.text) if _stands_in(e.text, first.text) and _said_as_it(second.text, e, context)
+    ]
     if not shared:
         return None
     entity = max(shared, key=lambda e: len(e.text))  # max keeps the first of equals
@@ -250,7 +267,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     paragraphs = dev_paragraphs()
     print(f"{len(follow_ups(paragraphs))} pairs over {len(paragraphs)} paragraphs")
     for pair in sample_pairs(paragraphs, args.count, args.seed):
-        print(json.dumps({"first": pair.first.text, "second": pair.original_follow_up, "follow_up": pair.follow_up.text, "entity": pair.entity}))
+        print(
+            json.dumps(
+                {
+                    "first": pair.first.text,
+                    "second": pair.original_follow_up,
+                    "follow_up": pair.follow_up.text,
+                    "entity": pair.entity,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

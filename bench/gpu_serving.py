@@ -1,4 +1,5 @@
-"""The reader/evaluator on a GPU: where each graph ran, agreement with the CPU fp32 graph, pairs/s, answerbox end to end.
+"""The reader/evaluator on a GPU: where each graph ran, agreement with the CPU fp32 graph, pairs/s, answerbox end to
+end.
 
     HF_HUB_OFFLINE=1 PYTHONPATH=plugin:. python -m bench.gpu_serving --device cuda
     HF_HUB_OFFLINE=1 PYTHONPATH=plugin:. python -m bench.gpu_serving --device cpu --pairs 50 --questions 20 --seconds 1
@@ -62,7 +63,7 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession, import_onnxruntime
 from answerbox.models.windows import Window, pad_windows
 from answerbox.shipped import shipped
-from osmem_server import OsmemServer  # type: ignore[import-untyped]
+from osmem_server import OsmemServer
 
 from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, quantile
 from onnx_models.export import to_fp16  # the export's fp16 converter: export_model needs a PyTorch checkpoint
@@ -136,9 +137,14 @@ def sample_corpus() -> list[Paragraph]:
     asked: dict[str, list[Question]] = {}
     for n, line in enumerate(QUESTIONS.read_text().splitlines()):
         row = json.loads(line)
-        asked.setdefault(row["doc"], []).append(Question(id=f"q{n}", text=row["question"], answers=tuple(row["answers"]), answer_starts=()))
+        asked.setdefault(row["doc"], []).append(
+            Question(id=f"q{n}", text=row["question"], answers=tuple(row["answers"]), answer_starts=())
+        )
     docs = [json.loads(line) for line in CORPUS.read_text().splitlines()]
-    return [Paragraph(id=d["_id"], article=d["title"], context=d["text"], questions=tuple(asked.get(d["_id"], ()))) for d in docs]
+    return [
+        Paragraph(id=d["_id"], article=d["title"], context=d["text"], questions=tuple(asked.get(d["_id"], ())))
+        for d in docs
+    ]
 
 
 def agreement_items(paragraphs: Sequence[Paragraph], count: int, seed: int) -> list[Item]:
@@ -155,7 +161,8 @@ def agreement_items(paragraphs: Sequence[Paragraph], count: int, seed: int) -> l
 
 
 def model_dir_with_fp16(source: Path, target: Path) -> Path:
-    """``target``: ``source``'s files linked, its fp32 graph rebuilt where missing, plus an fp16 graph and a manifest naming it."""
+    """``target``: ``source``'s files linked, its fp32 graph rebuilt where missing, plus an fp16 graph and a manifest
+    naming it."""
     manifest = ModelManifest.load(source)
     if not manifest.model_path(source, "int8").exists():
         raise SystemExit(f"{source}: no int8 graph")
@@ -193,12 +200,18 @@ def placement(path: Path, provider: str, batch: Batch, profiles: Path) -> dict[s
         "nodes": dict(Counter(n["args"]["provider"] for n in nodes)),
         "node_time_us": dict(micros),
         "device_share": round(micros[provider] / max(1, sum(micros.values())), 4),
-        "cpu_op_types": dict(Counter(n["args"]["op_name"] for n in nodes if n["args"]["provider"] == CPU)) if provider != CPU else {},
+        "cpu_op_types": dict(Counter(n["args"]["op_name"] for n in nodes if n["args"]["provider"] == CPU))
+        if provider != CPU
+        else {},
     }
 
 
 def on_device(where: dict[str, Any], provider: str, min_share: float) -> bool:
-    return bool(where["package_provider"] == provider and where["session_provider"] == provider and where["device_share"] >= min_share)
+    return bool(
+        where["package_provider"] == provider
+        and where["session_provider"] == provider
+        and where["device_share"] >= min_share
+    )
 
 
 # --- agreement ------------------------------------------------------------------------
@@ -227,7 +240,9 @@ async def _read_all(models: Models, items: Sequence[Item], concurrency: int) -> 
     return await asyncio.gather(*(one(i) for i in items))
 
 
-def readings(model_settings: ModelSettings, items: Sequence[Item], concurrency: int = 16) -> tuple[list[Reading], float]:
+def readings(
+    model_settings: ModelSettings, items: Sequence[Item], concurrency: int = 16
+) -> tuple[list[Reading], float]:
     models = load_models(model_settings)
     try:
         started = time.perf_counter()
@@ -241,8 +256,15 @@ def max_differences(reference: Sequence[Reading], candidate: Sequence[Reading]) 
     for ref, cand in zip(reference, candidate, strict=True):
         for ref_windows, cand_windows in zip(ref.outputs, cand.outputs, strict=True):
             for r, c in zip(ref_windows, cand_windows, strict=True):
-                assert r.start_logits is not None and c.start_logits is not None and r.end_logits is not None and c.end_logits is not None
-                span = max(span, float(np.abs(r.start_logits - c.start_logits).max()), float(np.abs(r.end_logits - c.end_logits).max()))
+                assert r.start_logits is not None
+                assert c.start_logits is not None
+                assert r.end_logits is not None
+                assert c.end_logits is not None
+                span = max(
+                    span,
+                    float(np.abs(r.start_logits - c.start_logits).max()),
+                    float(np.abs(r.end_logits - c.end_logits).max()),
+                )
                 relevance = max(relevance, abs(r.relevance - c.relevance))
     return {"span_logit": round(span, 5), "relevance_logit": round(relevance, 5)}
 
@@ -289,7 +311,9 @@ def session_runner(session: OnnxSession, io_binding: bool) -> Callable[[Batch], 
     return run
 
 
-def throughput(sessions: dict[str, OnnxSession], device: str, windows: Sequence[Window], sizes: Sequence[int], seconds: float) -> dict[str, dict[str, float]]:
+def throughput(
+    sessions: dict[str, OnnxSession], device: str, windows: Sequence[Window], sizes: Sequence[int], seconds: float
+) -> dict[str, dict[str, float]]:
     """pairs/s per configuration and batch size; ``cpu/int8`` is answerbox's CPU default."""
     modes = (("io_binding", True), ("plain", False)) if device == "cuda" else (("plain", False),)
     out: dict[str, dict[str, float]] = {}
@@ -297,7 +321,9 @@ def throughput(sessions: dict[str, OnnxSession], device: str, windows: Sequence[
         batches = batches_of(windows, size)
         for name, session in sessions.items():
             for mode, bound in modes if name != "cpu/int8" else (("plain", False),):
-                out.setdefault(f"{name}/{mode}", {})[str(size)] = pairs_per_s(session_runner(session, bound), batches, seconds)
+                out.setdefault(f"{name}/{mode}", {})[str(size)] = pairs_per_s(
+                    session_runner(session, bound), batches, seconds
+                )
     return out
 
 
@@ -313,7 +339,16 @@ def answerbox_serving(config: dict[str, Any], work: Path) -> Iterator[tuple[str,
     log = work / "answerbox.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "answerbox.cli", "serve", "--config", str(work / "answerbox.yaml"), "--log-level", "warning"],
+            [
+                sys.executable,
+                "-m",
+                "answerbox.cli",
+                "serve",
+                "--config",
+                str(work / "answerbox.yaml"),
+                "--log-level",
+                "warning",
+            ],
             stdout=sink,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
@@ -323,7 +358,9 @@ def answerbox_serving(config: dict[str, Any], work: Path) -> Iterator[tuple[str,
         deadline = time.monotonic() + 120
         while not _answers(url):
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"answerbox serve did not start (exit code {process.returncode}):\n{log.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"answerbox serve did not start (exit code {process.returncode}):\n{log.read_text()[-3000:]}"
+                )
             time.sleep(0.2)
         yield url, log
     finally:
@@ -365,7 +402,12 @@ async def _searches(url: str, questions: Sequence[Question], clients: int) -> di
         while pending:
             question = pending.pop()
             started = time.perf_counter()
-            response = await http.post(f"{url}/{SQUAD_INDEX}/_search", params={"search_pipeline": PIPELINE_ID}, json=_body(question.text), auth=auth)
+            response = await http.post(
+                f"{url}/{SQUAD_INDEX}/_search",
+                params={"search_pipeline": PIPELINE_ID},
+                json=_body(question.text),
+                auth=auth,
+            )
             millis.append((time.perf_counter() - started) * 1000)
             response.raise_for_status()
             report = response.json()["ext"]["answerbox"]
@@ -391,25 +433,33 @@ async def _searches(url: str, questions: Sequence[Question], clients: int) -> di
     }
 
 
-def end_to_end(args: argparse.Namespace, model_dir: Path, paragraphs: Sequence[Paragraph], work: Path) -> dict[str, Any]:
+def end_to_end(
+    args: argparse.Namespace, model_dir: Path, paragraphs: Sequence[Paragraph], work: Path
+) -> dict[str, Any]:
     levels = args.clients
     asked = [q for _, q in sample_questions(paragraphs, args.questions * len(levels), args.seed + 1)]
     if len(asked) < args.questions * len(levels):
         raise SystemExit(f"{len(asked)} questions in the data: fewer than --questions x the client levels")
     models: dict[str, Any] = {"dir": str(model_dir), "variant": args.serve_variant, "providers": [args.provider]}
-    models |= {k: v for k, v in (("max_batch", args.serve_max_batch), ("max_wait_ms", args.serve_max_wait_ms)) if v is not None}
+    models |= {
+        k: v for k, v in (("max_batch", args.serve_max_batch), ("max_wait_ms", args.serve_max_wait_ms)) if v is not None
+    }
     report: dict[str, Any] = {"pipeline": PIPELINE, "models": models}
     with OsmemServer.start(japanese=False) as osmem, httpx.Client(timeout=300) as http:
         index_with_titles(http, osmem.url, paragraphs, SQUAD_INDEX)
         with answerbox_serving({"opensearch": {"url": osmem.url}, "models": models}, work) as (url, log):
             http.put(f"{url}/_search/pipeline/{PIPELINE_ID}", json=PIPELINE).raise_for_status()
             # Loads the models: not part of any level's time.
-            http.post(f"{url}/{SQUAD_INDEX}/_search", params={"search_pipeline": PIPELINE_ID}, json=_body("warm up")).raise_for_status()
+            http.post(
+                f"{url}/{SQUAD_INDEX}/_search", params={"search_pipeline": PIPELINE_ID}, json=_body("warm up")
+            ).raise_for_status()
             report["served_on"] = served_providers(log)
             if not served_on_device(report["served_on"], args.provider):
                 return report  # measuring a fallback costs device time and tells nothing
             for n, clients in enumerate(levels):
-                report[f"clients_{clients}"] = asyncio.run(_searches(url, asked[n * args.questions : (n + 1) * args.questions], clients))
+                report[f"clients_{clients}"] = asyncio.run(
+                    _searches(url, asked[n * args.questions : (n + 1) * args.questions], clients)
+                )
     return report
 
 
@@ -417,10 +467,16 @@ def end_to_end(args: argparse.Namespace, model_dir: Path, paragraphs: Sequence[P
 
 
 def check(value: float, bound: float, at_least: bool = True) -> dict[str, Any]:
-    return {"value": value, "bound": f"{'>=' if at_least else '<='} {bound}", "ok": value >= bound if at_least else value <= bound}
+    return {
+        "value": value,
+        "bound": f"{'>=' if at_least else '<='} {bound}",
+        "ok": value >= bound if at_least else value <= bound,
+    }
 
 
-def graphs(args: argparse.Namespace, model_dir: Path, probe: Batch, profiles: Path) -> tuple[dict[str, OnnxSession], dict[str, Any]]:
+def graphs(
+    args: argparse.Namespace, model_dir: Path, probe: Batch, profiles: Path
+) -> tuple[dict[str, OnnxSession], dict[str, Any]]:
     """The graphs that load on the device, as answerbox loads them, and where each ran."""
     manifest = ModelManifest.load(model_dir)
     sessions: dict[str, OnnxSession] = {}
@@ -439,7 +495,9 @@ def graphs(args: argparse.Namespace, model_dir: Path, probe: Batch, profiles: Pa
     return sessions, where
 
 
-def agreement_step(args: argparse.Namespace, model_dir: Path, variants: Sequence[str], items: Sequence[Item]) -> tuple[dict[str, Any], dict[str, Any]]:
+def agreement_step(
+    args: argparse.Namespace, model_dir: Path, variants: Sequence[str], items: Sequence[Item]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each variant's agreement with the CPU fp32 graph, and the issue's checks on fp16 and fp32."""
     reference, seconds = readings(settings(model_dir, "fp32", CPU), items)
     report: dict[str, Any] = {"reference": {"graph": "fp32", "provider": CPU, "seconds": round(seconds, 1)}}
@@ -454,12 +512,17 @@ def agreement_step(args: argparse.Namespace, model_dir: Path, variants: Sequence
 
 
 def run(args: argparse.Namespace, work: Path) -> tuple[dict[str, Any], int]:
-    """The report, and the exit status: 1 when the device was asked for and something fell back, 2 when a check failed."""
+    """The report, and the exit status: 1 when the device was asked for and something fell back, 2 when a check
+    failed."""
     ort = import_onnxruntime()
     data, paragraphs = load_data(args.squad)
     report: dict[str, Any] = {
         "device": args.device,
-        "onnxruntime": {"version": ort.__version__, "file": ort.__file__, "available_providers": ort.get_available_providers()},
+        "onnxruntime": {
+            "version": ort.__version__,
+            "file": ort.__file__,
+            "available_providers": ort.get_available_providers(),
+        },
         "data": {"source": data, "paragraphs": len(paragraphs), "questions": sum(len(p.questions) for p in paragraphs)},
         "sizes": {k: getattr(args, k) for k in ("pairs", "batches", "seconds", "questions", "clients")},
         "step_s": {},
@@ -485,11 +548,16 @@ def run(args: argparse.Namespace, work: Path) -> tuple[dict[str, Any], int]:
     lap("agreement", started)
 
     started = time.perf_counter()
-    timed = {**sessions, "cpu/int8": OnnxSession(ModelManifest.load(model_dir).model_path(model_dir, "int8"), providers=[CPU])}
+    timed = {
+        **sessions,
+        "cpu/int8": OnnxSession(ModelManifest.load(model_dir).model_path(model_dir, "int8"), providers=[CPU]),
+    }
     report["pairs_per_s"] = throughput(timed, args.device, windows, args.batches, args.seconds)
     if cuda and "64" in report["pairs_per_s"]["cpu/int8"]:
         best = max(v["64"] for k, v in report["pairs_per_s"].items() if k.startswith("cuda/"))
-        checks["gpu_over_cpu_int8_at_64"] = check(round(best / report["pairs_per_s"]["cpu/int8"]["64"], 1), GPU_OVER_CPU_INT8_AT_64)
+        checks["gpu_over_cpu_int8_at_64"] = check(
+            round(best / report["pairs_per_s"]["cpu/int8"]["64"], 1), GPU_OVER_CPU_INT8_AT_64
+        )
     lap("throughput", started)
 
     started = time.perf_counter()
@@ -498,7 +566,9 @@ def run(args: argparse.Namespace, work: Path) -> tuple[dict[str, Any], int]:
     if not served_on_device(report["answerbox"]["served_on"], args.provider):
         report["fell_back"].append(f"answerbox serve ({args.serve_variant})")
     elif cuda and 1 in args.clients:
-        checks["answerbox_p50_ms_1_client"] = check(report["answerbox"]["clients_1"]["p50_ms"], GPU_P50_MS, at_least=False)
+        checks["answerbox_p50_ms_1_client"] = check(
+            report["answerbox"]["clients_1"]["p50_ms"], GPU_P50_MS, at_least=False
+        )
 
     report["checks"] = checks
     report["failed"] = [name for name, c in checks.items() if not c["ok"]]
@@ -516,17 +586,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=sorted(PROVIDERS), required=True)
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
-    parser.add_argument("--squad", type=Path, help="bigbench-1.0.0.tar.gz or a folder holding squaddev_v1.1.json.gz (default: the data cache's tarball)")
-    parser.add_argument("--graphs", type=lambda s: s.split(","), default=["fp16", "fp32", "int8"], help="graphs to load on the device")
+    parser.add_argument(
+        "--squad",
+        type=Path,
+        help="bigbench-1.0.0.tar.gz or a folder holding squaddev_v1.1.json.gz (default: the data cache's tarball)",
+    )
+    parser.add_argument(
+        "--graphs", type=lambda s: s.split(","), default=["fp16", "fp32", "int8"], help="graphs to load on the device"
+    )
     parser.add_argument("--pairs", type=int, default=1000, help="agreement questions (also the windows timed)")
     parser.add_argument("--batches", type=_sizes, default=[1, 16, 64, 256])
-    parser.add_argument("--seconds", type=float, default=2.0, help="time per pairs/s reading (and as long again to warm up)")
+    parser.add_argument(
+        "--seconds", type=float, default=2.0, help="time per pairs/s reading (and as long again to warm up)"
+    )
     parser.add_argument("--questions", type=int, default=300, help="searches per client level")
     parser.add_argument("--clients", type=_sizes, default=[1, 16, 64])
-    parser.add_argument("--serve-variant", choices=("int8", "fp16", "fp32"), help="the graph answerbox serves (default: fp16 on cuda, int8 on cpu)")
+    parser.add_argument(
+        "--serve-variant",
+        choices=("int8", "fp16", "fp32"),
+        help="the graph answerbox serves (default: fp16 on cuda, int8 on cpu)",
+    )
     parser.add_argument("--serve-max-batch", type=int, help="answerbox's models.max_batch (default: answerbox's)")
     parser.add_argument("--serve-max-wait-ms", type=float, help="answerbox's models.max_wait_ms (default: answerbox's)")
-    parser.add_argument("--min-device-share", type=float, default=0.9, help="profiled node time on the device's provider for a graph to count as on it")
+    parser.add_argument(
+        "--min-device-share",
+        type=float,
+        default=0.9,
+        help="profiled node time on the device's provider for a graph to count as on it",
+    )
     parser.add_argument("--seed", type=int, default=43)
     parser.add_argument("--out", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)

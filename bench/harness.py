@@ -84,7 +84,10 @@ class ScriptedLLM:
     async def _chat(self, request: Request) -> Response:
         payload = await request.json()
         if (form := payload.get("response_format")) is not None:
-            error = {"message": f"response_format {form.get('type')!r} is not supported", "type": "invalid_request_error"}
+            error = {
+                "message": f"response_format {form.get('type')!r} is not supported",
+                "type": "invalid_request_error",
+            }
             return JSONResponse({"error": error}, status_code=400)
         text = self.reply(payload["messages"])
         if payload.get("stream"):
@@ -192,7 +195,9 @@ class Timed:
     pad_to: int | None = None
 
 
-def interleaved_pairs_per_s(configs: dict[str, Timed], windows: Sequence[Window], rounds: int) -> dict[str, list[float]]:
+def interleaved_pairs_per_s(
+    configs: dict[str, Timed], windows: Sequence[Window], rounds: int
+) -> dict[str, list[float]]:
     """pairs/s of every configuration in each of ``rounds`` rounds, the configurations taking turns."""
     fed = {
         name: [pad_windows(windows[i : i + c.batch], c.pad_to) for i in range(0, len(windows), c.batch)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from answerbox.processors.text.instructions import addresses_the_model
 
@@ -31,12 +32,20 @@ def main() -> None:
     by_file: dict[str, list[str]] = {name: [] for name in args.files}
     for paragraph in load_squad(args.files, args.data):  # one pass over the tarball
         by_file[paragraph.id.split("/", 1)[0]].append(paragraph.context)
-    report = {}
+    report: dict[str, dict[str, Any]] = {}
     for name, contexts in by_file.items():
         flagged = [c for c in contexts if addresses_the_model(c)]
-        report[name] = {"paragraphs": len(contexts), "flagged": len(flagged), "examples": [c[:200] for c in flagged[: args.show]]}
+        report[name] = {
+            "paragraphs": len(contexts),
+            "flagged": len(flagged),
+            "examples": [c[:200] for c in flagged[: args.show]],
+        }
     total = sum(r["paragraphs"] for r in report.values())
-    print(json.dumps({"files": report, "paragraphs": total, "flagged": sum(r["flagged"] for r in report.values())}, indent=2))
+    print(
+        json.dumps(
+            {"files": report, "paragraphs": total, "flagged": sum(r["flagged"] for r in report.values())}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

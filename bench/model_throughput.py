@@ -64,7 +64,9 @@ async def batcher_run(models: Models, requests: Sequence[tuple[Paragraph, Questi
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
-    parser.add_argument("--checkpoint", type=Path, default=data_dir() / "train_out", help="the PyTorch checkpoint exported")
+    parser.add_argument(
+        "--checkpoint", type=Path, default=data_dir() / "train_out", help="the PyTorch checkpoint exported"
+    )
     parser.add_argument("--data", type=Path, default=default_tarball())
     parser.add_argument("--pairs", type=int, default=96, help="windows timed per configuration")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (medians are reported)")

@@ -69,7 +69,11 @@ async def main() -> None:
         load_sample_corpus(osmem.url)
         port = free_port()
         env = {**os.environ, "ANSWERBOX_OPENSEARCH__URL": osmem.url, "ANSWERBOX_PORT": str(port)}
-        proxy = subprocess.Popen([sys.executable, "-m", "answerbox.cli", "serve", "--log-level", "warning"], env=env)
+        # Popen only starts the server; nothing waits on it here.
+        proxy = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, "-m", "answerbox.cli", "serve", "--log-level", "warning"],
+            env=env,
+        )
         try:
             base = f"http://127.0.0.1:{port}"
             wait_until_up(f"{base}/", proxy, 30)

@@ -34,6 +34,7 @@ import shutil
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 import onnx
 from answerbox.config import ModelSettings
@@ -86,7 +87,9 @@ def candidates(fp32: Path) -> dict[str, tuple[list[str], list[str], list[str]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
-    parser.add_argument("--checkpoint", type=Path, help="the PyTorch checkpoint exported: also time it, as the baseline")
+    parser.add_argument(
+        "--checkpoint", type=Path, help="the PyTorch checkpoint exported: also time it, as the baseline"
+    )
     parser.add_argument("--data", type=Path, default=default_tarball())
     parser.add_argument("--limit", type=int, default=2000, help="seeded sample of dev questions")
     parser.add_argument("--seed", type=int, default=5)
@@ -101,7 +104,7 @@ def main() -> None:
     questions = sample_questions(paragraphs, args.limit, args.seed)
     windows = first_windows(args.model_dir, questions[: args.pairs])
 
-    def accuracy(directory: Path, variant: str) -> dict[str, float]:
+    def accuracy(directory: Path, variant: Literal["int8", "fp32", "fp16"]) -> dict[str, float]:
         models = load_models(ModelSettings(dir=directory, variant=variant, providers=[CPU]))
         try:
             result = evaluate(models, questions)

@@ -20,7 +20,15 @@ from answerbox.config import ModelSettings
 from answerbox.models import load_models
 
 from onnx_models.reading import evaluate
-from onnx_models.squad import DEV_FILE, TRAIN_FILES, default_tarball, held_out, holdout_fraction, load_squad, sample_questions
+from onnx_models.squad import (
+    DEV_FILE,
+    TRAIN_FILES,
+    default_tarball,
+    held_out,
+    holdout_fraction,
+    load_squad,
+    sample_questions,
+)
 
 
 def main() -> None:
@@ -28,7 +36,9 @@ def main() -> None:
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
     parser.add_argument("--variant", default="int8", choices=["int8", "fp32", "fp16"])
     parser.add_argument("--data", type=Path, default=default_tarball())
-    parser.add_argument("--files", nargs="+", help="squad_shifts files to read (default: SQuAD v1.1 dev; new_wiki + nyt with --holdout)")
+    parser.add_argument(
+        "--files", nargs="+", help="squad_shifts files to read (default: SQuAD v1.1 dev; new_wiki + nyt with --holdout)"
+    )
     parser.add_argument("--holdout", type=holdout_fraction, help="only the articles a run with this --holdout left out")
     parser.add_argument("--limit", type=int, default=0, help="seeded sample of questions (0 = all)")
     parser.add_argument("--seed", type=int, default=1)
@@ -48,7 +58,11 @@ def main() -> None:
         result = evaluate(models, questions)
     finally:
         models.close()
-    print(json.dumps({"files": files, "holdout": args.holdout, "variant": args.variant, "provider": models.provider, **result}))
+    print(
+        json.dumps(
+            {"files": files, "holdout": args.holdout, "variant": args.variant, "provider": models.provider, **result}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=default_tarball())
     parser.add_argument("--limit", type=int, default=1000, help="seeded sample of questions (0 = all 10,565)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--fusion-weight", type=float, help="the BM25 term's weight (default: the manifest's rerank_fusion_weight)")
+    parser.add_argument(
+        "--fusion-weight", type=float, help="the BM25 term's weight (default: the manifest's rerank_fusion_weight)"
+    )
     parser.add_argument("--opensearch-url", help="use this cluster instead of starting osmem-server")
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
@@ -71,8 +73,12 @@ def main() -> None:
                 "questions": len(queries),
                 "paragraphs": len(paragraphs),
                 "bm25": rank_metrics([c.ids for c in candidates], golds),
-                "evaluator": rank_metrics([fused_order(c, s, 0.0) for c, s in zip(candidates, scores, strict=True)], golds),
-                "fusion": rank_metrics([fused_order(c, s, weight) for c, s in zip(candidates, scores, strict=True)], golds),
+                "evaluator": rank_metrics(
+                    [fused_order(c, s, 0.0) for c, s in zip(candidates, scores, strict=True)], golds
+                ),
+                "fusion": rank_metrics(
+                    [fused_order(c, s, weight) for c, s in zip(candidates, scores, strict=True)], golds
+                ),
                 "fusion_weight": weight,
                 "fusion_weight_from": "manifest" if args.fusion_weight is None else "--fusion-weight",
                 "variant": args.variant,

@@ -49,16 +49,28 @@ FEW_SHOT = {
     "q2d": [
         {
             "query": "When did the Berlin Wall fall?",
-            "output": "The Berlin Wall fell on 9 November 1989, when East Germany opened its border crossings to West Berlin after weeks of protests.",
+            "output": (
+                "The Berlin Wall fell on 9 November 1989, when East Germany opened its border crossings to West "
+                "Berlin after weeks of protests."
+            ),
         },
         {
             "query": "What is the largest moon of Saturn?",
-            "output": "Titan is the largest moon of Saturn and the second-largest in the Solar System; it has a thick nitrogen atmosphere.",
+            "output": (
+                "Titan is the largest moon of Saturn and the second-largest in the Solar System; it has a thick "
+                "nitrogen atmosphere."
+            ),
         },
     ],
     "q2e": [
-        {"query": "When did the Berlin Wall fall?", "output": "Berlin Wall, fall, 1989, East Germany, border opening, Cold War"},
-        {"query": "What is the largest moon of Saturn?", "output": "Saturn, largest moon, Titan, natural satellite, atmosphere"},
+        {
+            "query": "When did the Berlin Wall fall?",
+            "output": "Berlin Wall, fall, 1989, East Germany, border opening, Cold War",
+        },
+        {
+            "query": "What is the largest moon of Saturn?",
+            "output": "Saturn, largest moon, Titan, natural satellite, atmosphere",
+        },
     ],
 }
 CUTS = (1, 10, 100)
@@ -75,7 +87,9 @@ def _paragraphs() -> tuple[list[str], list[Question]]:
     """Dev paragraphs and questions, extracted from the tarball once and kept as JSON."""
     cached = BENCH_DIR / "squad_dev.json"
     if not cached.exists():
-        rows = [{"context": p.context, "questions": [[q.id, q.text] for q in p.questions]} for p in load_squad([DEV_FILE])]
+        rows = [
+            {"context": p.context, "questions": [[q.id, q.text] for q in p.questions]} for p in load_squad([DEV_FILE])
+        ]
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(json.dumps(rows))
     rows = json.loads(cached.read_text())
@@ -85,8 +99,12 @@ def _paragraphs() -> tuple[list[str], list[Question]]:
 
 def _index(client: httpx.Client, url: str, contexts: list[str]) -> None:
     client.put(f"{url}/{INDEX}", json={"mappings": {"properties": {"text": {"type": "text"}}}}).raise_for_status()
-    lines = "".join(json.dumps({"index": {"_id": str(i)}}) + "\n" + json.dumps({"text": c}) + "\n" for i, c in enumerate(contexts))
-    answer = client.post(f"{url}/{INDEX}/_bulk?refresh=true", content=lines, headers={"content-type": "application/x-ndjson"})
+    lines = "".join(
+        json.dumps({"index": {"_id": str(i)}}) + "\n" + json.dumps({"text": c}) + "\n" for i, c in enumerate(contexts)
+    )
+    answer = client.post(
+        f"{url}/{INDEX}/_bulk?refresh=true", content=lines, headers={"content-type": "application/x-ndjson"}
+    )
     answer.raise_for_status()
     assert not answer.json()["errors"]
 
@@ -138,7 +156,13 @@ def _run_bm25(client: httpx.Client, answerbox: str, sample: list[Question]) -> N
     done = _results("bm25")
     for q in sample:
         if q.id not in done:
-            _append("bm25", {"id": q.id, "rank": _rank(_ids(client.post(f"{answerbox}/{INDEX}/_search", json=_body(q.text))), q.gold)})
+            _append(
+                "bm25",
+                {
+                    "id": q.id,
+                    "rank": _rank(_ids(client.post(f"{answerbox}/{INDEX}/_search", json=_body(q.text))), q.gold),
+                },
+            )
 
 
 def _repeat_rank(client: httpx.Client, osmem: str, q: Question, expansion: str, weight: int = 5) -> int | None:
@@ -166,7 +190,9 @@ def _run_one(client: httpx.Client, answerbox: str, osmem: str, method: str, q: Q
     )
 
 
-def _run(client: httpx.Client, answerbox: str, osmem: str, methods: Sequence[str], sample: list[Question], until: float) -> None:
+def _run(
+    client: httpx.Client, answerbox: str, osmem: str, methods: Sequence[str], sample: list[Question], until: float
+) -> None:
     """Question by question, every method in turn, so that all methods stop at the same n."""
     done = {m: _results(m) for m in methods}
     started = time.perf_counter()
@@ -178,7 +204,9 @@ def _run(client: httpx.Client, answerbox: str, osmem: str, methods: Sequence[str
             if q.id not in done[method]:
                 _run_one(client, answerbox, osmem, method, q)
         if n % 10 == 0:
-            print(f"  {'+'.join(methods)}: {n}/{len(sample)} questions, {time.perf_counter() - started:.0f}s", flush=True)
+            print(
+                f"  {'+'.join(methods)}: {n}/{len(sample)} questions, {time.perf_counter() - started:.0f}s", flush=True
+            )
 
 
 def _metrics(ranks: Sequence[int | None]) -> dict[str, float]:
@@ -204,13 +232,23 @@ def _paired(base: list[int | None], other: list[int | None]) -> str:
     wins, losses = sum(1 for b, o in hit if o > b), sum(1 for b, o in hit if o < b)
     sign = stats.binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
     r10 = stats.ttest_rel([o for _, o in hit], [b for b, _ in hit]) if wins + losses else None
-    return f"t(RR@10) p={rr.pvalue:.3g}  t(R@10) p={r10.pvalue if r10 else 1.0:.3g}  sign(R@10) +{wins}/-{losses} p={sign:.3g}"
+    return (
+        f"t(RR@10) p={rr.pvalue:.3g}  t(R@10) p={r10.pvalue if r10 else 1.0:.3g}  sign(R@10) +{wins}/-{losses} "
+        f"p={sign:.3g}"
+    )
 
 
 def _report(sample: list[Question], methods: Sequence[str]) -> None:
     bm25 = _results("bm25")
-    print(f"\nSQuAD v1.1 dev: 2,067 paragraphs, sample of {len(sample)} questions (seeded); osmem-server BM25; LLM smollm2")
-    header = f"{'run':<18}{'n':>5}" + "".join(f"{m:>9}" for m in ("R@1", "R@10", "R@100", "MRR@10", "nDCG@10")) + f"{'fallback':>9}{'llm_ms p50':>11}"
+    print(
+        f"\nSQuAD v1.1 dev: 2,067 paragraphs, sample of {len(sample)} questions (seeded); osmem-server BM25; "
+        "LLM smollm2"
+    )
+    header = (
+        f"{'run':<18}{'n':>5}"
+        + "".join(f"{m:>9}" for m in ("R@1", "R@10", "R@100", "MRR@10", "nDCG@10"))
+        + f"{'fallback':>9}{'llm_ms p50':>11}"
+    )
     print(header)
     for method in ("bm25", *methods):
         rows = _results(method)
@@ -219,14 +257,19 @@ def _report(sample: list[Question], methods: Sequence[str]) -> None:
             continue
         for shape, field in (("bool", "rank"), ("repeat", "repeat_rank")) if method != "bm25" else (("", "rank"),):
             ranks = [rows[i][field] for i in ids]
-            line = f"{(method + ' ' + shape).strip():<18}{len(ids):>5}" + "".join(f"{v:>9.3f}" for v in _metrics(ranks).values())
+            line = f"{(method + ' ' + shape).strip():<18}{len(ids):>5}" + "".join(
+                f"{v:>9.3f}" for v in _metrics(ranks).values()
+            )
             if method != "bm25":
                 fallbacks = sum(1 for i in ids if rows[i]["fallback"])
                 llm = [rows[i]["llm_ms"] for i in ids if rows[i]["llm_ms"] is not None]
                 line += f"{fallbacks:>9}{statistics.median(llm) if llm else 0:>11.0f}"
                 base = [bm25[i]["rank"] for i in ids]
                 same = _metrics(base)
-                line += f"\n{'':<23}bm25 on the same {len(ids)}: R@10 {same['R@10']:.3f} MRR@10 {same['MRR@10']:.3f}; " + _paired(base, ranks)
+                line += (
+                    f"\n{'':<23}bm25 on the same {len(ids)}: R@10 {same['R@10']:.3f} MRR@10 {same['MRR@10']:.3f}; "
+                    + _paired(base, ranks)
+                )
             print(line)
 
 
@@ -286,15 +329,19 @@ def _overhead(client: httpx.Client, answerbox: str, sample: list[Question], meth
     p50 = {name: statistics.median(values) for name, values in times.items()}
     print(
         f"\nwarm cache, {method}, {len(sample)} questions, p50 end to end: plain {p50['plain']:.2f} ms, "
-        f"same expanded query passed through {p50['same query']:.2f} ms, through an empty pipeline {p50['empty pipeline']:.2f} ms, "
+        f"same expanded query passed through {p50['same query']:.2f} ms, through an empty pipeline "
+        f"{p50['empty pipeline']:.2f} ms, "
         f"through the processor {p50['pipeline']:.2f} ms; processor / empty pipeline = "
         f"{p50['pipeline'] / p50['empty pipeline']:.3f} ({p50['pipeline'] - p50['empty pipeline']:+.2f} ms), "
         f"pipeline / plain = {p50['pipeline'] / p50['plain']:.2f}; "
-        f"the processor's own time p50 {statistics.median(processor):.3f} ms, p95 {sorted(processor)[int(0.95 * len(processor))]:.3f} ms"
+        f"the processor's own time p50 {statistics.median(processor):.3f} ms, p95 "
+        f"{sorted(processor)[int(0.95 * len(processor))]:.3f} ms"
     )
 
 
-def _weights(client: httpx.Client, osmem: str, sample: list[Question], methods: Sequence[str], weights: Sequence[int]) -> None:
+def _weights(
+    client: httpx.Client, osmem: str, sample: list[Question], methods: Sequence[str], weights: Sequence[int]
+) -> None:
     """The stored expansions re-scored with other query weights (no LLM call): how much weight is safe?"""
     bm25 = _results("bm25")
     print("\nquery weight (the paper: 5), repeat shape, from the stored expansions")
@@ -307,7 +354,10 @@ def _weights(client: httpx.Client, osmem: str, sample: list[Question], methods: 
         for weight in weights:
             ranks = [_repeat_rank(client, osmem, q, rows[q.id]["expansion"], weight) for q in chosen]
             got = _metrics(ranks)
-            print(f"  {method:<8} w={weight:<3} n={len(chosen):<4} R@10 {got['R@10']:.3f} MRR@10 {got['MRR@10']:.3f}  {_paired(base, ranks)}")
+            print(
+                f"  {method:<8} w={weight:<3} n={len(chosen):<4} R@10 {got['R@10']:.3f} MRR@10 "
+                f"{got['MRR@10']:.3f}  {_paired(base, ranks)}"
+            )
 
 
 def _servers(stack: ExitStack, llm_url: str, contexts: list[str], client: httpx.Client) -> tuple[str, str]:
@@ -335,18 +385,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=300)
     parser.add_argument("--seed", type=int, default=2023)
-    parser.add_argument("--full", nargs="*", default=["q2e_zs"], choices=METHODS, help="methods run on the whole sample first")
-    parser.add_argument("--others", type=int, default=0, help="then the other methods, in turn, on the first N of the sample")
+    parser.add_argument(
+        "--full", nargs="*", default=["q2e_zs"], choices=METHODS, help="methods run on the whole sample first"
+    )
+    parser.add_argument(
+        "--others", type=int, default=0, help="then the other methods, in turn, on the first N of the sample"
+    )
     parser.add_argument("--until", default=None, help="UTC HH:MM after which no new question is started")
     parser.add_argument("--llm-url", default="http://127.0.0.1:8081/v1")
     parser.add_argument("--report-only", action="store_true")
-    parser.add_argument("--weights", nargs="*", type=int, default=[], help="only re-score stored expansions with these query weights")
-    parser.add_argument("--overhead", choices=METHODS, help="only time warm-cache searches of this method against plain ones")
+    parser.add_argument(
+        "--weights", nargs="*", type=int, default=[], help="only re-score stored expansions with these query weights"
+    )
+    parser.add_argument(
+        "--overhead", choices=METHODS, help="only time warm-cache searches of this method against plain ones"
+    )
     args = parser.parse_args(argv)
 
     contexts, questions = _paragraphs()
     sample = _sample(questions, args.sample, args.seed)
-    print(f"{len(contexts)} paragraphs, {len(questions)} questions; sample {len(sample)} (seed {args.seed})", flush=True)
+    print(
+        f"{len(contexts)} paragraphs, {len(questions)} questions; sample {len(sample)} (seed {args.seed})", flush=True
+    )
     others = [m for m in METHODS if m not in args.full] if args.others else []
     until = _deadline(args.until)
     if args.weights:

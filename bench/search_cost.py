@@ -43,10 +43,16 @@ PIPELINE = {
 def model_at_revision(revision: str, folder: str, target: Path) -> Path:
     """``folder`` (a model directory in this repository) as it was at ``revision``."""
     names = subprocess.run(
-        ["git", "ls-tree", "--name-only", f"{revision}:{folder}"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ["git", "ls-tree", "--name-only", f"{revision}:{folder}"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     for name in names:
-        blob = subprocess.run(["git", "show", f"{revision}:{folder}/{name}"], cwd=REPO_ROOT, capture_output=True, check=True)
+        blob = subprocess.run(
+            ["git", "show", f"{revision}:{folder}/{name}"], cwd=REPO_ROOT, capture_output=True, check=True
+        )
         (target / name).write_bytes(blob.stdout)
     return target
 
@@ -70,7 +76,9 @@ def bench(args: argparse.Namespace, baseline: Path) -> dict[str, Any]:
     with OsmemServer.start(japanese=False) as server:
         index_paragraphs(OpenSearch(hosts=[server.url], timeout=120), "squad", paragraphs)
         urls: dict[str, str] = {}
-        with serve(create_app(Settings.load(opensearch={"url": server.url}, models={"dir": str(baseline)}))) as urls["baseline"]:
+        with serve(create_app(Settings.load(opensearch={"url": server.url}, models={"dir": str(baseline)}))) as urls[
+            "baseline"
+        ]:
             settings = Settings.load(opensearch={"url": server.url}, models={"dir": str(args.candidate)})
             with serve(create_app(settings)) as urls["candidate"], httpx.Client(timeout=300) as http:
                 for name in models:  # loads each model before anything is timed
@@ -80,7 +88,11 @@ def bench(args: argparse.Namespace, baseline: Path) -> dict[str, Any]:
                     for name in order:
                         took, text = _search(http, urls[name], question.text)
                         millis[name].append(took)
-                        contains[name] += any(normalize_answer(a) in normalize_answer(text) for a in question.answers if normalize_answer(a))
+                        contains[name] += any(
+                            normalize_answer(a) in normalize_answer(text)
+                            for a in question.answers
+                            if normalize_answer(a)
+                        )
     summary: dict[str, Any] = {"questions": len(questions), "pipeline": PIPELINE}
     for name, path in models.items():
         summary[name] = {
@@ -90,7 +102,9 @@ def bench(args: argparse.Namespace, baseline: Path) -> dict[str, Any]:
             "mean_ms": round(statistics.fmean(millis[name]), 1),
             "answer_contains_gold": round(contains[name] / len(questions), 4),
         }
-    summary["p50_ratio_candidate_to_baseline"] = round(summary["candidate"]["p50_ms"] / summary["baseline"]["p50_ms"], 3)
+    summary["p50_ratio_candidate_to_baseline"] = round(
+        summary["candidate"]["p50_ms"] / summary["baseline"]["p50_ms"], 3
+    )
     return summary
 
 

@@ -37,16 +37,28 @@ import numpy as np
 from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.embedded import SAMPLE_PIPELINE, local_llm
-from osmem_server import OsmemServer  # type: ignore[import-untyped]
+from osmem_server import OsmemServer
 
-from bench.harness import BENCH_DIR, SQUAD_INDEX, dev_paragraphs, free_port, match_body, quantile, readme_pipeline, serve
+from bench.harness import (
+    BENCH_DIR,
+    SQUAD_INDEX,
+    dev_paragraphs,
+    free_port,
+    match_body,
+    quantile,
+    readme_pipeline,
+    serve,
+)
 from onnx_models.answer_confidence import answer_of, ece
 from onnx_models.rows import load_rows, resume
 from onnx_models.squad import Question, contains_gold, index_with_titles, sample_questions
 
 REMOVED_INDEX = "squad-removed"
 EXTRACTIVE: dict[str, Any] = {
-    "response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": {"size": 5, "mode": "extractive"}}]
+    "response_processors": [
+        {"retrieval_evaluator": {"top_n": 10, "rerank": True}},
+        {"cited_answer": {"size": 5, "mode": "extractive"}},
+    ]
 }
 # What answers were before they had a confidence: the LLM always asked, its held-up answer kept.
 _UNGATED = {"min_confidence": 0, "skip_llm_above": 1, "prefer": "generative"}
@@ -100,7 +112,12 @@ def _row(question: Question, answer: dict[str, Any] | None, seconds: float) -> d
 
 
 def _run(client: httpx.Client, url: str, name: str, index: str, questions: Sequence[Question]) -> list[dict[str, Any]]:
-    return resume(_rows_path(name, index), questions, lambda q: _row(q, *answer_of(client, url, index, q.text, pipeline=name)), label=f"{name} over {index}")
+    return resume(
+        _rows_path(name, index),
+        questions,
+        lambda q: _row(q, *answer_of(client, url, index, q.text, pipeline=name)),
+        label=f"{name} over {index}",
+    )
 
 
 def coverage_at(rows: Sequence[dict[str, Any]], precision: float) -> float:
@@ -131,30 +148,48 @@ def report(name: str, rows: list[dict[str, Any]], removed: list[dict[str, Any]],
     right = [r["best_right"] if ungated else r["right"] for r in answered]
     scored = [r for r in rows if r["confidence"] is not None]
     print(f"\n== {name}: {len(rows)} questions ==")
-    print(f"answered {_share([True] * len(answered) + [False] * (len(rows) - len(answered)))}, right when answering {_share(right)}")
+    print(
+        f"answered {_share([True] * len(answered) + [False] * (len(rows) - len(answered)))}, right when "
+        f"answering {_share(right)}"
+    )
     print(f"contains gold, all questions: {_share(right + [False] * (len(rows) - len(answered)))}")
     cover = "  ".join(f"@{int(p * 100)}%: {100 * coverage_at(rows, p):5.1f}%" for p in (0.8, 0.85, 0.9))
     print(f"coverage at precision {cover}; AURC {aurc(rows):.4f}")
     if scored:
-        print(f"ECE (10 bins, {len(scored)} with a confidence): {ece([r['confidence'] for r in scored], [r['best_right'] for r in scored]):.4f}")
+        print(
+            f"ECE (10 bins, {len(scored)} with a confidence): "
+            f"{ece([r['confidence'] for r in scored], [r['best_right'] for r in scored]):.4f}"
+        )
     if removed:
         gone = [r["confidence"] is not None if ungated else r["answered"] for r in removed]
         wrong = [g and not (r["best_right"] if ungated else r["right"]) for g, r in zip(gone, removed, strict=True)]
         print(f"gold paragraphs removed ({len(removed)}): answered {_share(gone)}, answered wrong {_share(wrong)}")
         both = [r for r in [*rows, *removed] if r["confidence"] is not None]
-        print(f"ECE over both indices ({len(both)} with a confidence): {ece([r['confidence'] for r in both], [r['best_right'] for r in both]):.4f}")
+        print(
+            f"ECE over both indices ({len(both)} with a confidence): "
+            f"{ece([r['confidence'] for r in both], [r['best_right'] for r in both]):.4f}"
+        )
     llm = {k: sum(r["llm"] == k for r in rows) for k in ("skipped", "used", "failed")}
-    print(f"LLM: {llm}; p50 {1000 * quantile([r['seconds'] for r in rows], 0.5):.0f} ms, p95 {1000 * quantile([r['seconds'] for r in rows], 0.95):.0f} ms")
+    print(
+        f"LLM: {llm}; p50 {1000 * quantile([r['seconds'] for r in rows], 0.5):.0f} ms, p95 "
+        f"{1000 * quantile([r['seconds'] for r in rows], 0.95):.0f} ms"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=300)
-    parser.add_argument("--llm-sample", type=int, default=100, help="questions (the sample's first) for the pipelines with an LLM")
-    parser.add_argument("--before-sample", type=int, default=50, help="questions (the sample's first) for the *-before pipelines")
+    parser.add_argument(
+        "--llm-sample", type=int, default=100, help="questions (the sample's first) for the pipelines with an LLM"
+    )
+    parser.add_argument(
+        "--before-sample", type=int, default=50, help="questions (the sample's first) for the *-before pipelines"
+    )
     parser.add_argument("--seed", type=int, default=2023)
     parser.add_argument("--pipelines", nargs="+", default=list(pipelines()), choices=list(pipelines()))
-    parser.add_argument("--removed", nargs="*", default=["extractive", "embedded"], help="pipelines also run over squad-removed")
+    parser.add_argument(
+        "--removed", nargs="*", default=["extractive", "embedded"], help="pipelines also run over squad-removed"
+    )
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args(argv)
 
@@ -164,7 +199,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     by_pipeline = pipelines()
 
     def questions(name: str) -> list[Question]:
-        size = len(sample) if name == "extractive" else args.before_sample if name.endswith("-before") else args.llm_sample
+        size = (
+            len(sample) if name == "extractive" else args.before_sample if name.endswith("-before") else args.llm_sample
+        )
         return [q for _, q in sample[:size]]
 
     if not args.report_only:
@@ -173,12 +210,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             osmem = stack.enter_context(OsmemServer.start(japanese=False))
             index_with_titles(client, osmem.url, paragraphs, SQUAD_INDEX)
             index_with_titles(client, osmem.url, [p for p in paragraphs if p.id not in gone], REMOVED_INDEX)
-            llm_url = stack.enter_context(local_llm(free_port())) if any(n != "extractive" for n in args.pipelines) else None
+            llm_url = (
+                stack.enter_context(local_llm(free_port())) if any(n != "extractive" for n in args.pipelines) else None
+            )
             llm = {"base_url": llm_url, "model": "smollm2"} if llm_url else {}
             url = stack.enter_context(serve(create_app(Settings.load(opensearch={"url": osmem.url}, llm=llm))))
             for name in args.pipelines:
                 client.put(f"{url}/_search/pipeline/{name}", json=by_pipeline[name]).raise_for_status()
-                client.post(f"{url}/{SQUAD_INDEX}/_search", params={"search_pipeline": name}, json=match_body("warm up"))
+                client.post(
+                    f"{url}/{SQUAD_INDEX}/_search", params={"search_pipeline": name}, json=match_body("warm up")
+                )
                 _run(client, url, name, SQUAD_INDEX, questions(name))
                 if name in args.removed:
                     _run(client, url, name, REMOVED_INDEX, questions(name))

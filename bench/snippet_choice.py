@@ -30,16 +30,21 @@ import answerbox.processors.cited_answer.processor as cited_answer
 import httpx
 from answerbox.app import create_app
 from answerbox.config import Settings
-from answerbox.contract import Answer
 from answerbox.models import Models
 from answerbox.models.reader import best_span
 from answerbox.processors.cited_answer.evidence import Evidence
-from osmem_server import OsmemServer  # type: ignore[import-untyped]
+from answerbox.processors.cited_answer.extractive import Snippet
+from osmem_server import OsmemServer
 
 from bench.harness import SQUAD_INDEX, dev_paragraphs, match_body, serve
 from onnx_models.squad import contains_gold, exact_match, index_with_titles, sample_questions
 
-PIPELINE = {"response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": {"size": 5, "mode": "extractive"}}]}
+PIPELINE = {
+    "response_processors": [
+        {"retrieval_evaluator": {"top_n": 10, "rerank": True}},
+        {"cited_answer": {"size": 5, "mode": "extractive"}},
+    ]
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +94,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     texts = {p.id: p.context for p in paragraphs}
     sample = sample_questions(paragraphs, args.sample, args.seed)
     recorded: dict[str, list[Candidate]] = {}
-    shipped = cited_answer.featured_snippet
+    shipped = cited_answer.featured_snippet  # type: ignore[attr-defined]  # patched below, so not re-exported
 
-    async def recording(question: str, evidence: Sequence[Evidence], models: Models, **options: Any) -> Answer | None:
+    async def recording(question: str, evidence: Sequence[Evidence], models: Models, **options: Any) -> Snippet | None:
         recorded[question] = await _candidates(question, evidence, models)
         return await shipped(question, evidence, models, **options)
 
-    cited_answer.featured_snippet = recording  # the processor looks it up at call time
+    cited_answer.featured_snippet = recording  # type: ignore[attr-defined]  # the processor looks it up at call time
     try:
         with ExitStack() as stack, httpx.Client(timeout=600) as client:
             osmem = OsmemServer.start(japanese=False)
@@ -104,9 +109,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             url = stack.enter_context(serve(create_app(Settings.load(opensearch={"url": osmem.url}, llm={}))))
             client.put(f"{url}/_search/pipeline/answers", json=PIPELINE).raise_for_status()
             for _, question in sample:
-                client.post(f"{url}/{SQUAD_INDEX}/_search?search_pipeline=answers", json=match_body(question.text)).raise_for_status()
+                client.post(
+                    f"{url}/{SQUAD_INDEX}/_search?search_pipeline=answers", json=match_body(question.text)
+                ).raise_for_status()
     finally:
-        cited_answer.featured_snippet = shipped
+        cited_answer.featured_snippet = shipped  # type: ignore[attr-defined]
     print(f"{len(sample)} questions (seed {args.seed}), gate {args.min_support}")
     for name, key in RULES.items():
         answered = right = 0
@@ -122,7 +129,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             right += best.id == paragraph.id or contains_gold(texts[best.id], question.answers)
             em += exact_match(best.text, question.answers)
         n = len(sample)
-        print(f"{name:<22} answered {100 * answered / n:5.1f}%  citation precision {100 * right / max(answered, 1):5.1f}%  EM {100 * em / n:5.1f}")
+        print(
+            f"{name:<22} answered {100 * answered / n:5.1f}%  citation precision "
+            f"{100 * right / max(answered, 1):5.1f}%  EM {100 * em / n:5.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,10 @@ CHROMIUM_FLAGS = [
 ]
 ADMIN_GUIDE = ROOT / "deploy" / "ADMIN.md"
 _SHELL_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
-_CURL = re.compile(r"""curl -sS(?: -N)?(?: -X(?P<method>[A-Z]+))? "\$ANSWERBOX(?P<path>[^"]+)"(?: -H '[^']*')?(?: -d '(?P<body>[^']*)')?""")
+_CURL = re.compile(
+    r"""curl -sS(?: -N)?(?: -X(?P<method>[A-Z]+))? "\$ANSWERBOX(?P<path>[^"]+)"""
+    r""""(?: -H '[^']*')?(?: -d '(?P<body>[^']*)')?"""
+)
 # The first snippet line's first sentence, or the whole line (a title strip has no stop).
 _FIRST_SENTENCE = re.compile(r"^snippet: (.+?)(?:[.!?](?=\s|$)|$)", re.MULTILINE)
 
@@ -124,7 +127,10 @@ def _ask_all(url: str, questions: list[str], pipeline: str) -> list[dict[str, An
             results.append({"question": question, **result})
             first = f"{result['first_token']:8.0f}" if "first_token" in result else "       —"
             hits = f"{result['hits']:8.0f}" if "hits" in result else "       —"
-            print(f"{hits} {first} {result['final']:8.0f}  {result['state']:<9} {'degraded' if result['degraded'] else '':<8} {question}")
+            print(
+                f"{hits} {first} {result['final']:8.0f}  {result['state']:<9} "
+                f"{'degraded' if result['degraded'] else '':<8} {question}"
+            )
         browser.close()
     return results
 

@@ -1,4 +1,5 @@
-"""Fit ``answer.confidence``'s calibrator with the pipeline in the loop; write it to manifest.json as ``answer_confidence``.
+"""Fit ``answer.confidence``'s calibrator with the pipeline in the loop; write it to manifest.json as
+``answer_confidence``.
 
     PYTHONPATH=plugin:. python -m onnx_models.answer_confidence --questions 600 --llm-questions 150
 
@@ -59,7 +60,17 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.server import free_port, serve_in_thread
 
 from onnx_models.rows import Row, resume
-from onnx_models.squad import TRAIN_FILES, Question, contains_gold, data_dir, held_out, holdout_fraction, index_with_titles, load_squad, sample_questions
+from onnx_models.squad import (
+    TRAIN_FILES,
+    Question,
+    contains_gold,
+    data_dir,
+    held_out,
+    holdout_fraction,
+    index_with_titles,
+    load_squad,
+    sample_questions,
+)
 
 log = logging.getLogger("answerbox.answer_confidence")
 
@@ -72,8 +83,11 @@ def pipeline(mode: str) -> dict[str, Any]:
     return {"response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": answer}]}
 
 
-def answer_of(client: httpx.Client, url: str, index: str, question: str, pipeline: str = PIPELINE_ID) -> tuple[dict[str, Any], float]:
-    """``ext.answerbox.answer`` of one search (BM25 on ``text``, the top 10) through answerbox's ``pipeline``, and its seconds."""
+def answer_of(
+    client: httpx.Client, url: str, index: str, question: str, pipeline: str = PIPELINE_ID
+) -> tuple[dict[str, Any], float]:
+    """``ext.answerbox.answer`` of one search (BM25 on ``text``, the top 10) through answerbox's ``pipeline``, and its
+    seconds."""
     started = time.perf_counter()
     body = {"query": {"match": {"text": question}}, "size": 10}
     response = client.post(f"{url}/{index}/_search", params={"search_pipeline": pipeline}, json=body)
@@ -101,7 +115,9 @@ def row(kind: str, question: Question, answer: dict[str, Any] | None, seconds: f
 def collect(name: str, client: httpx.Client, url: str, index: str, questions: Sequence[Question]) -> list[Row]:
     """The rows of ``name``, running the questions it does not have yet."""
     path = data_dir() / "answer_confidence" / f"{name}.jsonl"
-    return resume(path, questions, lambda q: row(name, q, *answer_of(client, url, index, q.text)), label=name, every=100)
+    return resume(
+        path, questions, lambda q: row(name, q, *answer_of(client, url, index, q.text)), label=name, every=100
+    )
 
 
 @contextlib.contextmanager
@@ -117,7 +133,9 @@ def answerbox(opensearch_url: str, llm_url: str | None, model: str | None, mode:
 # --- the fit ---------------------------------------------------------------------------
 
 
-def fit_logistic(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], l2: float) -> tuple[npt.NDArray[np.float64], float]:
+def fit_logistic(
+    x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], l2: float
+) -> tuple[npt.NDArray[np.float64], float]:
     """Newton's method on the L2-penalised log-likelihood (the intercept unpenalised)."""
     design = np.hstack([x, np.ones((len(x), 1))])
     w = np.zeros(design.shape[1])
@@ -139,7 +157,9 @@ def predict(x: npt.NDArray[np.float64], coef: npt.NDArray[np.float64], intercept
     return result
 
 
-def cross_validated(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], l2: float, seed: int, folds: int = 5) -> npt.NDArray[np.float64]:
+def cross_validated(
+    x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], l2: float, seed: int, folds: int = 5
+) -> npt.NDArray[np.float64]:
     order = np.random.default_rng(seed).permutation(len(y))
     out = np.zeros(len(y))
     for k in range(folds):
@@ -154,10 +174,19 @@ def ece(probabilities: Sequence[float], right: Sequence[bool], bins: int = 10) -
     """Expected calibration error over ``bins`` equal-width bins."""
     p, y = np.asarray(probabilities, dtype=float), np.asarray(right, dtype=float)
     which = np.minimum((p * bins).astype(int), bins - 1)
-    return float(sum(abs(p[which == b].mean() - y[which == b].mean()) * (which == b).sum() for b in range(bins) if (which == b).any()) / len(p))
+    return float(
+        sum(
+            abs(p[which == b].mean() - y[which == b].mean()) * (which == b).sum()
+            for b in range(bins)
+            if (which == b).any()
+        )
+        / len(p)
+    )
 
 
-def lowest_threshold(confidence: Sequence[float], right: Sequence[bool], precision: float, z: float, min_answered: int = 20) -> float:
+def lowest_threshold(
+    confidence: Sequence[float], right: Sequence[bool], precision: float, z: float, min_answered: int = 20
+) -> float:
     """The lowest threshold whose answered share (confidence ≥ it) is right ``precision`` of the
     time, by the one-sided Wilson lower bound at ``z`` (0: the point estimate). Taking the lowest
     threshold that meets a target picks where chance flattered the sample, so the point estimate
@@ -179,22 +208,31 @@ def _wilson_lower(hits: int, n: int, z: float) -> float:
     return (centre - spread) / (1 + z * z / n)
 
 
-def features(rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals]) -> tuple[list[str], npt.NDArray[np.float64]]:
+def features(
+    rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals]
+) -> tuple[list[str], npt.NDArray[np.float64]]:
     table = [kind(**r["signals"]).features() for r in rows]
     names = list(table[0])
     return names, np.asarray([[f[n] for n in names] for f in table], dtype=float)
 
 
-def fit(rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals], l2: float, seed: int) -> tuple[dict[str, Any], npt.NDArray[np.float64]]:
+def fit(
+    rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals], l2: float, seed: int
+) -> tuple[dict[str, Any], npt.NDArray[np.float64]]:
     """The model (as the manifest holds it) and the rows' cross-validated probabilities."""
     names, x = features(rows, kind)
     y = np.asarray([r["right"] for r in rows], dtype=float)
     coef, intercept = fit_logistic(x, y, l2)
-    model = {"coefficients": {n: round(float(c), 6) for n, c in zip(names, coef, strict=True)}, "intercept": round(intercept, 6)}
+    model = {
+        "coefficients": {n: round(float(c), 6) for n, c in zip(names, coef, strict=True)},
+        "intercept": round(intercept, 6),
+    }
     return model, cross_validated(x, y, l2, seed)
 
 
-def skip_threshold(snippets: dict[str, tuple[float, bool]], generated: Sequence[tuple[Row, float]]) -> tuple[float, dict[str, Any]]:
+def skip_threshold(
+    snippets: dict[str, tuple[float, bool]], generated: Sequence[tuple[Row, float]]
+) -> tuple[float, dict[str, Any]]:
     """The lowest snippet confidence above which ``auto`` with the LLM answers no more questions right.
 
     ``snippets``: id → (snippet confidence, snippet right); ``generated``: the LLM rows with
@@ -216,12 +254,20 @@ def skip_threshold(snippets: dict[str, tuple[float, bool]], generated: Sequence[
     counts = {t: right_with_llm_below(t) for t in grid}
     best = max(counts.values())
     chosen = min(t for t, n in counts.items() if n == best)
-    return chosen, {"questions": len(ids), "right_never_asking": counts[0.0], "right_always_asking": counts[1.0], "right_at_chosen": best}
+    return chosen, {
+        "questions": len(ids),
+        "right_never_asking": counts[0.0],
+        "right_always_asking": counts[1.0],
+        "right_at_chosen": best,
+    }
 
 
 def coverage_at(confidence: Sequence[float], right: Sequence[bool], threshold: float) -> dict[str, float]:
     answered = [ok for c, ok in zip(confidence, right, strict=True) if c >= threshold]
-    return {"coverage": round(len(answered) / len(right), 4), "precision": round(sum(answered) / len(answered), 4) if answered else 0.0}
+    return {
+        "coverage": round(len(answered) / len(right), 4),
+        "precision": round(sum(answered) / len(answered), 4) if answered else 0.0,
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -236,7 +282,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "%d paragraphs; %d held-out questions (%d with their gold removed, %d with the LLM)",
         *(len(paragraphs), len(questions), len(removed_sample), len(llm_questions)),
     )
-    from osmem_server import OsmemServer  # type: ignore[import-untyped]
+    from osmem_server import OsmemServer
 
     with contextlib.ExitStack() as stack, httpx.Client(timeout=600) as client:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
@@ -285,7 +331,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # (the generative rows were collected beside the same snippet, on the same index).
     names, x = features([r for r in answerable if r["signals"] is not None], SnippetSignals)
     coef = np.asarray([extractive["coefficients"][n] for n in names])
-    fitted_snippet = dict(zip((r["id"] for r in answerable if r["signals"] is not None), predict(x, coef, extractive["intercept"]), strict=True))
+    fitted_snippet = dict(
+        zip(
+            (r["id"] for r in answerable if r["signals"] is not None),
+            predict(x, coef, extractive["intercept"]),
+            strict=True,
+        )
+    )
     usable = [
         r | {"signals": r["signals"] | {"snippet_confidence": float(fitted_snippet.get(r["id"], 0.0))}}
         for r in generated
@@ -293,7 +345,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     if len(usable) >= args.min_generative:
         generative, generative_cv = fit(usable, GenerativeSignals, args.l2, args.seed)
-        snippets = {r["id"]: (float(c), bool(r["right"])) for r, c in zip(snippet_rows, cv, strict=True) if r["kind"] == "answerable"}
+        snippets = {
+            r["id"]: (float(c), bool(r["right"]))
+            for r, c in zip(snippet_rows, cv, strict=True)
+            if r["kind"] == "answerable"
+        }
         skip, table = skip_threshold(snippets, list(zip(usable, generative_cv, strict=True)))
         result |= {"generative": generative, "skip_llm_above": skip}
         generative_right = [bool(r["right"]) for r in usable]
@@ -311,16 +367,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
-    parser.add_argument("--data", type=Path, default=None, help="the bigbench tarball (default: in $ANSWERBOX_DATA_DIR)")
+    parser.add_argument(
+        "--data", type=Path, default=None, help="the bigbench tarball (default: in $ANSWERBOX_DATA_DIR)"
+    )
     parser.add_argument("--holdout", type=holdout_fraction, default=0.1)
     parser.add_argument("--questions", type=int, default=600)
     parser.add_argument("--removed-share", type=float, default=0.5)
-    parser.add_argument("--llm-questions", type=int, default=0, help="answerable questions also asked with the LLM (generative mode)")
-    parser.add_argument("--llm-url", default=None, help="an OpenAI-compatible /v1 URL (default: the local LLM, started here)")
+    parser.add_argument(
+        "--llm-questions", type=int, default=0, help="answerable questions also asked with the LLM (generative mode)"
+    )
+    parser.add_argument(
+        "--llm-url", default=None, help="an OpenAI-compatible /v1 URL (default: the local LLM, started here)"
+    )
     parser.add_argument("--llm-model", default="smollm2")
     parser.add_argument("--min-generative", type=int, default=15, help="held-up LLM answers needed to fit their model")
     parser.add_argument("--precision", type=float, default=0.85)
-    parser.add_argument("--z", type=float, default=1.645, help="min_confidence meets --precision by the one-sided Wilson bound at z (0: point estimate)")
+    parser.add_argument(
+        "--z",
+        type=float,
+        default=1.645,
+        help="min_confidence meets --precision by the one-sided Wilson bound at z (0: point estimate)",
+    )
     parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=45)
     parser.add_argument("--dry-run", action="store_true")
@@ -337,7 +404,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args.dry_run:
         manifest = ModelManifest.load(args.model_dir)
         calibration = {**manifest.calibration, "answer_confidence": fitted["record"]}
-        path = manifest.replace(answer_confidence=fitted["answer_confidence"], calibration=calibration).save(args.model_dir)
+        path = manifest.replace(answer_confidence=fitted["answer_confidence"], calibration=calibration).save(
+            args.model_dir
+        )
         print(f"wrote {path}")
 
 

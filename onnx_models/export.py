@@ -143,7 +143,7 @@ def _export_with_optimum(checkpoint_dir: Path, task: str, tmp: Path, target: Pat
 
 def to_fp16(fp32: Path, target: Path) -> Path:
     import onnx
-    from onnxruntime.transformers.float16 import convert_float_to_float16  # type: ignore[import-untyped]
+    from onnxruntime.transformers.float16 import convert_float_to_float16
 
     # Inputs and outputs stay fp32/int64 so callers feed and read the same arrays for every variant.
     model = convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
@@ -163,7 +163,7 @@ def to_int8(
     weights (``smoothing``), and the MatMuls in ``per_token`` (default: the feed-forward
     projections) get one activation scale per token (``row_scaling``)."""
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from onnx_models.row_scaling import feed_forward, scale_rows
     from onnx_models.smoothing import smooth_channels

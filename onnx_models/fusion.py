@@ -41,7 +41,16 @@ from answerbox.models import load_models
 from answerbox.models.manifest import ModelManifest
 from opensearchpy import OpenSearch
 
-from onnx_models.ranking import TOP_K, Candidates, bm25_top, cluster, evaluator_scores, fused_order, indexed, rank_metrics
+from onnx_models.ranking import (
+    TOP_K,
+    Candidates,
+    bm25_top,
+    cluster,
+    evaluator_scores,
+    fused_order,
+    indexed,
+    rank_metrics,
+)
 from onnx_models.squad import (
     DEV_FILE,
     TRAIN_FILES,
@@ -67,7 +76,7 @@ class Choice:
 
 
 def grid(step: float, top: float) -> list[float]:
-    return [round(i * step, 6) for i in range(int(round(top / step)) + 1)]
+    return [round(i * step, 6) for i in range(round(top / step) + 1)]
 
 
 def choose(table: dict[float, Metrics]) -> float:
@@ -76,7 +85,8 @@ def choose(table: dict[float, Metrics]) -> float:
 
 
 def candidates_by_file(args: argparse.Namespace) -> tuple[list[str], list[int], list[Candidates], list[Paragraph]]:
-    """The sampled questions, their gold paragraphs, their BM25 top k (each in its own file's index), and the paragraphs."""
+    """The sampled questions, their gold paragraphs, their BM25 top k (each in its own file's index), and the
+    paragraphs."""
     paragraphs = load_squad(args.files, args.data)
     pool = held_out(paragraphs, args.holdout) if args.holdout else paragraphs
     questions = sample_questions(pool, args.questions, args.seed)
@@ -90,7 +100,9 @@ def candidates_by_file(args: argparse.Namespace) -> tuple[list[str], list[int], 
     with cluster(args.opensearch_url) as url:
         client = OpenSearch(hosts=[url], timeout=60)
         for name, docs in by_file.items():
-            with indexed(client, "fusion-" + name.removesuffix(".json").replace("_", "-").replace(".", "-"), docs) as index:
+            with indexed(
+                client, "fusion-" + name.removesuffix(".json").replace("_", "-").replace(".", "-"), docs
+            ) as index:
                 for n, (gold, q) in enumerate(questions):
                     if gold.id.startswith(name + "/"):
                         found[n] = bm25_top(client, index, q.text, args.top_k)
@@ -141,7 +153,9 @@ def write(args: argparse.Namespace, choice: Choice) -> Path:
         "fusion": choice.table[choice.weight],
     }
     # dataclasses.replace runs the manifest's validation of the weight.
-    updated = manifest.replace(rerank_fusion_weight=choice.weight, calibration={**manifest.calibration, "rerank_fusion": record})
+    updated = manifest.replace(
+        rerank_fusion_weight=choice.weight, calibration={**manifest.calibration, "rerank_fusion": record}
+    )
     return updated.save(args.model_dir)
 
 
@@ -150,10 +164,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
     parser.add_argument("--variant", default="int8", help="choose for the variant that is served")
     parser.add_argument("--data", type=Path, default=default_tarball())
-    parser.add_argument("--files", nargs="+", default=list(TRAIN_FILES), help="squad_shifts files to sample questions from")
+    parser.add_argument(
+        "--files", nargs="+", default=list(TRAIN_FILES), help="squad_shifts files to sample questions from"
+    )
     parser.add_argument("--questions", type=int, default=1000, help="seeded sample of questions (0 = all)")
     parser.add_argument(
-        "--holdout", type=holdout_fraction, default=0.0, help="sample only the articles a run with this --holdout never trained on"
+        "--holdout",
+        type=holdout_fraction,
+        default=0.0,
+        help="sample only the articles a run with this --holdout never trained on",
     )
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--top-k", type=int, default=TOP_K, help="BM25 candidates per question")

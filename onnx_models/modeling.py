@@ -15,7 +15,13 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoConfig, AutoModel, PretrainedConfig
 
-__all__ = ["READER_EVALUATOR_TASK", "TOKENIZER_FILES", "WEIGHTS_FILE", "ReaderEvaluatorModel", "is_reader_evaluator_checkpoint"]
+__all__ = [
+    "READER_EVALUATOR_TASK",
+    "TOKENIZER_FILES",
+    "WEIGHTS_FILE",
+    "ReaderEvaluatorModel",
+    "is_reader_evaluator_checkpoint",
+]
 
 READER_EVALUATOR_TASK = "reader-evaluator"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")

@@ -63,7 +63,9 @@ def unpack_fp32(directory: Path) -> Path:
     present = {t.name for t in widened}
     # Only the tables the graph reads: the int8 graph may hold others.
     needed = {name for node in model.graph.node for name in node.input} - present
-    model.graph.initializer.extend(numpy_helper.from_array(tables[name], name) for name in sorted(needed & tables.keys()))
+    model.graph.initializer.extend(
+        numpy_helper.from_array(tables[name], name) for name in sorted(needed & tables.keys())
+    )
     if missing := sorted(needed - tables.keys() - _graph_values(model)):
         raise ValueError(f"{directory / PACKED_FP32}: no weights for {missing} in it or in {int8.name}")
     onnx.save(model, str(fp32))

@@ -53,7 +53,9 @@ def indexed(client: OpenSearch, prefix: str, docs: dict[int, Paragraph]) -> Iter
     index = f"{prefix}-{uuid.uuid4().hex[:8]}"
     try:
         client.indices.create(index=index, body={"mappings": {"properties": {"text": {"type": "text"}}}})
-        helpers.bulk(client, ({"_index": index, "_id": str(i), "text": p.context} for i, p in docs.items()), refresh=True)
+        helpers.bulk(
+            client, ({"_index": index, "_id": str(i), "text": p.context} for i, p in docs.items()), refresh=True
+        )
         yield index
     finally:
         client.indices.delete(index=index, ignore_unavailable=True)
@@ -66,9 +68,14 @@ def bm25_top(client: OpenSearch, index: str, query: str, k: int = TOP_K) -> Cand
 
 
 async def evaluator_scores(
-    models: Models, paragraphs: Sequence[Paragraph], queries: Sequence[str], candidates: Sequence[Candidates], concurrency: int
+    models: Models,
+    paragraphs: Sequence[Paragraph],
+    queries: Sequence[str],
+    candidates: Sequence[Candidates],
+    concurrency: int,
 ) -> list[list[float]]:
-    """``evaluator.score`` of every candidate, once; several questions in flight so the micro-batcher fills its batches."""
+    """``evaluator.score`` of every candidate, once; several questions in flight so the micro-batcher fills its
+    batches."""
     gate = asyncio.Semaphore(concurrency)
     done = 0
 

@@ -80,7 +80,9 @@ def parameter_names(encoder: Path) -> dict[str, tuple[str, bool]]:
         return _mapping(base, _initializers(Path(tmp) / "onnx" / "model.fp32.onnx"))
 
 
-def load_graph_weights(model: ReaderEvaluatorModel, onnx_path: Path, mapping: dict[str, tuple[str, bool]]) -> ReaderEvaluatorModel:
+def load_graph_weights(
+    model: ReaderEvaluatorModel, onnx_path: Path, mapping: dict[str, tuple[str, bool]]
+) -> ReaderEvaluatorModel:
     """``model`` with the weights of the graph at ``onnx_path``, checked to compute what it computes."""
     trained = _initializers(onnx_path)
     state = model.state_dict()

@@ -20,8 +20,11 @@ def load_rows(path: Path) -> dict[str, Row]:
     return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
 
 
-def resume(path: Path, questions: Sequence[Question], produce: Callable[[Question], Row], *, label: str, every: int = 50) -> list[Row]:
-    """The rows of ``questions`` in order: those ``path`` holds, and ``produce``'s for the others, appended as they come."""
+def resume(
+    path: Path, questions: Sequence[Question], produce: Callable[[Question], Row], *, label: str, every: int = 50
+) -> list[Row]:
+    """The rows of ``questions`` in order: those ``path`` holds, and ``produce``'s for the others, appended as they
+    come."""
     done = load_rows(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     todo = [q for q in questions if q.id not in done]

@@ -82,9 +82,15 @@ def select(args: argparse.Namespace) -> Selection:
             checkpoint = members[0] if k == 1 else average(members, Path(tmp) / f"mean-{k}")
             sources.append(checkpoint)
             exported = export_model(
-                checkpoint, Path(tmp) / f"onnx-{k}", variants=(args.variant,), max_length=args.max_length, stride=args.stride
+                checkpoint,
+                Path(tmp) / f"onnx-{k}",
+                variants=(args.variant,),
+                max_length=args.max_length,
+                stride=args.stride,
             )
-            models = load_models(ModelSettings(dir=exported.parent, variant=args.variant, providers=["CPUExecutionProvider"]))
+            models = load_models(
+                ModelSettings(dir=exported.parent, variant=args.variant, providers=["CPUExecutionProvider"])
+            )
             try:
                 scores = evaluate(models, questions)
             finally:

@@ -55,7 +55,7 @@ def _smoothing_scale(activation_max: np.ndarray, weight_max: np.ndarray) -> np.n
 
 def channel_maxima(model: onnx.ModelProto, tensors: Sequence[str]) -> dict[str, np.ndarray]:
     """max |x| per channel (last axis) of each tensor, over random token ids fed to the fp32 graph."""
-    import onnxruntime as ort  # type: ignore[import-untyped]
+    import onnxruntime as ort
 
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
@@ -91,7 +91,9 @@ def smooth_channels(model: onnx.ModelProto, matmuls: Sequence[str]) -> None:
         s = _smoothing_scale(maxima[x], np.max([np.abs(w).max(axis=1) for w in arrays], axis=0))
         first = group[0].name
         graph.initializer.append(numpy_helper.from_array((1 / s).astype(np.float32), f"{first}/smoothing"))
-        inserted[first] = helper.make_node("Mul", [x, f"{first}/smoothing"], [f"{first}/smoothed"], name=f"{first}/Smooth")
+        inserted[first] = helper.make_node(
+            "Mul", [x, f"{first}/smoothing"], [f"{first}/smoothed"], name=f"{first}/Smooth"
+        )
         for node, w in zip(group, arrays, strict=True):
             folded = f"{node.name}/smoothed_weight"
             graph.initializer.append(numpy_helper.from_array((w * s[:, None]).astype(w.dtype), folded))

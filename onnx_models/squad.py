@@ -29,10 +29,10 @@ __all__ = [
     "TRAIN_FILES",
     "Paragraph",
     "Question",
+    "contains_gold",
     "data_dir",
     "default_tarball",
     "exact_match",
-    "contains_gold",
     "f1_score",
     "held_out",
     "holdout_fraction",
@@ -85,7 +85,11 @@ def load_squad(names: Iterable[str], source: Path | None = None) -> list[Paragra
 
 
 def _from_folder(names: list[str], folder: Path) -> dict[str, dict[str, object]]:
-    return {name: json.loads(gzip.decompress((folder / f"{name}.gz").read_bytes())) for name in names if (folder / f"{name}.gz").is_file()}
+    return {
+        name: json.loads(gzip.decompress((folder / f"{name}.gz").read_bytes()))
+        for name in names
+        if (folder / f"{name}.gz").is_file()
+    }
 
 
 def read_tarball_files(names: list[str], tarball: Path) -> dict[str, dict[str, object]]:

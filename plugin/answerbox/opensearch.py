@@ -101,7 +101,9 @@ class SearchBackend:
         """``pipeline`` is the OpenSearch-side part of the running pipeline (``ctx.native``), so a
         processor's own searches get the same ``filter_query`` and the like as the user's search."""
         result: JSON = await translate(
-            self._client.search(index=index, body=with_pipeline(body, pipeline), params=dict(params), headers=caller.as_dict())
+            self._client.search(
+                index=index, body=with_pipeline(body, pipeline), params=dict(params), headers=caller.as_dict()
+            )
         )
         return result
 

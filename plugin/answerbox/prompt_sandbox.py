@@ -52,8 +52,8 @@ _NON_GROWING = frozenset(
         "isupper", "lower", "lstrip", "partition", "removeprefix", "removesuffix", "rfind", "rindex",
         "rpartition", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title",
         "upper", "get", "items", "keys", "values",
-    }  # fmt: skip
-)
+    }
+)  # fmt: skip
 _PADDING = frozenset({"ljust", "rjust", "center", "zfill"})
 _BUILTIN_VALUES = (str, list, tuple, dict)
 # Filters that take a width or pad a sequence to a length: their output is not bounded by
@@ -184,7 +184,13 @@ def _check_method(method: Any, args: tuple[Any, ...]) -> None:
         return
     if name in _PADDING and args and _is_int(args[0]):
         _check(args[0], f"{name}({args[0]})")
-    elif name == "replace" and isinstance(owner, str) and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+    elif (
+        name == "replace"
+        and isinstance(owner, str)
+        and len(args) >= 2
+        and isinstance(args[0], str)
+        and isinstance(args[1], str)
+    ):
         _check(_replaced_size(owner, args[0], args[1], args[2] if len(args) > 2 else -1), "replace()")
     elif name == "join" and isinstance(owner, str) and args:
         _check(_joined_size(owner, args[0]), "join()")
@@ -271,11 +277,15 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return super().call_binop(context, operator_, left, right)
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
-        if isinstance(value, types.BuiltinMethodType) and value.__name__ in ("format", "format_map") and isinstance(value.__self__, str):
+        if (
+            isinstance(value, types.BuiltinMethodType)
+            and value.__name__ in ("format", "format_map")
+            and isinstance(value.__self__, str)
+        ):
             raise SecurityError("str.format is not available in prompts; join with ~")
         return None
 
-    def call(__self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+    def call(__self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(__obj, types.BuiltinMethodType) and isinstance(getattr(__obj, "__self__", None), _BUILTIN_VALUES):
             if __obj.__name__ == "join" and args and not isinstance(args[0], list | tuple):
                 args = (list(args[0]), *args[1:])  # counted first, so a generator is read once

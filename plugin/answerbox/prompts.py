@@ -26,7 +26,15 @@ MAX_TEMPLATE_CHARS = 20_000
 MAX_RENDERED_CHARS = MAX_VALUE_CHARS
 RENDER_BUDGET_S = 0.2  # a real prompt renders in well under a millisecond
 # What a template's own code may get wrong: each is the template's fault, never the server's.
-_TEMPLATE_FAULTS = (ArithmeticError, LookupError, RecursionError, TypeError, ValueError, jinja2.TemplateError, MemoryError)
+_TEMPLATE_FAULTS = (
+    ArithmeticError,
+    LookupError,
+    RecursionError,
+    TypeError,
+    ValueError,
+    jinja2.TemplateError,
+    MemoryError,
+)
 
 
 def oneline(text: Any) -> str:
@@ -57,7 +65,8 @@ class Prompt:
             raise ConfigError(f"prompt [{self.name}] was refused: {exc}") from exc
         except RenderTimeout:
             raise ConfigError(
-                f"prompt [{self.name}] ran out of CPU time to render ({RENDER_BUDGET_S:g}s a prompt, limits.render_budget_s a request)"
+                f"prompt [{self.name}] ran out of CPU time to render ({RENDER_BUDGET_S:g}s a prompt, "
+                f"limits.render_budget_s a request)"
             ) from None
         except _TEMPLATE_FAULTS as exc:
             raise ConfigError(f"prompt [{self.name}] failed to render: {type(exc).__name__}") from None

@@ -47,7 +47,11 @@ def _walk(node: Any) -> Iterator[TextClause]:
                     yield TextClause("match", field, spec, "query", node)
                 elif isinstance(spec, str):
                     yield TextClause("match", field, value, field, node)
-        elif key in ("multi_match", "simple_query_string") and isinstance(value, dict) and isinstance(value.get("query"), str):
+        elif (
+            key in ("multi_match", "simple_query_string")
+            and isinstance(value, dict)
+            and isinstance(value.get("query"), str)
+        ):
             yield TextClause(key, None, value, "query", node)
         elif key not in _NON_SCORING:
             yield from _walk(value)

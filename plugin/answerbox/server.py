@@ -17,7 +17,9 @@ from answerbox.config import Settings
 __all__ = ["free_port", "serve_in_thread", "uvicorn_config"]
 
 
-def uvicorn_config(app: Any, settings: Settings, *, port: int | None = None, log_level: str = "warning") -> uvicorn.Config:
+def uvicorn_config(
+    app: Any, settings: Settings, *, port: int | None = None, log_level: str = "warning"
+) -> uvicorn.Config:
     """Past ``limits.max_connections`` open connections uvicorn answers 503 at once, and an idle
     keep-alive connection is closed after ``limits.keep_alive_s``: slow or idle clients cannot
     hold the server's sockets without end (a slow body is ``limits.body_timeout_s``'s)."""

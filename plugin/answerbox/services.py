@@ -39,7 +39,9 @@ class Services:
     def create(cls, settings: Settings, service: AsyncOpenSearch) -> Services:
         """The app's services: ``service`` is the OpenSearch client with the service credentials."""
         prompts = PromptLibrary(settings.templates_dir)
-        return cls(settings, LLMClient(settings.llm, prompts), prompts, SharedCache(service, settings.opensearch.cache_index))
+        return cls(
+            settings, LLMClient(settings.llm, prompts), prompts, SharedCache(service, settings.opensearch.cache_index)
+        )
 
     async def models(self) -> Models:
         """The reader and evaluator, loaded once (sessions are expensive to create). A caller that

@@ -31,7 +31,9 @@ _MAPPING = {
 
 
 class SharedCache:
-    def __init__(self, client: AsyncOpenSearch, index: str, clock: Callable[[], float] = time.time, purge_every_s: float = 600.0) -> None:
+    def __init__(
+        self, client: AsyncOpenSearch, index: str, clock: Callable[[], float] = time.time, purge_every_s: float = 600.0
+    ) -> None:
         self._client = client
         self._index = index
         self._clock = clock  # wall clock: replicas compare each other's expiry times
@@ -58,10 +60,14 @@ class SharedCache:
                 await ensure_index(self._client, self._index, _MAPPING)
                 self._ready = True
             now = self._clock()
-            await translate(self._client.index(index=self._index, id=key, body={"value": value, "expires_at": now + ttl_s}))
+            await translate(
+                self._client.index(index=self._index, id=key, body={"value": value, "expires_at": now + ttl_s})
+            )
             if now - self._purged_at >= self._purge_every_s:
                 self._purged_at = now
                 expired = {"query": {"range": {"expires_at": {"lte": now}}}}
-                await translate(self._client.delete_by_query(index=self._index, body=expired, params={"conflicts": "proceed"}))
+                await translate(
+                    self._client.delete_by_query(index=self._index, body=expired, params={"conflicts": "proceed"})
+                )
         except (UpstreamError, UpstreamUnavailable) as exc:
             log.warning("shared cache %s: write failed: %s", self._index, exc.reason)

@@ -13,7 +13,10 @@ __all__ = ["GUIDE", "AdminRequest", "admin_requests"]
 
 GUIDE = REPO_ROOT / "deploy" / "ADMIN.md"
 _SHELL_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
-_CURL = re.compile(r"""curl -sS(?: -N)?(?: -X(?P<method>[A-Z]+))? "\$ANSWERBOX(?P<path>[^"]+)"(?: -H '[^']*')?(?: -d '(?P<body>[^']*)')?""")
+_CURL = re.compile(
+    r"""curl -sS(?: -N)?(?: -X(?P<method>[A-Z]+))? "\$ANSWERBOX(?P<path>[^"]+)"""
+    r""""(?: -H '[^']*')?(?: -d '(?P<body>[^']*)')?"""
+)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,10 @@ PAIRINGS = list(itertools.product(["os2", "os3"], ["cpu", "gpu"]))
 # The secured overlay refuses to start without these; any value stands in for them here.
 PASSWORDS = {"OPENSEARCH_INITIAL_ADMIN_PASSWORD": "admin-from-env", "ANSWERBOX_SERVICE_PASSWORD": "service-from-env"}
 # Each stack: its compose files, in -f order, and the environment it needs.
-STACKS: dict[str, tuple[tuple[Path, ...], dict[str, str]]] = {"open": ((COMPOSE,), {}), "secure": ((COMPOSE, SECURE), PASSWORDS)}
+STACKS: dict[str, tuple[tuple[Path, ...], dict[str, str]]] = {
+    "open": ((COMPOSE,), {}),
+    "secure": ((COMPOSE, SECURE), PASSWORDS),
+}
 STACK_PAIRINGS = [(stack, pairing) for stack in STACKS for pairing in PAIRINGS]
 STACK_IDS = [f"{stack}:{'+'.join(pairing)}" for stack, pairing in STACK_PAIRINGS]
 
@@ -61,7 +64,15 @@ def _names(service_name: str, service: dict[str, Any]) -> set[str]:
 def test_compose_file_matches_the_compose_spec() -> None:
     pytest.importorskip("check_jsonschema", reason="check-jsonschema (test extra) carries the compose-spec schema")
     done = subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", str(COMPOSE), str(SECURE)],
+        [
+            sys.executable,
+            "-m",
+            "check_jsonschema",
+            "--builtin-schema",
+            "vendor.compose-spec",
+            str(COMPOSE),
+            str(SECURE),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -73,7 +84,9 @@ def test_compose_file_matches_the_compose_spec() -> None:
 @pytest.mark.parametrize(("stack", "profiles"), STACK_PAIRINGS, ids=STACK_IDS)
 def test_each_profile_pairing_is_one_complete_stack(stack: str, profiles: tuple[str, ...]) -> None:
     active = _active(profiles, stack)
-    published = [name for name, svc in active.items() if any(str(p).endswith(":9400:9400") for p in svc.get("ports", []))]
+    published = [
+        name for name, svc in active.items() if any(str(p).endswith(":9400:9400") for p in svc.get("ports", []))
+    ]
     assert len(published) == 1, f"{profiles}: answerbox must be published once, got {published}"
     # Only on the host's loopback unless the admin says otherwise.
     assert active[published[0]]["ports"] == ["127.0.0.1:9400:9400"]
@@ -82,7 +95,8 @@ def test_each_profile_pairing_is_one_complete_stack(stack: str, profiles: tuple[
     env = answerbox["environment"]
     for url in (env["ANSWERBOX_OPENSEARCH__URL"], env["ANSWERBOX_LLM__BASE_URL"]):
         host = re.match(r"https?://([^:/]+)", url)
-        assert host and host.group(1) in reachable, f"{profiles}: {url} names no running service"
+        assert host, f"{profiles}: {url} names no running service"
+        assert host.group(1) in reachable, f"{profiles}: {url} names no running service"
     for dependency, spec in answerbox.get("depends_on", {}).items():
         assert dependency in active or spec.get("required") is False, f"{profiles}: needs {dependency}, which is off"
     assert sum("opensearch" in _names(n, s) for n, s in active.items()) == 1
@@ -101,7 +115,11 @@ def test_opensearch_profiles_run_the_2x_and_3x_lines() -> None:
 def test_gpu_profile_reserves_gpus_and_cpu_profile_does_not() -> None:
     def gpu_services(profile: str) -> set[str]:
         active = _active((profile,))
-        return {n for n, s in active.items() if "gpu" in str(s.get("deploy", {}).get("resources", {}).get("reservations", {}))}
+        return {
+            n
+            for n, s in active.items()
+            if "gpu" in str(s.get("deploy", {}).get("resources", {}).get("reservations", {}))
+        }
 
     assert gpu_services("gpu") == {"llm-gpu", "answerbox-cuda"}
     assert gpu_services("cpu") == set()
@@ -134,7 +152,9 @@ def test_dockerfiles_build_from_files_that_exist() -> None:
             dockerfile = context / svc["build"].get("dockerfile", "Dockerfile")
             assert dockerfile.is_file(), f"{name}: {dockerfile} is missing"
             for source in _copy_sources(dockerfile):
-                assert list(context.glob(source.rstrip("/"))) or source.endswith("*"), f"{dockerfile.name}: COPY {source} matches nothing"
+                assert list(context.glob(source.rstrip("/"))) or source.endswith("*"), (
+                    f"{dockerfile.name}: COPY {source} matches nothing"
+                )
 
 
 def test_dockerfile_has_cpu_and_cuda_variants() -> None:
@@ -142,8 +162,10 @@ def test_dockerfile_has_cpu_and_cuda_variants() -> None:
     bases = dict(re.findall(r"^FROM (\S+) AS (\S+)$", text, re.MULTILINE))
     assert set(bases.values()) == {"cpu-base", "cuda-base"}
     cuda = next(image for image, stage in bases.items() if stage == "cuda-base")
-    assert cuda.startswith("nvidia/cuda:") and "cudnn" in cuda
-    assert re.search(r"^ARG VARIANT=cpu$", text, re.MULTILINE) and re.search(r"^FROM \$\{VARIANT\}-base$", text, re.MULTILINE)
+    assert cuda.startswith("nvidia/cuda:")
+    assert "cudnn" in cuda
+    assert re.search(r"^ARG VARIANT=cpu$", text, re.MULTILINE)
+    assert re.search(r"^FROM \$\{VARIANT\}-base$", text, re.MULTILINE)
 
 
 def test_cuda_image_matches_the_cuda_that_onnxruntime_gpu_needs() -> None:
@@ -152,7 +174,9 @@ def test_cuda_image_matches_the_cuda_that_onnxruntime_gpu_needs() -> None:
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("onnxruntime-gpu is not installed here")
     [wanted] = [re.search(r"~=(\d+)", r).group(1) for r in requires if r.startswith("nvidia-cuda-runtime")]  # type: ignore[union-attr]
-    [image] = re.findall(r"^FROM nvidia/cuda:(\d+)\.\S+ AS cuda-base$", (DEPLOY / "Dockerfile").read_text(), re.MULTILINE)
+    [image] = re.findall(
+        r"^FROM nvidia/cuda:(\d+)\.\S+ AS cuda-base$", (DEPLOY / "Dockerfile").read_text(), re.MULTILINE
+    )
     assert image == wanted, f"the CUDA base is CUDA {image}, onnxruntime-gpu is built for CUDA {wanted}"
 
 
@@ -212,7 +236,9 @@ def _resolved(profiles: tuple[str, ...], stack: str = "open") -> dict[str, Any]:
         merged = _merge(merged, _interpolate(_compose(path), env))
     model = {k: v for k, v in merged.items() if not k.startswith("x-")}
     model["services"] = {
-        name: svc for name, svc in model["services"].items() if not svc.get("profiles") or set(svc["profiles"]) & set(profiles)
+        name: svc
+        for name, svc in model["services"].items()
+        if not svc.get("profiles") or set(svc["profiles"]) & set(profiles)
     }
     return model
 
@@ -223,21 +249,31 @@ def test_each_pairing_resolves_to_a_valid_compose_model(stack: str, profiles: tu
     import jsonschema
 
     model = _resolved(profiles, stack)
-    schema = json.loads((importlib.resources.files("check_jsonschema.builtin_schemas.vendor") / "compose-spec.json").read_text())
+    schema = json.loads(
+        (importlib.resources.files("check_jsonschema.builtin_schemas.vendor") / "compose-spec.json").read_text()
+    )
     jsonschema.validate(model, schema)
     services = model["services"]
     for name, svc in services.items():
         depends = svc.get("depends_on", {})
-        for dependency in depends if isinstance(depends, list) else [d for d, spec in depends.items() if spec.get("required", True)]:
-            assert dependency in services, f"{profiles}: {name} depends on {dependency}, which these profiles do not start"
+        for dependency in (
+            depends if isinstance(depends, list) else [d for d, spec in depends.items() if spec.get("required", True)]
+        ):
+            assert dependency in services, (
+                f"{profiles}: {name} depends on {dependency}, which these profiles do not start"
+            )
         for volume in svc.get("volumes", []):
             source = volume.split(":")[0] if isinstance(volume, str) else volume.get("source", "")
-            assert source.startswith((".", "/")) or source in model.get("volumes", {}), f"{name}: volume {source} is not declared"
+            assert source.startswith((".", "/")) or source in model.get("volumes", {}), (
+                f"{name}: volume {source} is not declared"
+            )
             # Files the repository ships; certificates are the admin's (or make-certs.sh's).
             if source.startswith(".") and "/certs/" not in source:
                 assert (DEPLOY / source).exists(), f"{name}: mounts {source}, which does not exist"
         for network in svc.get("networks", {}):
-            assert network == "default" or network in model.get("networks", {}), f"{name}: network {network} is not declared"
+            assert network == "default" or network in model.get("networks", {}), (
+                f"{name}: network {network} is not declared"
+            )
         if "build" in svc:
             context = COMPOSE.parent / svc["build"]["context"]
             assert context.is_dir(), f"{name}: build context {context} does not exist"
@@ -291,7 +327,8 @@ def _published(port: str | dict[str, Any]) -> tuple[str, str]:
 def test_secure_stack_runs_opensearch_with_security_and_tls(profiles: tuple[str, ...]) -> None:
     opensearch = _opensearch(profiles)
     env = opensearch["environment"]
-    assert env["DISABLE_SECURITY_PLUGIN"] != "true" and str(env.get("plugins.security.disabled", "false")) != "true"
+    assert env["DISABLE_SECURITY_PLUGIN"] != "true"
+    assert str(env.get("plugins.security.disabled", "false")) != "true"
     assert env["DISABLE_INSTALL_DEMO_CONFIG"] == "true", "the demo configuration brings users with well-known passwords"
     mounts = _mounts(opensearch)
     config = (DEPLOY / mounts[f"{OPENSEARCH_HOME}/config/opensearch.yml"]).read_text()
@@ -321,17 +358,25 @@ def test_secure_stack_takes_both_passwords_from_the_environment() -> None:
     with pytest.raises(ValueError, match="required variable ANSWERBOX_SERVICE_PASSWORD"):
         _interpolate(raw, {"OPENSEARCH_INITIAL_ADMIN_PASSWORD": "a"})
     # No literal: every password is a required variable, in both services.
-    secrets = {"OPENSEARCH_INITIAL_ADMIN_PASSWORD", "ANSWERBOX_SERVICE_PASSWORD", "ANSWERBOX_OPENSEARCH__SERVICE_PASSWORD"}
+    secrets = {
+        "OPENSEARCH_INITIAL_ADMIN_PASSWORD",
+        "ANSWERBOX_SERVICE_PASSWORD",
+        "ANSWERBOX_OPENSEARCH__SERVICE_PASSWORD",
+    }
     seen = 0
     for service in raw["services"].values():
         for name, value in service.get("environment", {}).items():
             if name in secrets:
                 seen += 1
-                assert re.fullmatch(r"\$\{(OPENSEARCH_INITIAL_ADMIN|ANSWERBOX_SERVICE)_PASSWORD:\?[^}]+\}", value), f"{name}: {value}"
+                assert re.fullmatch(r"\$\{(OPENSEARCH_INITIAL_ADMIN|ANSWERBOX_SERVICE)_PASSWORD:\?[^}]+\}", value), (
+                    f"{name}: {value}"
+                )
     assert seen == 2 * 3  # two OpenSearch services with both, two answerbox services with one each
     assert "PASSWORD" not in yaml.safe_dump(_compose()), "the open stack needs no password"
     # The password answerbox logs in with is the one OpenSearch hashed for its account.
-    assert _answerbox()["environment"]["ANSWERBOX_OPENSEARCH__SERVICE_PASSWORD"] == PASSWORDS["ANSWERBOX_SERVICE_PASSWORD"]
+    assert (
+        _answerbox()["environment"]["ANSWERBOX_OPENSEARCH__SERVICE_PASSWORD"] == PASSWORDS["ANSWERBOX_SERVICE_PASSWORD"]
+    )
     assert _opensearch()["environment"]["ANSWERBOX_SERVICE_PASSWORD"] == PASSWORDS["ANSWERBOX_SERVICE_PASSWORD"]
 
 
@@ -350,19 +395,29 @@ def test_answerbox_binds_where_the_admin_says() -> None:
 
 
 @pytest.mark.parametrize("profiles", PAIRINGS, ids=["+".join(p) for p in PAIRINGS])
-def test_secure_answerbox_talks_https_with_its_service_account(profiles: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secure_answerbox_talks_https_with_its_service_account(
+    profiles: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
     answerbox = _answerbox(profiles)
     for name, value in answerbox["environment"].items():
         monkeypatch.setenv(name, str(value))
     settings = Settings.load().opensearch
-    assert settings.url == "https://opensearch:9200" and settings.verify_certs
+    assert settings.url == "https://opensearch:9200"
+    assert settings.verify_certs
     # It trusts the CA that signed OpenSearch's certificate: the same file, mounted.
-    trusted = yaml.safe_load((SECURE_DIR / "opensearch.yml").read_text())["plugins.security.ssl.http.pemtrustedcas_filepath"]
-    assert _mounts(answerbox)[str(settings.ca_certs)] == _mounts(_opensearch(profiles))[f"{OPENSEARCH_HOME}/config/{trusted}"]
+    trusted = yaml.safe_load((SECURE_DIR / "opensearch.yml").read_text())[
+        "plugins.security.ssl.http.pemtrustedcas_filepath"
+    ]
+    assert (
+        _mounts(answerbox)[str(settings.ca_certs)]
+        == _mounts(_opensearch(profiles))[f"{OPENSEARCH_HOME}/config/{trusted}"]
+    )
     # Its account is a user the entrypoint creates, holding the service role and nothing else.
     assert f"\n{settings.service_username}:\n" in (SECURE_DIR / "opensearch-entrypoint.sh").read_text()
     mapping = yaml.safe_load(ROLES_MAPPING.read_text())
-    assert [role for role, spec in mapping.items() if settings.service_username in spec.get("users", [])] == ["answerbox_service"]
+    assert [role for role, spec in mapping.items() if settings.service_username in spec.get("users", [])] == [
+        "answerbox_service"
+    ]
 
 
 def _actions_on(roles: dict[str, Any], index: str) -> dict[str, set[str]]:
@@ -379,20 +434,33 @@ def test_roles_give_the_pipelines_index_to_pipeline_admins_only() -> None:
     roles = {k: v for k, v in yaml.safe_load(ROLES.read_text()).items() if k != "_meta"}
     defaults = Settings().opensearch
     pipelines = _actions_on(roles, defaults.pipeline_index)
-    writers = {role for role, actions in pipelines.items() if actions & _WRITES or any(a.startswith("indices:data/write") for a in actions)}
+    writers = {
+        role
+        for role, actions in pipelines.items()
+        if actions & _WRITES or any(a.startswith("indices:data/write") for a in actions)
+    }
     assert writers == {"answerbox_pipeline_admin"}
     assert pipelines["answerbox_pipeline_admin"] == {"crud"}  # PUT, GET (a search) and DELETE
     # The service reads a pipeline by id to run it, and creates the index at the first PUT.
-    assert pipelines["answerbox_service"] <= {"get", "indices:admin/get", "indices:admin/create", "indices:monitor/settings/get"}
+    assert pipelines["answerbox_service"] <= {
+        "get",
+        "indices:admin/get",
+        "indices:admin/create",
+        "indices:monitor/settings/get",
+    }
     assert "answerbox_searcher" not in pipelines
     cache = _actions_on(roles, defaults.cache_index)
-    assert {"get", "index"} <= cache["answerbox_service"] and "answerbox_searcher" not in cache
+    assert {"get", "index"} <= cache["answerbox_service"]
+    assert "answerbox_searcher" not in cache
     assert "cluster_composite_ops_ro" in roles["answerbox_searcher"]["cluster_permissions"]  # processors send _msearch
     # Memories: the service only creates the index; searchers write theirs, and see only theirs.
     memory = _actions_on(roles, Settings().memory.index)
     assert memory["answerbox_service"] <= {"indices:admin/get", "indices:admin/create", "indices:monitor/settings/get"}
-    (grant,) = [g for g in roles["answerbox_searcher"]["index_permissions"] if Settings().memory.index in g["index_patterns"]]
-    assert "crud" in grant["allowed_actions"] and json.loads(grant["dls"]) == {"term": {"user": "${user.name}"}}
+    (grant,) = [
+        g for g in roles["answerbox_searcher"]["index_permissions"] if Settings().memory.index in g["index_patterns"]
+    ]
+    assert "crud" in grant["allowed_actions"]
+    assert json.loads(grant["dls"]) == {"term": {"user": "${user.name}"}}
     # Each role is mapped to someone, and the file holds nothing but roles.
     mapping = yaml.safe_load(ROLES_MAPPING.read_text())
     assert set(roles) <= set(mapping)
@@ -401,9 +469,16 @@ def test_roles_give_the_pipelines_index_to_pipeline_admins_only() -> None:
 
 @pytest.mark.skipif(not shutil.which("openssl"), reason="make-certs.sh needs openssl")
 def test_make_certs_writes_what_the_stack_mounts_and_answerbox_trusts(tmp_path: Path) -> None:
-    subprocess.run(["bash", str(SECURE_DIR / "make-certs.sh"), str(tmp_path)], check=True, capture_output=True, timeout=60)
-    mounted = {Path(source).name for source in [*_mounts(_opensearch()).values(), *_mounts(_answerbox()).values()] if "/certs/" in source}
-    assert mounted == {"root-ca.pem", "node.pem", "node-key.pem"} and all((tmp_path / name).is_file() for name in mounted)
+    subprocess.run(
+        ["bash", str(SECURE_DIR / "make-certs.sh"), str(tmp_path)], check=True, capture_output=True, timeout=60
+    )
+    mounted = {
+        Path(source).name
+        for source in [*_mounts(_opensearch()).values(), *_mounts(_answerbox()).values()]
+        if "/certs/" in source
+    }
+    assert mounted == {"root-ca.pem", "node.pem", "node-key.pem"}
+    assert all((tmp_path / name).is_file() for name in mounted)
     assert (tmp_path / "node-key.pem").read_text().startswith("-----BEGIN PRIVATE KEY-----")  # PKCS#8
     read_subject = ["openssl", "x509", "-in", str(tmp_path / "node.pem"), "-noout", "-subject", "-nameopt", "RFC2253"]
     subject = subprocess.run(read_subject, check=True, capture_output=True, text=True, timeout=30).stdout.strip()
@@ -420,7 +495,10 @@ def _tls_handshake(certs: Path, hostname: str) -> bool:
     server.load_cert_chain(certs / "node.pem", certs / "node-key.pem")
     client = ssl.create_default_context(cafile=str(certs / "root-ca.pem"))
     to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
-    ends = [client.wrap_bio(to_client, to_server, server_hostname=hostname), server.wrap_bio(to_server, to_client, server_side=True)]
+    ends = [
+        client.wrap_bio(to_client, to_server, server_hostname=hostname),
+        server.wrap_bio(to_server, to_client, server_side=True),
+    ]
     done = [False, False]
     for _ in range(10):
         for i, end in enumerate(ends):
@@ -447,7 +525,9 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not shutil.which("openssl"):
         pytest.skip("make-certs.sh needs openssl")
     folder = tmp_path_factory.mktemp("certs")
-    subprocess.run(["bash", str(SECURE_DIR / "make-certs.sh"), str(folder)], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["bash", str(SECURE_DIR / "make-certs.sh"), str(folder)], check=True, capture_output=True, timeout=60
+    )
     return folder
 
 
@@ -524,10 +604,19 @@ def _run_healthcheck(
     (bin_dir / "curl").chmod(0o755)
     kind, *command = opensearch["healthcheck"]["test"]
     argv = ["/bin/sh", "-c", command[0]] if kind == "CMD-SHELL" else command
-    argv = [str(home / a.removeprefix(f"{OPENSEARCH_HOME}/")) if a.startswith(f"{OPENSEARCH_HOME}/") else a for a in argv]
+    argv = [
+        str(home / a.removeprefix(f"{OPENSEARCH_HOME}/")) if a.startswith(f"{OPENSEARCH_HOME}/") else a for a in argv
+    ]
     argv[0] = shutil.which(argv[0]) or argv[0]
-    assert "OPENSEARCH_INITIAL_ADMIN_PASSWORD" in opensearch["environment"], "the check reads the password from the service's environment"
-    env = {**{k: str(v) for k, v in opensearch["environment"].items()}, "OPENSEARCH_INITIAL_ADMIN_PASSWORD": password, "PATH": str(bin_dir), "HOME": str(home)}
+    assert "OPENSEARCH_INITIAL_ADMIN_PASSWORD" in opensearch["environment"], (
+        "the check reads the password from the service's environment"
+    )
+    env = {
+        **{k: str(v) for k, v in opensearch["environment"].items()},
+        "OPENSEARCH_INITIAL_ADMIN_PASSWORD": password,
+        "PATH": str(bin_dir),
+        "HOME": str(home),
+    }
     log.unlink(missing_ok=True)
     done = subprocess.run(argv, cwd=home, env=env, capture_output=True, text=True, timeout=60, check=False)
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -536,7 +625,9 @@ def _run_healthcheck(
 
 @pytest.mark.skipif(not (shutil.which("curl") and shutil.which("bash")), reason="the healthcheck runs curl (and bash)")
 @pytest.mark.parametrize("profiles", OPENSEARCH_PROFILES, ids=["+".join(p) for p in OPENSEARCH_PROFILES])
-def test_secure_healthcheck_keeps_the_admin_password_off_every_command_line(profiles: tuple[str, ...], certs: Path, tmp_path: Path) -> None:
+def test_secure_healthcheck_keeps_the_admin_password_off_every_command_line(
+    profiles: tuple[str, ...], certs: Path, tmp_path: Path
+) -> None:
     opensearch = _opensearch(profiles)
     # What docker inspect shows of the check names no password.
     assert not any(p in json.dumps(opensearch["healthcheck"]) for p in PASSWORDS.values())
@@ -552,7 +643,8 @@ def test_secure_healthcheck_keeps_the_admin_password_off_every_command_line(prof
         assert done.returncode == 0, done.stdout + done.stderr
         # It logged in as admin, and asked for the cluster's health.
         [(path, _)] = stand_in.requests
-        assert path.startswith("/_cluster/health?") and "wait_for_status=yellow" in path
+        assert path.startswith("/_cluster/health?")
+        assert "wait_for_status=yellow" in path
         # It fails for a password OpenSearch does not take, and for a cluster that is not yellow.
         assert _run_healthcheck(opensearch, certs, tmp_path, stand_in, password + "-wrong")[0].returncode != 0
         stand_in.healthy = False

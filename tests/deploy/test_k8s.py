@@ -28,12 +28,16 @@ VARIANTS = ["base", "gpu"]
 # The oldest Kubernetes release the manifests are written for (autoscaling/v2, policy/v1).
 KUBERNETES_VERSION = "1.29"
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (for its built-in kustomize) is not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("kubectl") is None, reason="kubectl (for its built-in kustomize) is not installed"
+)
 
 
 @cache
 def _rendered(variant: str) -> tuple[dict[str, Any], ...]:
-    done = subprocess.run(["kubectl", "kustomize", str(K8S / variant)], capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        ["kubectl", "kustomize", str(K8S / variant)], capture_output=True, text=True, timeout=60, check=True
+    )
     return tuple(yaml.safe_load_all(done.stdout))
 
 
@@ -51,12 +55,22 @@ def _container(variant: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_manifests_match_the_kubernetes_schemas(variant: str) -> None:
-    kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate (test extra) carries the API schemas")
+    kubernetes_validate = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate (test extra) carries the API schemas"
+    )
     kinds = []
     for doc in _rendered(variant):
         kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
         kinds.append(doc["kind"])
-    assert sorted(kinds) == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "NetworkPolicy", "PodDisruptionBudget", "Service"]
+    assert sorted(kinds) == [
+        "ConfigMap",
+        "Deployment",
+        "HorizontalPodAutoscaler",
+        "NetworkPolicy",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Service",
+    ]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -81,7 +95,8 @@ def test_gpu_variant_runs_the_cuda_image_on_gpu_nodes_and_base_does_not() -> Non
     assert _container("gpu")["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert _container("gpu")["image"].endswith(":cuda")
     base_pod = _one("base", "Deployment")["spec"]["template"]["spec"]
-    assert "nodeSelector" not in base_pod and "nvidia.com/gpu" not in _container("base")["resources"]["limits"]
+    assert "nodeSelector" not in base_pod
+    assert "nvidia.com/gpu" not in _container("base")["resources"]["limits"]
     assert _container("base")["image"].endswith(":cpu")
 
 
@@ -89,7 +104,8 @@ def test_configmap_is_valid_answerbox_settings(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(_one("base", "ConfigMap")["data"]["config.yaml"])
     settings = Settings.load(config)
-    assert settings.host == "0.0.0.0" and settings.port == _container("base")["ports"][0]["containerPort"]
+    assert settings.host == "0.0.0.0"
+    assert settings.port == _container("base")["ports"][0]["containerPort"]
     mounts = {m["mountPath"] for m in _container("base")["volumeMounts"]}
     assert str(settings.opensearch.ca_certs).startswith(tuple(mounts))
 
@@ -105,8 +121,13 @@ def test_probe_paths_answer_on_a_running_answerbox(answerbox: str, client: httpx
 def test_no_pod_mounts_a_service_account_token(variant: str) -> None:
     """answerbox never calls the Kubernetes API, so a stolen pod holds no token for it."""
     pods = [doc["spec"]["template"]["spec"] for doc in _rendered(variant) if "template" in doc.get("spec", {})]
-    assert pods and all(pod.get("automountServiceAccountToken") is False for pod in pods)
-    assert not [doc for doc in _rendered(variant) if doc["kind"] == "ServiceAccount" and doc.get("automountServiceAccountToken") is not False]
+    assert pods
+    assert all(pod.get("automountServiceAccountToken") is False for pod in pods)
+    assert not [
+        doc
+        for doc in _rendered(variant)
+        if doc["kind"] == "ServiceAccount" and doc.get("automountServiceAccountToken") is not False
+    ]
 
 
 # Who may reach what: NetworkPolicy's rules, for the peers and ports these manifests use.
@@ -128,7 +149,10 @@ Peer = Pod | str
 
 # The OpenSearch Helm chart's pod labels (opensearch-cluster-master, config.yaml's host), the
 # labels ADMIN.md asks of the LLM's pods, the cluster DNS's, and others that must be told apart.
-OPENSEARCH = Pod({"app.kubernetes.io/name": "opensearch", "app.kubernetes.io/instance": "opensearch"}, ports={"http": 9200, "transport": 9300})
+OPENSEARCH = Pod(
+    {"app.kubernetes.io/name": "opensearch", "app.kubernetes.io/instance": "opensearch"},
+    ports={"http": 9200, "transport": 9300},
+)
 LLM = Pod({"app.kubernetes.io/name": "llm"})
 DNS = Pod({"k8s-app": "kube-dns"}, namespace="kube-system")
 NEIGHBOUR = Pod({"app.kubernetes.io/name": "shop"})
@@ -143,7 +167,12 @@ def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
         return False
     for expression in selector.get("matchExpressions", []):
         key, values = expression["key"], expression.get("values", [])
-        held = {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values, "Exists": key in labels, "DoesNotExist": key not in labels}
+        held = {
+            "In": labels.get(key) in values,
+            "NotIn": labels.get(key) not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }
         if not held[expression["operator"]]:
             return False
     return True
@@ -152,7 +181,11 @@ def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 def _peer_matches(peer: dict[str, Any], other: Peer) -> bool:
     if isinstance(other, str):
         block: dict[str, Any] = peer.get("ipBlock") or {}
-        return bool(block) and ip_address(other) in ip_network(block["cidr"]) and not any(ip_address(other) in ip_network(c) for c in block.get("except", []))
+        return (
+            bool(block)
+            and ip_address(other) in ip_network(block["cidr"])
+            and not any(ip_address(other) in ip_network(c) for c in block.get("except", []))
+        )
     if "ipBlock" in peer:
         return False
     if "namespaceSelector" in peer:
@@ -168,12 +201,16 @@ def _port_matches(ports: list[dict[str, Any]] | None, port: int, protocol: str, 
     for entry in ports or [{"protocol": protocol}]:
         wanted = entry.get("port")
         number = named.get(wanted) if isinstance(wanted, str) else wanted
-        if entry.get("protocol", "TCP") == protocol and (wanted is None or (number is not None and number <= port <= entry.get("endPort", number))):
+        if entry.get("protocol", "TCP") == protocol and (
+            wanted is None or (number is not None and number <= port <= entry.get("endPort", number))
+        ):
             return True
     return False
 
 
-def _allowed(docs: tuple[dict[str, Any], ...], source: Pod, destination: Peer, port: int, protocol: str = "TCP") -> bool:
+def _allowed(
+    docs: tuple[dict[str, Any], ...], source: Pod, destination: Peer, port: int, protocol: str = "TCP"
+) -> bool:
     """Whether the NetworkPolicies among ``docs`` let ``source`` connect to ``destination``'s
     port: the source's egress and the destination's ingress must both allow it. A pod that no
     policy selects for a direction is not isolated in that direction."""
@@ -189,12 +226,15 @@ def _allowed(docs: tuple[dict[str, Any], ...], source: Pod, destination: Peer, p
         ]
         side = "from" if direction == "Ingress" else "to"
         return not applying or any(
-            (not rule.get(side) or any(_peer_matches(p, peer) for p in rule[side])) and _port_matches(rule.get("ports"), port, protocol, destination)
+            (not rule.get(side) or any(_peer_matches(p, peer) for p in rule[side]))
+            and _port_matches(rule.get("ports"), port, protocol, destination)
             for spec in applying
             for rule in spec.get(direction.lower(), [])
         )
 
-    return permits("Egress", source, destination) and (isinstance(destination, str) or permits("Ingress", destination, source))
+    return permits("Egress", source, destination) and (
+        isinstance(destination, str) or permits("Ingress", destination, source)
+    )
 
 
 def _answerbox_pod(variant: str) -> Pod:
@@ -226,11 +266,14 @@ def test_answerbox_reaches_opensearch_the_llm_and_dns_and_nothing_else(variant: 
     docs, answerbox, settings = _rendered(variant), _answerbox_pod(variant), _configured(variant, tmp_path)
     opensearch, llm = urlsplit(settings.opensearch.url), urlsplit(settings.llm.base_url)
     # Short names: Services in answerbox's own namespace, where its egress rules look.
-    assert "." not in str(opensearch.hostname) and "." not in str(llm.hostname)
-    assert opensearch.port and llm.port
+    assert "." not in str(opensearch.hostname)
+    assert "." not in str(llm.hostname)
+    assert opensearch.port
+    assert llm.port
     assert _allowed(docs, answerbox, OPENSEARCH, opensearch.port)
     assert _allowed(docs, answerbox, LLM, llm.port)
-    assert _allowed(docs, answerbox, DNS, 53, "UDP") and _allowed(docs, answerbox, DNS, 53, "TCP")
+    assert _allowed(docs, answerbox, DNS, 53, "UDP")
+    assert _allowed(docs, answerbox, DNS, 53, "TCP")
     assert not _allowed(docs, answerbox, OPENSEARCH, OPENSEARCH.ports["transport"])
     assert not _allowed(docs, answerbox, Pod(OPENSEARCH.labels, namespace="elsewhere"), opensearch.port)
     assert not _allowed(docs, answerbox, LLM, opensearch.port)
@@ -256,13 +299,22 @@ _YAML_BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.MULTILINE | re.DOTALL)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_admin_guide_overlay_lets_an_ingress_controller_in(variant: str, tmp_path: Path) -> None:
     """deploy/ADMIN.md's overlay for an Ingress controller in a namespace of its own."""
-    [overlay] = [block for block in _YAML_BLOCK.findall((REPO_ROOT / "deploy" / "ADMIN.md").read_text()) if "NetworkPolicy" in block]
+    [overlay] = [
+        block
+        for block in _YAML_BLOCK.findall((REPO_ROOT / "deploy" / "ADMIN.md").read_text())
+        if "NetworkPolicy" in block
+    ]
     assert "- ../base" in overlay
     # The guide's overlay sits beside base/; here it points at the variant from wherever tmp_path is.
-    (tmp_path / "kustomization.yaml").write_text(overlay.replace("- ../base", f"- {os.path.relpath(K8S / variant, tmp_path)}"))
-    done = subprocess.run(["kubectl", "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60, check=True)
+    (tmp_path / "kustomization.yaml").write_text(
+        overlay.replace("- ../base", f"- {os.path.relpath(K8S / variant, tmp_path)}")
+    )
+    done = subprocess.run(
+        ["kubectl", "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60, check=True
+    )
     docs, answerbox = tuple(yaml.safe_load_all(done.stdout)), _answerbox_pod(variant)
     [port] = answerbox.ports.values()
     assert _allowed(docs, INGRESS_NGINX, answerbox, port)
     llm_port = urlsplit(_configured(variant, tmp_path / "config").llm.base_url).port or 80
-    assert not _allowed(docs, STRANGER, answerbox, port) and not _allowed(docs, INGRESS_NGINX, LLM, llm_port)
+    assert not _allowed(docs, STRANGER, answerbox, port)
+    assert not _allowed(docs, INGRESS_NGINX, LLM, llm_port)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import httpx
+from answerbox.server import free_port
 from opensearchpy import OpenSearch
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
@@ -13,7 +15,7 @@ from starlette.routing import Route
 
 from tests.conftest import AnswerboxFactory, bulk_index
 from tests.support.recording_proxy import RecordingProxy
-from tests.support.servers import free_port, serve
+from tests.support.servers import serve
 
 BULK = (
     b'{"index":{"_index":"books","_id":"1"}}\n{"title":"Dune","body":"a desert planet"}\n'
@@ -38,26 +40,41 @@ def test_index_creation_matches_direct(answerbox: str, osmem_url: str, client: h
 
 
 def test_bulk_ndjson_then_search_and_cat(answerbox: str, osmem_url: str, client: httpx.Client) -> None:
-    bulk = client.post(f"{answerbox}/_bulk?refresh=true", content=BULK, headers={"content-type": "application/x-ndjson"})
+    bulk = client.post(
+        f"{answerbox}/_bulk?refresh=true", content=BULK, headers={"content-type": "application/x-ndjson"}
+    )
     assert bulk.status_code == 200
-    assert bulk.json()["errors"] is False and len(bulk.json()["items"]) == 2
+    assert bulk.json()["errors"] is False
+    assert len(bulk.json()["items"]) == 2
     query = {"query": {"match": {"body": "desert"}}}
-    via, direct = client.post(f"{answerbox}/books/_search", json=query), client.post(f"{osmem_url}/books/_search", json=query)
+    via, direct = (
+        client.post(f"{answerbox}/books/_search", json=query),
+        client.post(f"{osmem_url}/books/_search", json=query),
+    )
     assert via.json()["hits"] == direct.json()["hits"]
     assert [h["_id"] for h in via.json()["hits"]["hits"]] == ["1"]
-    cat_via, cat_direct = client.get(f"{answerbox}/_cat/indices?v&h=index,docs.count"), client.get(f"{osmem_url}/_cat/indices?v&h=index,docs.count")
+    cat_via, cat_direct = (
+        client.get(f"{answerbox}/_cat/indices?v&h=index,docs.count"),
+        client.get(f"{osmem_url}/_cat/indices?v&h=index,docs.count"),
+    )
     _same(cat_via, cat_direct)
     assert cat_via.headers["content-type"].startswith("text/plain")
     assert "books" in cat_via.text
 
 
-def test_errors_come_back_identical(answerbox: str, osmem_url: str, client: httpx.Client, opensearch: OpenSearch) -> None:
+def test_errors_come_back_identical(
+    answerbox: str, osmem_url: str, client: httpx.Client, opensearch: OpenSearch
+) -> None:
     bulk_index(opensearch, "books", [{"title": "Dune"}])
     _same(client.get(f"{answerbox}/missing/_search"), client.get(f"{osmem_url}/missing/_search"))
-    bad = {"query": {"bogus": {}}}
-    via, direct = client.post(f"{answerbox}/books/_search", json=bad), client.post(f"{osmem_url}/books/_search", json=bad)
+    bad: dict[str, Any] = {"query": {"bogus": {}}}
+    via, direct = (
+        client.post(f"{answerbox}/books/_search", json=bad),
+        client.post(f"{osmem_url}/books/_search", json=bad),
+    )
     _same(via, direct)
-    assert via.status_code == 400 and via.json()["error"]["root_cause"][0]["type"] == "parsing_exception"
+    assert via.status_code == 400
+    assert via.json()["error"]["root_cause"][0]["type"] == "parsing_exception"
     not_json = b"{this is not json"
     _same(
         client.post(f"{answerbox}/books/_search", content=not_json, headers={"content-type": "application/json"}),
@@ -65,7 +82,9 @@ def test_errors_come_back_identical(answerbox: str, osmem_url: str, client: http
     )
 
 
-def test_authorization_reaches_opensearch_untouched(make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client) -> None:
+def test_authorization_reaches_opensearch_untouched(
+    make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
+) -> None:
     recorder = RecordingProxy(osmem_url)
     with serve(recorder.app()) as hop:
         url = make_answerbox(opensearch={"url": hop})
@@ -82,7 +101,8 @@ def test_opensearch_down_gives_opensearch_shaped_502(make_answerbox: AnswerboxFa
     response = client.get(f"{url}/_cat/indices")
     assert response.status_code == 502
     body = response.json()
-    assert body["status"] == 502 and body["error"]["root_cause"][0]["type"] == "connect_exception"
+    assert body["status"] == 502
+    assert body["error"]["root_cause"][0]["type"] == "connect_exception"
 
 
 def test_oversized_body_is_rejected_in_opensearch_shape(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
@@ -92,7 +112,9 @@ def test_oversized_body_is_rejected_in_opensearch_shape(make_answerbox: Answerbo
     assert response.json()["error"]["type"] == "content_too_long_exception"
 
 
-def test_a_hanging_opensearch_times_out_instead_of_hanging(make_answerbox: AnswerboxFactory, client: httpx.Client) -> None:
+def test_a_hanging_opensearch_times_out_instead_of_hanging(
+    make_answerbox: AnswerboxFactory, client: httpx.Client
+) -> None:
     async def stall(request: object) -> JSONResponse:
         await asyncio.sleep(3)
         return JSONResponse({})
@@ -102,5 +124,8 @@ def test_a_hanging_opensearch_times_out_instead_of_hanging(make_answerbox: Answe
         response = client.get(f"{url}/_cat/indices")
         assert response.status_code == 504
         assert response.json()["error"]["type"] == "timeout_exception"
-        search = client.post(f"{url}/books/_search", json={"search_pipeline": {"request_processors": []}, "query": {"match_all": {}}})
-        assert search.status_code == 504 and search.json()["status"] == 504
+        search = client.post(
+            f"{url}/books/_search", json={"search_pipeline": {"request_processors": []}, "query": {"match_all": {}}}
+        )
+        assert search.status_code == 504
+        assert search.json()["status"] == 504

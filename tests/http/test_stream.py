@@ -69,10 +69,14 @@ def test_stream_sends_hits_then_tokens_then_checked_answer(
     body = {"query": {"match": {"text": QUESTION}}}
     events = stream(client, url, body, "?search_pipeline=answers")
     kinds = names(events)
-    assert kinds[:3] == ["search", "hits", "snippet"] and kinds[-2:] == ["answer", "done"] and set(kinds[3:-2]) == {"token"}
+    assert kinds[:3] == ["search", "hits", "snippet"]
+    assert kinds[-2:] == ["answer", "done"]
+    assert set(kinds[3:-2]) == {"token"}
     found, hits, snippet, answer = events[0][1], events[1][1], events[2][1], events[-2][1]
     # The reader's answer, scored, the moment it has one: before the LLM's first token.
-    assert snippet["mode"] == "extractive" and "Herbert" in snippet["text"] and 0 < snippet["confidence"] < 1
+    assert snippet["mode"] == "extractive"
+    assert "Herbert" in snippet["text"]
+    assert 0 < snippet["confidence"] < 1
     plain = client.post(f"{url}/books/_search?search_pipeline=answers", json=body).json()
     assert hits["hits"] == plain["hits"]
     assert hits["ext"]["answerbox"]["answer"] is None
@@ -98,10 +102,13 @@ def test_llm_failure_mid_stream_sends_error_then_the_extractive_answer(
         events = stream(client, url, answer_search())
     assert names(events) == ["search", "hits", "snippet", "token", "token", "error", "answer", "done"]
     error, answer = events[5][1], events[6][1]
-    assert error["status"] == 502 and error["error"]["type"] == "llm_exception"
+    assert error["status"] == 502
+    assert error["error"]["type"] == "llm_exception"
     # The provider's own words stay in answerbox's log.
-    assert error["error"]["reason"].startswith("the LLM") and "the model crashed" not in str(events)
-    assert answer["answer"]["mode"] == "extractive" and "Herbert" in answer["answer"]["text"]
+    assert error["error"]["reason"].startswith("the LLM")
+    assert "the model crashed" not in str(events)
+    assert answer["answer"]["mode"] == "extractive"
+    assert "Herbert" in answer["answer"]["text"]
     assert any("the LLM failed" in w for w in answer["warnings"])
 
 
@@ -112,7 +119,8 @@ def test_without_an_llm_the_stream_has_no_tokens(
     events = stream(client, url, answer_search())
     assert names(events) == ["search", "hits", "snippet", "answer", "done"]
     snippet, answer = events[2][1], events[3][1]["answer"]
-    assert answer["mode"] == "extractive" and snippet == answer
+    assert answer["mode"] == "extractive"
+    assert snippet == answer
 
 
 def test_stream_needs_a_pipeline_with_cited_answer(
@@ -122,8 +130,11 @@ def test_stream_needs_a_pipeline_with_cited_answer(
     response = client.post(f"{url}/books/_answerbox/stream", json={"query": {"match_all": {}}})
     assert response.status_code == 400
     assert "cited_answer" in response.json()["error"]["reason"]
-    broken = client.post(f"{url}/books/_answerbox/stream", content=b"{not json", headers={"content-type": "application/json"})
-    assert broken.status_code == 400 and broken.json()["error"]["type"] == "parsing_exception"
+    broken = client.post(
+        f"{url}/books/_answerbox/stream", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert broken.status_code == 400
+    assert broken.json()["error"]["type"] == "parsing_exception"
 
 
 @pytest.mark.parametrize("ignore", [True, False])
@@ -143,7 +154,8 @@ def test_the_stream_runs_the_response_processors_through_the_engine(
     else:
         assert names(events) == ["search", "error", "answer", "done"]
         error = events[1][1]
-        assert error["error"]["type"] == "search_pipeline_exception" and "explode:x" in error["error"]["reason"]
+        assert error["error"]["type"] == "search_pipeline_exception"
+        assert "explode:x" in error["error"]["reason"]
         assert events[2][1]["answer"] is None
 
 
@@ -160,6 +172,9 @@ def test_the_stream_honours_the_pipelines_budget(
     events = stream(client, url, body)
     assert names(events) == ["search", "hits", "snippet", "answer", "done"]
     report = events[3][1]
-    assert any(w.startswith("processor [sleep] failed") and "share of the pipeline's budget" in w for w in report["warnings"])
-    assert report["answer"]["abstained"] is False and report["answer"]["mode"] == "extractive"
+    assert any(
+        w.startswith("processor [sleep] failed") and "share of the pipeline's budget" in w for w in report["warnings"]
+    )
+    assert report["answer"]["abstained"] is False
+    assert report["answer"]["mode"] == "extractive"
     assert time.perf_counter() - started < 9

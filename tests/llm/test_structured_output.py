@@ -41,7 +41,9 @@ async def test_auto_probes_once_for_concurrent_first_calls_and_remembers(scripte
 
 
 @pytest.mark.parametrize("refusal_status", [400, 422, 500], ids=["vllm", "validation", "llama-cpp-python"])
-async def test_a_server_refusing_json_schema_gets_json_object_with_the_schema(scripted_llm: tuple[ScriptedLLM, str], refusal_status: int) -> None:
+async def test_a_server_refusing_json_schema_gets_json_object_with_the_schema(
+    scripted_llm: tuple[ScriptedLLM, str], refusal_status: int
+) -> None:
     scripted, url = scripted_llm
     scripted.formats, scripted.refusal_status = ("json_object",), refusal_status
     client = _client(url)
@@ -63,7 +65,8 @@ async def test_a_server_taking_neither_form_is_remembered_as_none(scripted_llm: 
         await client.complete(MESSAGES, schema=ANSWER)
     finally:
         await client.aclose()
-    assert len(scripted.probes) == 2 and "response_format" not in scripted.calls[0]
+    assert len(scripted.probes) == 2
+    assert "response_format" not in scripted.calls[0]
 
 
 async def test_none_sends_no_probe_and_no_response_format(scripted_llm: tuple[ScriptedLLM, str]) -> None:
@@ -75,7 +78,8 @@ async def test_none_sends_no_probe_and_no_response_format(scripted_llm: tuple[Sc
         await client.complete(MESSAGES, schema=ANSWER)
     finally:
         await client.aclose()
-    assert scripted.probes == [] and "response_format" not in scripted.calls[0]
+    assert scripted.probes == []
+    assert "response_format" not in scripted.calls[0]
 
 
 async def test_a_probe_without_an_answer_decides_nothing(scripted_llm: tuple[ScriptedLLM, str]) -> None:
@@ -93,7 +97,9 @@ async def test_a_probe_without_an_answer_decides_nothing(scripted_llm: tuple[Scr
 
 
 @pytest.mark.parametrize("form", ["json_schema", "json_object"])
-async def test_string_caps_are_sent_where_the_server_takes_them(scripted_llm: tuple[ScriptedLLM, str], form: str) -> None:
+async def test_string_caps_are_sent_where_the_server_takes_them(
+    scripted_llm: tuple[ScriptedLLM, str], form: str
+) -> None:
     scripted, url = scripted_llm
     scripted.formats, scripted.replies = (form,), ['{"answer": "Frank Herbert"}']
     client = _client(url, structured_output=form)

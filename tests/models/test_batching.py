@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import cast
 
 import pytest
 from answerbox.models.batching import MicroBatcher, QueueFull, partition
@@ -26,7 +27,8 @@ async def test_concurrent_callers_share_batches() -> None:
     batcher: MicroBatcher[str, str] = MicroBatcher(model, max_batch=16, max_wait_s=0.05)
     results = await asyncio.gather(*(batcher.submit([f"q{i}"]) for i in range(16)))
     assert results == [[f"Q{i}"] for i in range(16)]
-    assert len(model.batches) == 1 and len(model.batches[0]) == 16
+    assert len(model.batches) == 1
+    assert len(model.batches[0]) == 16
     assert model.threads != {threading.current_thread().name}  # off the event loop
     batcher.close()
 
@@ -36,7 +38,8 @@ async def test_batches_respect_max_batch_and_are_sorted_by_length() -> None:
     batcher: MicroBatcher[str, str] = MicroBatcher(model, max_batch=4, max_wait_s=0.05)
     items = ["aaaa", "a", "aaa", "aa", "aaaaa", "aaaaaa"]
     assert await batcher.submit(items) == [i.upper() for i in items]
-    assert len(model.batches) == 2 and all(len(b) <= 4 for b in model.batches)
+    assert len(model.batches) == 2
+    assert all(len(b) <= 4 for b in model.batches)
     assert [item for batch in model.batches for item in batch] == sorted(items, key=len)
     batcher.close()
 
@@ -51,7 +54,9 @@ def test_short_items_are_not_padded_to_long_ones() -> None:
 def test_similar_items_share_one_batch_up_to_max_batch() -> None:
     assert partition([100, 101, 102, 104], max_batch=16) == [range(0, 4)]
     batches = partition([50] * 20, max_batch=16)
-    assert len(batches) == 2 and all(len(b) <= 16 for b in batches) and [i for b in batches for i in b] == list(range(20))
+    assert len(batches) == 2
+    assert all(len(b) <= 16 for b in batches)
+    assert [i for b in batches for i in b] == list(range(20))
     assert partition([], max_batch=4) == []
 
 
@@ -115,7 +120,10 @@ async def test_work_for_callers_who_gave_up_is_not_done() -> None:
 async def test_a_full_queue_refuses_at_once() -> None:
     release = threading.Event()
     batcher: MicroBatcher[str, str] = MicroBatcher(
-        lambda items: release.wait(5) and [i.upper() for i in items], max_batch=2, max_wait_s=0, max_pending=3
+        lambda items: cast(list[str], release.wait(5) and [i.upper() for i in items]),
+        max_batch=2,
+        max_wait_s=0,
+        max_pending=3,
     )
     running = asyncio.ensure_future(batcher.submit(["a", "b"]))
     await asyncio.sleep(0.05)  # the worker took a and b
@@ -124,7 +132,8 @@ async def test_a_full_queue_refuses_at_once() -> None:
     with pytest.raises(QueueFull):
         await batcher.submit(["f"])
     release.set()
-    assert await running == ["A", "B"] and await queued == ["C", "D", "E"]
+    assert await running == ["A", "B"]
+    assert await queued == ["C", "D", "E"]
     batcher.close()
 
 
@@ -147,5 +156,6 @@ async def test_one_owner_cannot_fill_the_queue_that_others_need() -> None:
         await as_owner("flooder", ["one more"])
     other = asyncio.create_task(as_owner("other", ["o1", "o2"]))
     gate.set()
-    assert await other == ["O1", "O2"] and len(await flood) == 4
+    assert await other == ["O1", "O2"]
+    assert len(await flood) == 4
     batcher.close()

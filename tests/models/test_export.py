@@ -73,7 +73,7 @@ def test_standard_qa_checkpoint_exports_through_optimum(tiny_checkpoint: Path, t
     from transformers import BertForQuestionAnswering
 
     checkpoint = tmp_path / "qa"
-    BertForQuestionAnswering(tiny_config()).save_pretrained(checkpoint)
+    BertForQuestionAnswering(tiny_config()).save_pretrained(checkpoint)  # type: ignore[no-untyped-call]
     (checkpoint / "tokenizer.json").write_bytes((tiny_checkpoint / "tokenizer.json").read_bytes())
     # No task given: a checkpoint that does not declare ours is taken as question-answering.
     export_model(checkpoint, tmp_path / "onnx", variants=("int8",), max_length=48, stride=12)
@@ -83,7 +83,9 @@ def test_standard_qa_checkpoint_exports_through_optimum(tiny_checkpoint: Path, t
     assert manifest.variants == {"int8": "model.int8.onnx"}
     assert not (tmp_path / "onnx" / "model.fp32.onnx").exists()
     kept, quantized = _float_linear_nodes(tmp_path / "onnx" / "model.int8.onnx")
-    assert len(kept) == 1 and "qa_outputs" in kept[0] and quantized > 0
+    assert len(kept) == 1
+    assert "qa_outputs" in kept[0]
+    assert quantized > 0
 
 
 def test_models_export_cli(tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,25 +24,31 @@ async def test_the_snippet_comes_from_the_best_scored_passage(reader_models: Mod
     scores = await reader_models.evaluator.score(QUESTION, [e.snippet for e in evidence])
     best = max(range(len(evidence)), key=lambda i: scores[i])
     found = await featured_snippet(QUESTION, evidence, reader_models)
-    assert found is not None and found.answer.mode == "extractive"
+    assert found is not None
+    assert found.answer.mode == "extractive"
     answer, signals = found.answer, found.signals
     (citation,) = answer.citations
     # The search ranked the answering passage last; the choice is the evaluator's.
     assert citation.id == evidence[best].id == "result"
     assert citation.support == round(scores[best], 4)
-    assert answer.text in citation.quote and "Broncos" in answer.text
+    assert answer.text in citation.quote
+    assert "Broncos" in answer.text
     # What its confidence rests on: the chosen passage's score and place, its lead over the next.
     assert (signals.score, signals.rank) == (scores[best], best)  # the search's order: the hits' here
     assert signals.margin == scores[best] - max(s for i, s in enumerate(scores) if i != best)
-    assert 0 < signals.span_probability <= 1 and signals.words == len(answer.text.split())
+    assert 0 < signals.span_probability <= 1
+    assert signals.words == len(answer.text.split())
 
 
 async def test_agreement_counts_the_other_passages_that_say_the_same(reader_models: Models) -> None:
     twice = {**TEXTS, "again": "Super Bowl 50 was won by the Denver Broncos, who beat the Carolina Panthers."}
     hits = [{"_index": "nfl", "_id": doc_id, "_source": {"text": text}} for doc_id, text in twice.items()]
-    found = await featured_snippet(QUESTION, evidence_from_hits(hits, EvidenceFields(title=None), snippet_chars=1000), reader_models)
+    found = await featured_snippet(
+        QUESTION, evidence_from_hits(hits, EvidenceFields(title=None), snippet_chars=1000), reader_models
+    )
     alone = await featured_snippet(QUESTION, _evidence(), reader_models)
-    assert found is not None and alone is not None
+    assert found is not None
+    assert alone is not None
     assert found.signals.agreement > alone.signals.agreement
 
 

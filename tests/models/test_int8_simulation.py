@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,9 @@ def test_simulated_int8_tracks_the_served_int8_graph(
     real = tiny_inputs["attention_mask"].astype(bool)
     for name, plain, sim in zip(manifest.output_names, fp32, simulated, strict=True):
         want = served[name][real] if served[name].ndim == 2 else served[name]
-        pick = (lambda t: t.numpy()[real]) if sim.ndim == 2 else (lambda t: t.numpy())
+        pick: Callable[[torch.Tensor], np.ndarray] = (
+            (lambda t: t.numpy()[real]) if sim.ndim == 2 else (lambda t: t.numpy())
+        )
         rounding_error = np.abs(pick(plain) - want).max()
         assert rounding_error > 1e-4  # int8 does move the logits ...
         # ... and the simulation moves them alike (measured: 1e-7 against 1e-2 on this model).

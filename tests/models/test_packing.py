@@ -39,10 +39,13 @@ def _weights(path: Path) -> dict[str, np.ndarray]:
 
 
 def _run(path: Path, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
+    outputs: list[np.ndarray] = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
+    return outputs
 
 
-def test_unpack_rebuilds_fp32_from_float16_weights_and_the_int8_tables(model_dir: Path, tiny_inputs: dict[str, np.ndarray]) -> None:
+def test_unpack_rebuilds_fp32_from_float16_weights_and_the_int8_tables(
+    model_dir: Path, tiny_inputs: dict[str, np.ndarray]
+) -> None:
     original = _weights(model_dir / "model.fp32.onnx")
     expected_outputs = _run(model_dir / "model.fp32.onnx", tiny_inputs)
     int8_bytes = (model_dir / "model.int8.onnx").read_bytes()
@@ -61,7 +64,9 @@ def test_unpack_rebuilds_fp32_from_float16_weights_and_the_int8_tables(model_dir
         assert rebuilt[name].dtype == value.dtype
         if name in tables:
             q, scale, zero = (int8[f"{name}_{part}"] for part in ("quantized", "scale", "zero_point"))
-            np.testing.assert_array_equal(rebuilt[name], ((q.astype(np.int32) - zero.astype(np.int32)) * scale).astype(np.float32))
+            np.testing.assert_array_equal(
+                rebuilt[name], ((q.astype(np.int32) - zero.astype(np.int32)) * scale).astype(np.float32)
+            )
         elif value.dtype == np.float32:
             np.testing.assert_array_equal(rebuilt[name], value.astype(np.float16).astype(np.float32))
         else:

@@ -95,5 +95,8 @@ async def test_default_model_answers_easy_questions(reader_models: Models) -> No
 
 def test_a_question_longer_than_the_window_is_clipped_not_a_crash() -> None:
     tokenizer = load_tokenizer(REPO_ROOT / "onnx_models" / "default" / "tokenizer.json")
-    windows = WindowTokenizer(tokenizer, max_length=48, stride=16).windows("what is the answer " * 100, ["a passage about many things " * 40])
-    assert len(windows) > 1 and all(len(w.ids) <= 48 for w in windows)
+    windows = WindowTokenizer(tokenizer, max_length=48, stride=16).windows(
+        "what is the answer " * 100, ["a passage about many things " * 40]
+    )
+    assert len(windows) > 1
+    assert all(len(w.ids) <= 48 for w in windows)

@@ -21,7 +21,9 @@ def test_asking_for_cuda_without_a_gpu_falls_back_to_cpu_in_one_line(
     with caplog.at_level(logging.INFO, logger="answerbox.models.session"):
         session = OnnxSession(tiny_export / "model.fp32.onnx", providers=["CUDAExecutionProvider"])
     assert session.provider == CPU
-    assert caplog.messages == ["model.fp32.onnx runs on CPUExecutionProvider (CUDAExecutionProvider could not be loaded here)"]
+    assert caplog.messages == [
+        "model.fp32.onnx runs on CPUExecutionProvider (CUDAExecutionProvider could not be loaded here)"
+    ]
     # Not ONNX Runtime's own multi-line ERROR about the CUDA libraries on stderr.
     assert "onnxruntime" not in capfd.readouterr().err
 

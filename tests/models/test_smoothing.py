@@ -46,7 +46,9 @@ def _with_outlier_channel(tiny_export: Path, tmp_path: Path) -> tuple[Path, str]
     return path, up[0].name
 
 
-def test_smoothing_leaves_fp32_outputs_unchanged(tiny_export: Path, tiny_inputs: dict[str, np.ndarray], tmp_path: Path) -> None:
+def test_smoothing_leaves_fp32_outputs_unchanged(
+    tiny_export: Path, tiny_inputs: dict[str, np.ndarray], tmp_path: Path
+) -> None:
     model = onnx.load(str(tiny_export / "model.fp32.onnx"))
     names = layer_norm_inputs(model)
     # Query, key, value and the up-projection per layer, and the span head on the last LayerNorm.

@@ -38,16 +38,19 @@ def test_a_stopped_run_resumes_exactly(tiny_checkpoint: Path, tarball: Path, tmp
     assert through.step == 24  # 24 questions: 24 positives + 24 hard negatives, 4 a batch, 2 epochs
     # The smallest time budget stops after the first step, on a checkpoint.
     stopped = train(parse_args(_args(tarball, tiny_checkpoint, tmp_path / "split", "--max-minutes", "1e-9")))
-    assert stopped.step == 1 and (tmp_path / "split" / "checkpoint.pt").is_file()
+    assert stopped.step == 1
+    assert (tmp_path / "split" / "checkpoint.pt").is_file()
     summary = json.loads((tmp_path / "split" / "train_summary.json").read_text())
     assert summary["finished"] is False
     resumed = train(parse_args(_args(tarball, tiny_checkpoint, tmp_path / "split", "--resume")))
-    assert resumed.step == 24 and resumed.history == pytest.approx(through.history, abs=0)
+    assert resumed.step == 24
+    assert resumed.history == pytest.approx(through.history, abs=0)
     want, got = _weights(tmp_path / "through"), _weights(tmp_path / "split")
     assert want.keys() == got.keys()
     assert all(torch.equal(want[k], got[k]) for k in want)
     log = (tmp_path / "split" / "train.log").read_text()
-    assert "resumed at step 1/24" in log and "steps/s ETA" in log
+    assert "resumed at step 1/24" in log
+    assert "steps/s ETA" in log
 
 
 def test_a_resume_with_another_recipe_is_refused(tiny_checkpoint: Path, tarball: Path, tmp_path: Path) -> None:
@@ -64,7 +67,9 @@ def test_hard_negatives_are_the_articles_best_paragraphs_without_the_answer() ->
         "the bridge toll paid for it by 1932",  # holds the answer: never a negative
         "wool was the colony's first export",
     ]
-    question = Question(id="q", text="when did the bridge over the harbour open?", answers=("1932",), answer_starts=(23,))
+    question = Question(
+        id="q", text="when did the bridge over the harbour open?", answers=("1932",), answer_starts=(23,)
+    )
     paragraphs = [Paragraph(id=f"p{i}", article="bridge", context=t, questions=(question,) if i == 0 else ())
                   for i, t in enumerate(texts)]  # fmt: skip
     other = Paragraph(id="x", article="other", context="the bridge over the harbour", questions=())
@@ -81,7 +86,8 @@ def test_kept_weights_average_into_a_checkpoint(tiny_checkpoint: Path, tarball: 
     kept = sorted((tmp_path / "run" / "weights").iterdir())
     assert [p.name for p in kept] == ["step-1", "step-24"]
     final, last_kept = _weights(tmp_path / "run"), _weights(kept[1])
-    assert final.keys() == last_kept.keys() and all(torch.equal(final[k], last_kept[k]) for k in final)
+    assert final.keys() == last_kept.keys()
+    assert all(torch.equal(final[k], last_kept[k]) for k in final)
     average(kept, tmp_path / "mean")
     first, last, mean = _weights(kept[0]), _weights(kept[1]), _weights(tmp_path / "mean")
     assert any(not torch.equal(first[k], last[k]) for k in first)
@@ -110,7 +116,9 @@ def test_select_average_keeps_the_best_tail_on_the_held_out_articles(
     tiny_checkpoint: Path, tarball: Path, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    train(parse_args(_args(tarball, tiny_checkpoint, run, "--holdout", "0.5", "--max-minutes", "1e-9", "--keep-weights")))
+    train(
+        parse_args(_args(tarball, tiny_checkpoint, run, "--holdout", "0.5", "--max-minutes", "1e-9", "--keep-weights"))
+    )
     train(parse_args(_args(tarball, tiny_checkpoint, run, "--holdout", "0.5", "--resume", "--keep-weights")))
     kept = list((run / "weights").iterdir())
     argv = [*map(str, kept), "--holdout", "0.5", "--out", str(tmp_path / "chosen"), "--data", str(tarball),
@@ -121,7 +129,8 @@ def test_select_average_keeps_the_best_tail_on_the_held_out_articles(
     best = max(selection.candidates, key=lambda c: (c.em, c.f1, len(c.checkpoints)))
     assert selection.chosen == best
     record = json.loads((tmp_path / "chosen" / "selection.json").read_text())
-    assert record["chosen"]["checkpoints"] == best.checkpoints and record["holdout"] == 0.5
+    assert record["chosen"]["checkpoints"] == best.checkpoints
+    assert record["holdout"] == 0.5
     chosen, last = _weights(tmp_path / "chosen"), _weights(run / "weights" / "step-12")
     same = all(torch.equal(chosen[k], last[k]) for k in last)
     assert same == (best.checkpoints == ["step-12"])
@@ -134,7 +143,9 @@ def test_select_average_orders_kept_weights_by_step(tmp_path: Path) -> None:
         by_step([tmp_path / "avg8"])
 
 
-def test_a_checkpoint_from_before_a_setting_existed_resumes(tiny_checkpoint: Path, tarball: Path, tmp_path: Path) -> None:
+def test_a_checkpoint_from_before_a_setting_existed_resumes(
+    tiny_checkpoint: Path, tarball: Path, tmp_path: Path
+) -> None:
     train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--max-minutes", "1e-9")))
     saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
     del saved["state"].recipe["int8_aware"]  # as a run checkpointed before --int8-aware was written

@@ -6,15 +6,20 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 import httpx
 import pytest
+from answerbox.server import free_port
 
 from tests.conftest import AnswerboxFactory
 from tests.support.processors import registry_with_test_processors
-from tests.support.servers import free_port
 
-LABEL = {"description": "labels hits", "version": 3, "response_processors": [{"label_hits": {"tag": "l1", "label": "seen"}}]}
+LABEL = {
+    "description": "labels hits",
+    "version": 3,
+    "response_processors": [{"label_hits": {"tag": "l1", "label": "seen"}}],
+}
 
 
 @pytest.fixture
@@ -30,9 +35,11 @@ def test_crud_round_trip(url: str, client: httpx.Client) -> None:
     assert set(client.get(f"{url}/_search/pipeline/lab*").json()) == {"labels"}
     assert client.delete(f"{url}/_search/pipeline/labels").json() == {"acknowledged": True}
     missing = client.get(f"{url}/_search/pipeline/labels")
-    assert missing.status_code == 404 and missing.json() == {}
+    assert missing.status_code == 404
+    assert missing.json() == {}
     gone = client.delete(f"{url}/_search/pipeline/labels")
-    assert gone.status_code == 404 and gone.json()["error"]["type"] == "resource_not_found_exception"
+    assert gone.status_code == 404
+    assert gone.json()["error"]["type"] == "resource_not_found_exception"
 
 
 @pytest.mark.parametrize(
@@ -46,7 +53,9 @@ def test_crud_round_trip(url: str, client: httpx.Client) -> None:
         ({"surprise": 1}, "surprise"),
     ],
 )
-def test_invalid_pipeline_is_a_400_in_opensearch_shape(url: str, client: httpx.Client, body: dict, fragment: str) -> None:
+def test_invalid_pipeline_is_a_400_in_opensearch_shape(
+    url: str, client: httpx.Client, body: dict[str, Any], fragment: str
+) -> None:
     response = client.put(f"{url}/_search/pipeline/bad", json=body)
     assert response.status_code == 400
     error = response.json()
@@ -57,7 +66,9 @@ def test_invalid_pipeline_is_a_400_in_opensearch_shape(url: str, client: httpx.C
 
 
 def test_malformed_body_is_a_400_parse_error(url: str, client: httpx.Client) -> None:
-    response = client.put(f"{url}/_search/pipeline/bad", content=b"{not json", headers={"content-type": "application/json"})
+    response = client.put(
+        f"{url}/_search/pipeline/bad", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400
     assert response.json()["error"]["root_cause"][0]["type"] == "parsing_exception"
 

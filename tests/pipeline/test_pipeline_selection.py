@@ -25,7 +25,12 @@ QUERY = {"query": {"match": {"body": "desert spice"}}}
 
 @pytest.fixture
 def url(make_answerbox: AnswerboxFactory, opensearch: OpenSearch, client: httpx.Client) -> str:
-    bulk_index(opensearch, "books", [dict(d) for d in DOCS], {"properties": {"title": {"type": "keyword"}, "body": {"type": "text"}}})
+    bulk_index(
+        opensearch,
+        "books",
+        [dict(d) for d in DOCS],
+        {"properties": {"title": {"type": "keyword"}, "body": {"type": "text"}}},
+    )
     url = make_answerbox(registry=registry_with_test_processors())
     for name, body in (("dune_only", FILTER_DUNE), ("labels", LABEL)):
         assert client.put(f"{url}/_search/pipeline/{name}", json=body).status_code == 200
@@ -85,18 +90,34 @@ def test_msearch_selects_per_line(url: str, client: httpx.Client) -> None:
 
 def test_msearch_query_parameter_applies_to_every_line(url: str, client: httpx.Client) -> None:
     payload = "".join(json.dumps(line) + "\n" for line in [{"index": "books"}, QUERY, {}, {"query": {"match_all": {}}}])
-    response = client.post(f"{url}/books/_msearch?search_pipeline=dune_only", content=payload, headers={"content-type": "application/x-ndjson"})
+    response = client.post(
+        f"{url}/books/_msearch?search_pipeline=dune_only",
+        content=payload,
+        headers={"content-type": "application/x-ndjson"},
+    )
     assert [[h["_id"] for h in r["hits"]["hits"]] for r in response.json()["responses"]] == [["1"], ["1"]]
 
 
 def test_response_contract_and_verbose_results(url: str, client: httpx.Client) -> None:
     response = client.post(f"{url}/books/_search?search_pipeline=labels&verbose_pipeline=true", json=QUERY).json()
     report = response["ext"]["answerbox"]
-    assert set(report) == {"answer", "citations", "conversation", "query_expansion", "retrieval", "chain", "timings_ms", "llm_skipped", "warnings"}
+    assert set(report) == {
+        "answer",
+        "citations",
+        "conversation",
+        "query_expansion",
+        "retrieval",
+        "chain",
+        "timings_ms",
+        "llm_skipped",
+        "warnings",
+    }
     assert {"label_hits:lab", "search", "total"} <= set(report["timings_ms"])
     assert "retrieval_augmented_generation" not in response["ext"]
     [result] = response["processor_results"]
-    assert result["processor_name"] == "label_hits" and result["tag"] == "lab" and result["status"] == "success"
+    assert result["processor_name"] == "label_hits"
+    assert result["tag"] == "lab"
+    assert result["status"] == "success"
     assert isinstance(result["duration_millis"], int)
 
 
@@ -106,10 +127,13 @@ def test_failing_processor_fails_the_search_unless_ignored(url: str, client: htt
     response = client.post(f"{url}/books/_search?search_pipeline=failing", json=QUERY)
     assert response.status_code == 500
     error = response.json()
-    assert error["error"]["type"] == "search_pipeline_exception" and "explode:x" in error["error"]["reason"]
+    assert error["error"]["type"] == "search_pipeline_exception"
+    assert "explode:x" in error["error"]["reason"]
     assert "boom" in error["error"]["root_cause"][0]["reason"]
 
-    ignored = {"response_processors": [{"explode": {"tag": "x", "ignore_failure": True}}, {"label_hits": {"label": "after"}}]}
+    ignored = {
+        "response_processors": [{"explode": {"tag": "x", "ignore_failure": True}}, {"label_hits": {"label": "after"}}]
+    }
     client.put(f"{url}/_search/pipeline/failing", json=ignored)
     response = client.post(f"{url}/books/_search?search_pipeline=failing&verbose_pipeline=true", json=QUERY)
     assert response.status_code == 200
@@ -129,7 +153,9 @@ def test_stats_and_metrics(url: str, client: httpx.Client) -> None:
     pipelines = node["search_pipeline"]["pipelines"]
     assert pipelines["labels"]["response"]["count"] == 2
     stats = pipelines["labels"]["response_processors"][0]["label_hits:lab"]["stats"]
-    assert pipelines["labels"]["response_processors"] == [{"label_hits:lab": {"type": "label_hits", "stats": {**stats, "count": 2, "failed": 0}}}]
+    assert pipelines["labels"]["response_processors"] == [
+        {"label_hits:lab": {"type": "label_hits", "stats": {**stats, "count": 2, "failed": 0}}}
+    ]
     assert pipelines["failing"]["response_processors"][0]["explode"]["stats"]["failed"] == 1
     assert node["search_pipeline"]["total_response"]["count"] == 3
     metrics = client.get(f"{url}/metrics").text
@@ -137,7 +163,9 @@ def test_stats_and_metrics(url: str, client: httpx.Client) -> None:
     assert 'answerbox_processor_failures_total{ignored="true",pipeline="failing",processor="explode"} 1.0' in metrics
 
 
-def test_searches_run_with_the_callers_credentials(make_answerbox: AnswerboxFactory, osmem_url: str, opensearch: OpenSearch, client: httpx.Client) -> None:
+def test_searches_run_with_the_callers_credentials(
+    make_answerbox: AnswerboxFactory, osmem_url: str, opensearch: OpenSearch, client: httpx.Client
+) -> None:
     bulk_index(opensearch, "books", [dict(d) for d in DOCS])
     recorder = RecordingProxy(osmem_url)
     with serve(recorder.app()) as hop:
@@ -147,14 +175,26 @@ def test_searches_run_with_the_callers_credentials(make_answerbox: AnswerboxFact
         )
         client.put(f"{url}/_search/pipeline/labels", json=LABEL)
         caller = "Basic Y2FsbGVyOnB3"
-        assert client.post(f"{url}/books/_search?search_pipeline=labels", json=QUERY, headers={"Authorization": caller}).status_code == 200
+        assert (
+            client.post(
+                f"{url}/books/_search?search_pipeline=labels", json=QUERY, headers={"Authorization": caller}
+            ).status_code
+            == 200
+        )
     searches = [r for r in recorder.requests if r.path == "/books/_search"]
-    assert len(searches) == 1 and searches[0].headers.get("authorization") == caller
+    assert len(searches) == 1
+    assert searches[0].headers.get("authorization") == caller
     assert json.loads(searches[0].body)["search_pipeline"] == {}
     # Defining the pipeline was the caller's own rights check and write (with no credentials
     # here); everything else answerbox did on its own index was the service's.
-    probe, write = [r for r in recorder.requests if r.path.startswith("/.answerbox-pipelines/_doc/") and r.method in ("PUT", "DELETE")]
+    probe, write = [
+        r
+        for r in recorder.requests
+        if r.path.startswith("/.answerbox-pipelines/_doc/") and r.method in ("PUT", "DELETE")
+    ]
     assert (probe.method, write.path) == ("DELETE", "/.answerbox-pipelines/_doc/labels")
-    assert "authorization" not in write.headers and "authorization" not in probe.headers
+    assert "authorization" not in write.headers
+    assert "authorization" not in probe.headers
     own = [r for r in recorder.requests if r.path.startswith("/.answerbox-pipelines") and r not in (probe, write)]
-    assert own and all(r.headers.get("authorization", "").startswith("Basic c3Zj") for r in own)
+    assert own
+    assert all(r.headers.get("authorization", "").startswith("Basic c3Zj") for r in own)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ from opensearchpy import OpenSearch
 from tests.conftest import AnswerboxFactory, bulk_index
 from tests.support.processors import SlowWarmUp, registry_with_test_processors
 
-PIPELINE = {"response_processors": [{"slow_warm_up": {}}]}
+PIPELINE: dict[str, Any] = {"response_processors": [{"slow_warm_up": {}}]}
 
 
 @pytest.fixture
@@ -30,15 +31,18 @@ def test_a_replica_is_not_ready_until_its_stored_pipelines_are_warm(
     opensearch.index(index=".answerbox-pipelines", id="slow", body={"definition": PIPELINE}, refresh=True)
     url = make_answerbox(registry=registry_with_test_processors())
     warming = client.get(f"{url}/_answerbox/health")
-    assert warming.status_code == 503 and warming.json()["status"] == "red"
+    assert warming.status_code == 503
+    assert warming.json()["status"] == "red"
     (check,) = [c for c in warming.json()["checks"] if c["check"] == "warm-up"]
-    assert check["status"] == "fail" and "loading" in check["detail"]
+    assert check["status"] == "fail"
+    assert "loading" in check["detail"]
     gate.set()
     for _ in range(200):  # the warm-up task ends once the gate opens; the probe asks again, as kubelet does
         ready = client.get(f"{url}/_answerbox/health")
         if ready.status_code == 200:
             break
-    assert ready.status_code == 200 and not [c for c in ready.json()["checks"] if c["check"] == "warm-up"]
+    assert ready.status_code == 200
+    assert not [c for c in ready.json()["checks"] if c["check"] == "warm-up"]
 
 
 def test_a_search_waits_for_its_pipelines_warm_up_outside_its_budget(
@@ -55,4 +59,5 @@ def test_a_search_waits_for_its_pipelines_warm_up_outside_its_budget(
     assert answer.status_code == 200, answer.text
     (note,) = answer.json()["ext"]["answerbox"]["warnings"]
     elapsed, left = map(float, re.findall(r"([\d.]+)s", note))
-    assert elapsed < 0.5 and left > 0.3  # the second of warm-up came before the search's clock started
+    assert elapsed < 0.5
+    assert left > 0.3  # the second of warm-up came before the search's clock started

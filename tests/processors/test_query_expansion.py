@@ -41,7 +41,11 @@ PROMPTS: dict[tuple[str, str], str] = {
         "Query: where is arrakis\nPassage: Arrakis is a desert planet.\n"
         f"Query: {QUERY}\nPassage:"
     ),
-    ("q2d", "prf"): f"Write a passage that answers the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nPassage:",
+    (
+        "q2d",
+        "prf",
+    ): f"Write a passage that answers the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: "
+    f"{QUERY}\nPassage:",
     ("q2e", "zs"): f"Write a list of keywords for the following query: {QUERY}",
     ("q2e", "fs"): (
         "Write a list of keywords for the given query:\n\n"
@@ -49,9 +53,17 @@ PROMPTS: dict[tuple[str, str], str] = {
         "Query: where is arrakis\nKeywords: Arrakis is a desert planet.\n"
         f"Query: {QUERY}\nKeywords:"
     ),
-    ("q2e", "prf"): f"Write a list of keywords for the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nKeywords:",
+    (
+        "q2e",
+        "prf",
+    ): f"Write a list of keywords for the given query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: "
+    f"{QUERY}\nKeywords:",
     ("cot", "zs"): f"Answer the following query:\n{QUERY}\nGive the rationale before answering",
-    ("cot", "prf"): f"Answer the following query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nGive the rationale before answering",
+    (
+        "cot",
+        "prf",
+    ): f"Answer the following query based on the context:\n\nContext: {PRF_CONTEXT}\n\nQuery: {QUERY}\nGive the "
+    f"rationale before answering",
 }
 
 
@@ -87,19 +99,27 @@ class Hop:
 
 
 @pytest.fixture
-def hop(books: None, make_answerbox: AnswerboxFactory, osmem_url: str, scripted_llm: tuple[ScriptedLLM, str]) -> Iterator[Hop]:
+def hop(
+    books: None, make_answerbox: AnswerboxFactory, osmem_url: str, scripted_llm: tuple[ScriptedLLM, str]
+) -> Iterator[Hop]:
     llm, llm_url = scripted_llm
     recorder = RecordingProxy(osmem_url)
     with serve(recorder.app()) as hop_url:
-        yield Hop(make_answerbox(opensearch={"url": hop_url}, llm={"base_url": llm_url}, limits=OVERRIDES), recorder, llm)
+        yield Hop(
+            make_answerbox(opensearch={"url": hop_url}, llm={"base_url": llm_url}, limits=OVERRIDES), recorder, llm
+        )
 
 
 def _pipeline(**config: Any) -> dict[str, Any]:
     return {"request_processors": [{"llm_query_expansion": config}]}
 
 
-def _search(client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str] | None = None, **config: Any) -> dict[str, Any]:
-    response = client.post(f"{url}/books/_search", json={**body, "search_pipeline": _pipeline(**config)}, headers=headers)
+def _search(
+    client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str] | None = None, **config: Any
+) -> dict[str, Any]:
+    response = client.post(
+        f"{url}/books/_search", json={**body, "search_pipeline": _pipeline(**config)}, headers=headers
+    )
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()
     return result
@@ -110,16 +130,23 @@ def _ids(result: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize(("method", "mode"), sorted(PROMPTS))
-def test_each_method_sends_the_papers_prompt(url: str, client: httpx.Client, llm: ScriptedLLM, method: str, mode: str) -> None:
+def test_each_method_sends_the_papers_prompt(
+    url: str, client: httpx.Client, llm: ScriptedLLM, method: str, mode: str
+) -> None:
     examples: dict[str, Any] = {"examples": EXAMPLES} if mode == "fs" else {}
-    result = _search(client, url, {"query": {"match": {"body": QUERY}}}, method=method, mode=mode, max_tokens=77, **examples)
+    result = _search(
+        client, url, {"query": {"match": {"body": QUERY}}}, method=method, mode=mode, max_tokens=77, **examples
+    )
     assert len(llm.calls) == 1
     call = llm.calls[0]
     assert call["messages"] == [{"role": "user", "content": PROMPTS[(method, mode)]}]
     assert (call["model"], call["temperature"], call["max_tokens"]) == ("scripted", 0.0, 77)
     report = result["ext"]["answerbox"]["query_expansion"]
-    assert report["method"] == method and report["mode"] == mode
-    assert report["expansion"] == "ok" and report["cached"] is False and report["fallback"] is False
+    assert report["method"] == method
+    assert report["mode"] == mode
+    assert report["expansion"] == "ok"
+    assert report["cached"] is False
+    assert report["fallback"] is False
     assert report["llm_ms"] > 0
 
 
@@ -158,21 +185,30 @@ def test_filters_aggregations_sort_and_paging_stay_as_written(hop: Hop, client: 
     }
     filters = [{"term": {"genre": "scifi"}}]
     must_not = [{"match": {"body": "night"}}]
-    body = {"query": {"bool": {"must": [{"match": {"body": "desert"}}], "filter": filters, "must_not": must_not}}, **rest}
+    body = {
+        "query": {"bool": {"must": [{"match": {"body": "desert"}}], "filter": filters, "must_not": must_not}},
+        **rest,
+    }
     result = _search(client, hop.url, body)
     sent = hop.sent()[-1]
     assert {k: sent[k] for k in rest} == rest
-    assert sent["query"]["bool"]["filter"] == filters and sent["query"]["bool"]["must_not"] == must_not
-    assert sent["query"]["bool"]["must"][0]["bool"]["should"][1] == {"match": {"body": {"query": "desert sand dunes worms", "boost": 1.0}}}
+    assert sent["query"]["bool"]["filter"] == filters
+    assert sent["query"]["bool"]["must_not"] == must_not
+    assert sent["query"]["bool"]["must"][0]["bool"]["should"][1] == {
+        "match": {"body": {"query": "desert sand dunes worms", "boost": 1.0}}
+    }
     # Had the must_not been expanded too, its "desert" would have excluded every book.
-    assert _ids(result) == ["spice"] and result["hits"]["total"]["value"] == 1
+    assert _ids(result) == ["spice"]
+    assert result["hits"]["total"]["value"] == 1
     assert result["aggregations"]["genres"]["buckets"] == [{"key": "scifi", "doc_count": 1}]
 
 
 def test_query_syntax_and_json_in_the_users_query_stay_literal(hop: Hop, client: httpx.Client) -> None:
     hop.llm.replies = ['body:(desert OR *) AND {"match_all": {}} -planet "unclosed']
     user = 'body:spice* AND {"query": {"match_all": {}}} {{ 7 * 7 }}'
-    result = _search(client, hop.url, {"query": {"simple_query_string": {"query": user, "fields": ["body"]}}}, method="q2e")
+    result = _search(
+        client, hop.url, {"query": {"simple_query_string": {"query": user, "fields": ["body"]}}}, method="q2e"
+    )
     assert hop.llm.calls[0]["messages"][0]["content"] == f"Write a list of keywords for the following query: {user}"
     assert hop.sent()[-1]["query"] == {
         "bool": {
@@ -189,7 +225,11 @@ def test_query_syntax_and_json_in_the_users_query_stay_literal(hop: Hop, client:
 
 @pytest.mark.parametrize("failure", ["error", "timeout", "unconfigured"])
 def test_llm_failure_gives_the_same_hits_and_a_warning(
-    make_answerbox: AnswerboxFactory, books: None, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client, failure: str
+    make_answerbox: AnswerboxFactory,
+    books: None,
+    scripted_llm: tuple[ScriptedLLM, str],
+    client: httpx.Client,
+    failure: str,
 ) -> None:
     llm, llm_url = scripted_llm
     llm.fail = failure == "error"
@@ -198,10 +238,13 @@ def test_llm_failure_gives_the_same_hits_and_a_warning(
     body = {"query": {"match": {"body": QUERY}}}
     plain = client.post(f"{url}/books/_search", json=body).json()
     result = _search(client, url, body, timeout_s=0.3)
-    assert result["hits"] == plain["hits"] and _ids(plain)
+    assert result["hits"] == plain["hits"]
+    assert _ids(plain)
     answerbox = result["ext"]["answerbox"]
-    assert answerbox["query_expansion"]["fallback"] is True and answerbox["query_expansion"]["expansion"] == ""
-    assert len(answerbox["warnings"]) == 1 and "searched with the original query" in answerbox["warnings"][0]
+    assert answerbox["query_expansion"]["fallback"] is True
+    assert answerbox["query_expansion"]["expansion"] == ""
+    assert len(answerbox["warnings"]) == 1
+    assert "searched with the original query" in answerbox["warnings"][0]
 
 
 def test_a_cache_hit_makes_no_llm_call(url: str, client: httpx.Client, llm: ScriptedLLM) -> None:
@@ -222,7 +265,8 @@ def test_cached_expansions_expire(url: str, client: httpx.Client, llm: ScriptedL
     body = {"query": {"match": {"body": QUERY}}}
     _search(client, url, body, cache_ttl_s=1e-9)
     again = _search(client, url, body, cache_ttl_s=1e-9)
-    assert len(llm.calls) == 2 and again["ext"]["answerbox"]["query_expansion"]["cached"] is False
+    assert len(llm.calls) == 2
+    assert again["ext"]["answerbox"]["query_expansion"]["cached"] is False
 
 
 def test_identical_searches_in_flight_share_one_llm_call(url: str, llm: ScriptedLLM) -> None:
@@ -242,7 +286,11 @@ def test_identical_searches_in_flight_share_one_llm_call(url: str, llm: Scripted
 
 
 def test_the_shared_cache_serves_one_replicas_expansion_to_another(
-    books: None, make_answerbox: AnswerboxFactory, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client, osmem_url: str
+    books: None,
+    make_answerbox: AnswerboxFactory,
+    scripted_llm: tuple[ScriptedLLM, str],
+    client: httpx.Client,
+    osmem_url: str,
 ) -> None:
     llm, llm_url = scripted_llm
     llm.replies = ["arrakis, dune, melange"]
@@ -250,11 +298,15 @@ def test_the_shared_cache_serves_one_replicas_expansion_to_another(
     body = {"query": {"match": {"body": QUERY}}}
     # It writes with the service account, so only a stored pipeline may share (every replica reads it).
     assert client.put(f"{first}/_search/pipeline/shared", json=_pipeline(shared_cache=True)).status_code == 200
-    made, reused = (client.post(f"{url}/books/_search?search_pipeline=shared", json=body).json() for url in (first, second))
+    made, reused = (
+        client.post(f"{url}/books/_search?search_pipeline=shared", json=body).json() for url in (first, second)
+    )
     assert len(llm.calls) == 1
     assert made["ext"]["answerbox"]["query_expansion"]["cache"] is None
     report = reused["ext"]["answerbox"]["query_expansion"]
-    assert report["cached"] is True and report["cache"] == "index" and report["expansion"] == "arrakis, dune, melange"
+    assert report["cached"] is True
+    assert report["cache"] == "index"
+    assert report["expansion"] == "arrakis, dune, melange"
     assert reused["hits"] == made["hits"]
     stored = client.post(f"{osmem_url}/.answerbox-cache/_search", json={"query": {"match_all": {}}}).json()
     assert [hit["_source"]["value"] for hit in stored["hits"]["hits"]] == ["arrakis, dune, melange"]
@@ -271,7 +323,8 @@ def test_a_cached_expansion_is_never_another_callers(url: str, client: httpx.Cli
     again = _search(client, url, body, headers={**alice, "x-opaque-id": "another request"}, method="q2d")
     other = _search(client, url, body, headers=bob, method="q2d")
     assert again["ext"]["answerbox"]["query_expansion"]["cached"] is True
-    assert other["ext"]["answerbox"]["query_expansion"]["cached"] is False and len(llm.calls) == 2
+    assert other["ext"]["answerbox"]["query_expansion"]["cached"] is False
+    assert len(llm.calls) == 2
 
 
 def test_prf_searches_as_the_caller_and_caches_per_caller(hop: Hop, client: httpx.Client) -> None:
@@ -284,12 +337,18 @@ def test_prf_searches_as_the_caller_and_caches_per_caller(hop: Hop, client: http
     # The caller's query within the caller's scope (its filter again, harmlessly), the prompt's
     # fields only, and the pipeline's OpenSearch part inline (none here), never the index default.
     scoped = {"bool": {"must": [body["query"]], "filter": [{"term": {"genre": "scifi"}}]}}
-    assert json.loads(prf.body) == {"query": scoped, "size": 3, "_source": {"includes": ["body"], "excludes": []}, "search_pipeline": {}}
+    assert json.loads(prf.body) == {
+        "query": scoped,
+        "size": 3,
+        "_source": {"includes": ["body"], "excludes": []},
+        "search_pipeline": {},
+    }
     assert prf.headers["authorization"] == main.headers["authorization"] == alice["Authorization"]
     # The filter holds for the PRF search too: only the two scifi books reach the prompt.
     assert f"Context: {DOCS[0]['body']}\n{DOCS[1]['body']}\n\n" in hop.llm.calls[0]["messages"][0]["content"]
     # Alice's second search is a hit (no PRF search, no LLM call); Bob's is his own.
-    assert len(hop.llm.calls) == 2 and len(hop.recorder.matching("/books/_search")) == 5
+    assert len(hop.llm.calls) == 2
+    assert len(hop.recorder.matching("/books/_search")) == 5
 
 
 def test_a_feedback_hit_that_instructs_the_model_is_left_out_of_the_prompt(
@@ -302,7 +361,8 @@ def test_a_feedback_hit_that_instructs_the_model_is_left_out_of_the_prompt(
     result = _search(client, url, {"query": {"match": {"body": QUERY}}}, method="q2d", mode="prf")
     prompt = llm.calls[0]["messages"][0]["content"]
     context = prompt.split("Context: ", 1)[1].split("\n\nQuery: ", 1)[0].splitlines()
-    assert "casino" not in prompt and context == [DOCS[0]["body"], DOCS[1]["body"]]
+    assert "casino" not in prompt
+    assert context == [DOCS[0]["body"], DOCS[1]["body"]]
     assert any("give the model instructions" in w for w in result["ext"]["answerbox"]["warnings"])
 
 
@@ -316,7 +376,11 @@ def test_final_answer_lines_are_stripped_and_length_is_capped(url: str, client: 
 
 
 def test_prompt_override_and_examples_file(
-    books: None, make_answerbox: AnswerboxFactory, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client, tmp_path: Any
+    books: None,
+    make_answerbox: AnswerboxFactory,
+    scripted_llm: tuple[ScriptedLLM, str],
+    client: httpx.Client,
+    tmp_path: Any,
 ) -> None:
     llm, llm_url = scripted_llm
     (tmp_path / "examples.json").write_text(json.dumps(EXAMPLES[:1]))
@@ -328,7 +392,9 @@ def test_prompt_override_and_examples_file(
     assert client.put(f"{url}/_search/pipeline/fewshot", json=stored).status_code == 200
     assert client.post(f"{url}/books/_search?search_pipeline=fewshot", json=body).status_code == 200
     assert llm.calls[0]["messages"][0]["content"] == f"Keywords for {QUERY}, please:"
-    assert llm.calls[1]["messages"][0]["content"].startswith("Write a list of keywords for the given query:\n\nQuery: who wrote emma\n")
+    assert llm.calls[1]["messages"][0]["content"].startswith(
+        "Write a list of keywords for the given query:\n\nQuery: who wrote emma\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -344,7 +410,9 @@ def test_prompt_override_and_examples_file(
         ({"cache_ttl_s": 10**9}, "less than or equal to 86400"),
     ],
 )
-def test_invalid_configs_are_rejected_when_defined(url: str, client: httpx.Client, config: dict[str, Any], complaint: str) -> None:
+def test_invalid_configs_are_rejected_when_defined(
+    url: str, client: httpx.Client, config: dict[str, Any], complaint: str
+) -> None:
     response = client.put(f"{url}/_search/pipeline/bad", json=_pipeline(**config))
     assert response.status_code == 400
     assert complaint in response.json()["error"]["reason"]
@@ -357,19 +425,26 @@ def test_the_local_llm_expands_a_question(
 ) -> None:
     recorder, llm_url = real_llm
     # Generous limits: on two busy cores the 135M model may take a minute.
-    url = make_answerbox(llm={"base_url": llm_url, "model": "smollm2", "timeout_s": 120}, limits={"processor_timeout_s": 200, "pipeline_budget_s": 200})
+    url = make_answerbox(
+        llm={"base_url": llm_url, "model": "smollm2", "timeout_s": 120},
+        limits={"processor_timeout_s": 200, "pipeline_budget_s": 200},
+    )
     question = "Which planet is spice mined on?"
     body = {"query": {"match": {"body": question}}}
     original = _ids(client.post(f"{url}/books/_search", json=body).json())  # no pipeline: passed through
     result = _search(client, url, body, method="q2e", mode="prf", max_tokens=24, timeout_s=120)
     (sent,) = completions(recorder)
-    assert sent["max_tokens"] == 24 and question in sent["messages"][-1]["content"]
+    assert sent["max_tokens"] == 24
+    assert question in sent["messages"][-1]["content"]
     assert "Spice is mined on the desert planet Arrakis." in sent["messages"][-1]["content"]  # the PRF context
     report, warnings = result["ext"]["answerbox"]["query_expansion"], result["ext"]["answerbox"]["warnings"]
     assert report["cached"] is False
     if report["fallback"]:  # the model's words held nothing usable: the fallback is named
-        assert report["expansion"] == "" and any("searched with the original query" in w for w in warnings), warnings
+        assert report["expansion"] == "", warnings
+        assert any("searched with the original query" in w for w in warnings), warnings
     else:
-        assert report["expansion"] and report["llm_ms"] > 0 and warnings == []
+        assert report["expansion"]
+        assert report["llm_ms"] > 0
+        assert warnings == []
     # An expansion only adds clauses: whatever the model wrote, the original query's hits stay.
     assert set(original) <= set(_ids(result))

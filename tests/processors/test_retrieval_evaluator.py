@@ -28,15 +28,18 @@ WIKI = [
         "title": "Eiffel Tower",
         "text": "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
         "It is named after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. "
-        "Locally nicknamed \"La dame de fer\" (French for \"Iron Lady\"), it was the centrepiece of the 1889 World's Fair. "
+        'Locally nicknamed "La dame de fer" (French for "Iron Lady"), it was the centrepiece of the 1889 '
+        "World's Fair. "
         "The tower is 330 m tall, about the same height as an 81-storey building. "
-        "It was the tallest man-made structure in the world until the Chrysler Building in New York was finished in 1930.",
+        "It was the tallest man-made structure in the world until the Chrysler Building in New York was "
+        "finished in 1930.",
         "topic": "architecture",
     },
     {
         "_id": "everest",
         "title": "Mount Everest",
-        "text": "Mount Everest is Earth's highest mountain above sea level, in the Mahalangur Himal sub-range of the Himalayas. "
+        "text": "Mount Everest is Earth's highest mountain above sea level, in the Mahalangur Himal sub-range of the "
+        "Himalayas. "
         "The China-Nepal border runs across its summit point. "
         "Its elevation of 8,848.86 m was most recently established in 2020 by the Chinese and Nepali authorities. "
         "The first recorded ascent was made by Edmund Hillary and Tenzing Norgay in 1953.",
@@ -60,8 +63,14 @@ WIKI = [
     },
 ]
 NEWS = [
-    {"_id": "budget", "text": "The city council approved a new budget for road repairs on Tuesday. The vote was seven to two."},
-    {"_id": "football", "text": "The local team won the regional football championship after a penalty shoot-out on Saturday."},
+    {
+        "_id": "budget",
+        "text": "The city council approved a new budget for road repairs on Tuesday. The vote was seven to two.",
+    },
+    {
+        "_id": "football",
+        "text": "The local team won the regional football championship after a penalty shoot-out on Saturday.",
+    },
     {"_id": "bakery", "text": "A new bakery opened on Main Street, selling sourdough bread and cakes every morning."},
 ]
 MAPPINGS = {"properties": {"title": {"type": "text"}, "text": {"type": "text"}, "topic": {"type": "keyword"}}}
@@ -98,10 +107,13 @@ def _pipeline(**config: Any) -> dict[str, Any]:
 def _post(client: httpx.Client, url: str, index: str, body: dict[str, Any]) -> dict[str, Any]:
     response = client.post(f"{url}/{index}/_search", json=body, headers={"Authorization": AUTH})
     assert response.status_code == 200, response.text
-    return response.json()
+    found: dict[str, Any] = response.json()
+    return found
 
 
-def _search(client: httpx.Client, url: str, index: str, question: str, pipeline: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def _search(
+    client: httpx.Client, url: str, index: str, question: str, pipeline: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
     return _post(client, url, index, {"query": {"match": {"text": question}}, "search_pipeline": pipeline, **extra})
 
 
@@ -112,7 +124,7 @@ def _search_all(client: httpx.Client, url: str, index: str, question: str, pipel
 
 
 def _retrieval(result: dict[str, Any]) -> dict[str, Any]:
-    retrieval = result["ext"]["answerbox"]["retrieval"]
+    retrieval: dict[str, Any] = result["ext"]["answerbox"]["retrieval"]
     assert retrieval is not None, result["ext"]["answerbox"]["warnings"]
     return retrieval
 
@@ -142,11 +154,16 @@ def test_correct_verdict_refines_the_hits_into_cited_strips(
     # Kept strips come back in document order, with offsets that give back their exact text.
     assert [s["start"] for s in knowledge] == sorted(s["start"] for s in knowledge)
     _assert_exact_offsets(knowledge, corpus)
-    assert retrieval["corrective_query"] is None and scripted.calls == []
+    assert retrieval["corrective_query"] is None
+    assert scripted.calls == []
 
 
 def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
-    make_answerbox: AnswerboxFactory, corpus: OpenSearch, osmem_url: str, client: httpx.Client, llm: tuple[ScriptedLLM, str]
+    make_answerbox: AnswerboxFactory,
+    corpus: OpenSearch,
+    osmem_url: str,
+    client: httpx.Client,
+    llm: tuple[ScriptedLLM, str],
 ) -> None:
     scripted, llm_url = llm
     recorder = RecordingProxy(osmem_url)
@@ -165,7 +182,8 @@ def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
     assert "Extract at most three keywords separated by comma" in scripted.calls[0]["messages"][0]["content"]
     # Knowledge comes from the corrective hits only; the discarded hits stay in the response untouched.
     knowledge = retrieval["knowledge"]
-    assert knowledge and {s["_index"] for s in knowledge} == {"wiki"}
+    assert knowledge
+    assert {s["_index"] for s in knowledge} == {"wiki"}
     assert any("1953" in s["text"] for s in knowledge)
     _assert_exact_offsets(knowledge, corpus)
     assert {h["_index"] for h in result["hits"]["hits"]} == {"news"}
@@ -174,7 +192,12 @@ def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
     assert [r.path for r in searches] == ["/news/_search", "/wiki/_search"]
     assert all(r.headers.get("authorization") == AUTH for r in searches)
     match = json.loads(searches[1].body)["query"]["bool"]["must"][0]["multi_match"]
-    assert match == {"query": "Mount Everest first recorded ascent", "operator": "or", "fields": ["text"], "fuzziness": "AUTO"}
+    assert match == {
+        "query": "Mount Everest first recorded ascent",
+        "operator": "or",
+        "fields": ["text"],
+        "fuzziness": "AUTO",
+    }
 
 
 @pytest.mark.parametrize(
@@ -187,7 +210,11 @@ def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
     ids=["llm-error", "llm-too-slow"],
 )
 def test_llm_down_during_rewrite_still_runs_the_corrective_search(
-    make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client, behaviour: dict[str, Any], limits: dict[str, float]
+    make_answerbox: AnswerboxFactory,
+    corpus: OpenSearch,
+    client: httpx.Client,
+    behaviour: dict[str, Any],
+    limits: dict[str, float],
 ) -> None:
     failing = ScriptedLLM(**behaviour)
     with serve(failing.app()) as llm_url:
@@ -223,14 +250,18 @@ def test_ambiguous_verdict_keeps_both_sets_without_duplicates(
     # The corrective search on the same index finds the Nile again (left out) and, through
     # fuzziness ("across"), Everest.
     corrective = [s["_id"] for s in retrieval["corrective"]["scores"]]
-    assert "everest" in corrective and "nile" not in corrective
+    assert "everest" in corrective
+    assert "nile" not in corrective
     knowledge = [(s["_id"], s["start"]) for s in retrieval["knowledge"]]
     assert {doc for doc, _ in knowledge} == {"nile", *corrective}
-    assert knowledge[0][0] == "nile" and len(set(knowledge)) == len(knowledge)
+    assert knowledge[0][0] == "nile"
+    assert len(set(knowledge)) == len(knowledge)
     _assert_exact_offsets(retrieval["knowledge"], corpus)
 
 
-def test_only_the_best_passages_at_or_above_lower_are_refined(make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client) -> None:
+def test_only_the_best_passages_at_or_above_lower_are_refined(
+    make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client
+) -> None:
     # Every wiki document is judged; strips of any score would be kept, but only the passages
     # the evaluator did not rule out are cut into strips, and at most strips_top_k of them.
     url = make_answerbox()
@@ -238,21 +269,31 @@ def test_only_the_best_passages_at_or_above_lower_are_refined(make_answerbox: An
     retrieval = _retrieval(_search_all(client, url, "wiki", CORRECT_Q, pipeline))
     scores = {s["_id"]: s["score"] for s in retrieval["scores"]}
     refined = {s["_id"] for s in retrieval["knowledge"]}
-    assert "eiffel" in refined and refined == {doc for doc, score in scores.items() if score >= VERDICT_THRESHOLDS["lower"]}
+    assert "eiffel" in refined
+    assert refined == {doc for doc, score in scores.items() if score >= VERDICT_THRESHOLDS["lower"]}
     assert len(refined) < len(scores)
-    one = _retrieval(_search_all(client, url, "wiki", CORRECT_Q, _pipeline(strip_threshold=-1.0, strips_top_k=1, lower=-1.0, corrective=None)))
+    one = _retrieval(
+        _search_all(
+            client, url, "wiki", CORRECT_Q, _pipeline(strip_threshold=-1.0, strips_top_k=1, lower=-1.0, corrective=None)
+        )
+    )
     assert {s["_id"] for s in one["knowledge"]} == {"eiffel"}
 
 
-def test_thresholds_default_to_the_manifest(make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client) -> None:
+def test_thresholds_default_to_the_manifest(
+    make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client
+) -> None:
     manifest = json.loads((ModelSettings().dir / "manifest.json").read_text())
     url = make_answerbox()
-    pipeline = {"response_processors": [{"retrieval_evaluator": {"text_fields": ["text"], "upper": 0.99, "corrective": None}}]}
+    pipeline = {
+        "response_processors": [{"retrieval_evaluator": {"text_fields": ["text"], "upper": 0.99, "corrective": None}}]
+    }
     retrieval = _retrieval(_search(client, url, "wiki", CORRECT_Q, pipeline))
     assert (retrieval["upper"], retrieval["lower"]) == (0.99, manifest["crag_lower"])
     scores = [s["score"] for s in retrieval["scores"]]
     expected = "incorrect" if max(scores) < manifest["crag_lower"] else "ambiguous"
-    assert max(scores) < 0.99 and retrieval["verdict"] == expected
+    assert max(scores) < 0.99
+    assert retrieval["verdict"] == expected
 
 
 ELEVATION_Q = "What is the elevation of Mount Everest?"
@@ -266,12 +307,16 @@ def stuffed(corpus: OpenSearch) -> list[dict[str, Any]]:
     # move a few hundredths with what shares their batch, so a close pair would flip.
     text = "The Everest elevation club meets on Mondays; members of the Mount Everest elevation club like tea."
     corpus.index(index="wiki", id="stuffed", body={"text": text}, refresh=True)
-    direct: list[dict[str, Any]] = corpus.search(index="wiki", body={"query": {"match": {"text": ELEVATION_Q}}})["hits"]["hits"]
+    direct: list[dict[str, Any]] = corpus.search(index="wiki", body={"query": {"match": {"text": ELEVATION_Q}}})[
+        "hits"
+    ]["hits"]
     assert direct[0]["_id"] == "stuffed"
     return direct
 
 
-def _rerank(client: httpx.Client, url: str, **config: Any) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
+def _rerank(
+    client: httpx.Client, url: str, **config: Any
+) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
     """Hits reranked for ELEVATION_Q, the evaluator's scores by id, and the whole response."""
     result = _search(client, url, "wiki", ELEVATION_Q, _pipeline(rerank=True, corrective=None, **config))
     return result["hits"]["hits"], {s["_id"]: s["score"] for s in _retrieval(result)["scores"]}, result
@@ -303,7 +348,8 @@ def test_rerank_fuses_the_evaluator_score_with_the_engines_share_of_its_best_sco
     url = make_answerbox()
     alone, scores, _ = _rerank(client, url, fusion_weight=0)
     share = _shares(stuffed)
-    assert alone[0]["_id"] == "everest" and share["everest"] < 1
+    assert alone[0]["_id"] == "everest"
+    assert share["everest"] < 1
     # Just enough weight for BM25's favourite to pass the evaluator's, whatever the model's scores.
     weight = round(1.5 * (scores["everest"] - scores["stuffed"]) / (1 - share["everest"]), 3)
     hits, fused_run_scores, result = _rerank(client, url, fusion_weight=weight)
@@ -349,7 +395,11 @@ def test_drop_removes_hits_below_the_lower_threshold(
 
 
 def test_corrective_search_keeps_the_callers_filters(
-    make_answerbox: AnswerboxFactory, corpus: OpenSearch, osmem_url: str, client: httpx.Client, llm: tuple[ScriptedLLM, str]
+    make_answerbox: AnswerboxFactory,
+    corpus: OpenSearch,
+    osmem_url: str,
+    client: httpx.Client,
+    llm: tuple[ScriptedLLM, str],
 ) -> None:
     _, llm_url = llm
     recorder = RecordingProxy(osmem_url)
@@ -406,7 +456,9 @@ def test_real_llm_rewrites_the_question_for_the_corrective_search(
 ) -> None:
     recorder, llm_url = real_llm
     # A small CPU model can take tens of seconds per call on a busy machine.
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 300, "pipeline_budget_s": 300})
+    url = make_answerbox(
+        llm={"base_url": llm_url, "timeout_s": 120}, limits={"processor_timeout_s": 300, "pipeline_budget_s": 300}
+    )
     result = _search_all(client, url, "news", EVEREST_Q, _pipeline(corrective={"index": "wiki"}))
     retrieval = _retrieval(result)
     assert retrieval["verdict"] == "incorrect"

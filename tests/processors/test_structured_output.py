@@ -28,7 +28,10 @@ from tests.support.scripted_llm import ScriptedLLM
 
 
 def test_chain_asked_for_as_json_is_verified_as_the_text_one_is(
-    opensearch: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory, client: httpx.Client
+    opensearch: OpenSearch,
+    scripted_llm: tuple[ScriptedLLM, str],
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
 ) -> None:
     bulk_index(opensearch, "wiki", [dict(d) for d in DOCS], {"properties": {"text": {"type": "text"}}})
     scripted, llm_url = scripted_llm
@@ -36,7 +39,8 @@ def test_chain_asked_for_as_json_is_verified_as_the_text_one_is(
     url = make_answerbox(llm={"base_url": llm_url}, limits={"processor_timeout_s": 120, "pipeline_budget_s": 120})
     response = client.post(f"{url}/wiki/_search", json=chain_search(theta=CONFIDENT))
     chain = response.json()["ext"]["answerbox"]["chain"]
-    assert chain["stopped"] == "finished" and chain["verified"] is True, chain
+    assert chain["stopped"] == "finished", chain
+    assert chain["verified"] is True, chain
     assert [c["_id"] for c in chain["citations"]] == ["album", "drew", "terminal"]
     assert chain["final_answer"] == "Toronto Coach Terminal"
     (call,) = scripted.calls
@@ -53,7 +57,10 @@ def test_chain_asked_for_as_json_is_verified_as_the_text_one_is(
 
 
 def test_a_chain_cut_off_inside_its_answer_is_an_unsolved_query_for_ir(
-    opensearch: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory, client: httpx.Client
+    opensearch: OpenSearch,
+    scripted_llm: tuple[ScriptedLLM, str],
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
 ) -> None:
     # What SmolLM2 does with a schema: the query is written, the answer repeats itself until max_tokens.
     bulk_index(opensearch, "wiki", [dict(d) for d in DOCS], {"properties": {"text": {"type": "text"}}})
@@ -65,7 +72,8 @@ def test_a_chain_cut_off_inside_its_answer_is_an_unsolved_query_for_ir(
     response = client.post(f"{url}/wiki/_search", json=chain_search(theta=CONFIDENT, r_max=1, max_tokens=40))
     chain = response.json()["ext"]["answerbox"]["chain"]
     [branch] = chain["tree"]
-    assert branch["cut_off"] is True and branch["malformed"] is False, branch
+    assert branch["cut_off"] is True, branch
+    assert branch["malformed"] is False, branch
     assert branch["nodes"] == [{"query": query, "answer": None, "unsolved": True}]
     [node] = chain["nodes"]
     assert (node["query"], node["source"], node["reference"]["_id"]) == (query, "completed", "terminal")
@@ -101,15 +109,23 @@ def test_keyword_rewrite_reads_json_or_text_into_the_same_query(
     (call,) = scripted.calls
     prompt = call["messages"][0]["content"]
     if structured_output == "none":
-        assert "response_format" not in call and scripted.probes == [] and "JSON" not in prompt
+        assert "response_format" not in call
+        assert scripted.probes == []
+        assert "JSON" not in prompt
         assert call["stop"] == ["\nquestion:"]
     else:
         assert call["response_format"] == {"type": "json_object", "schema": KEYWORDS_SCHEMA.body}
-        assert 'question: In what city was Billy Carlson born?\nquery: {"keywords": ["city", "Billy Carlson", "born"]}\n' in prompt
+        assert (
+            'question: In what city was Billy Carlson born?\nquery: {"keywords": ["city", "Billy Carlson", "born"]}\n'
+            in prompt
+        )
 
 
 def test_cited_answer_asked_for_as_json_is_checked_as_cited_text(
-    opensearch: OpenSearch, scripted_llm: tuple[ScriptedLLM, str], make_answerbox: AnswerboxFactory, client: httpx.Client
+    opensearch: OpenSearch,
+    scripted_llm: tuple[ScriptedLLM, str],
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
 ) -> None:
     bulk_index(opensearch, "books", [dict(d) for d in BOOKS], MAPPINGS)
     scripted, llm_url = scripted_llm
@@ -119,11 +135,17 @@ def test_cited_answer_asked_for_as_json_is_checked_as_cited_text(
     url = make_answerbox(llm={"base_url": llm_url})
     response = client.post(f"{url}/books/_search", json=answer_search())
     answer = response.json()["ext"]["answerbox"]["answer"]
-    assert answer["mode"] == "generative" and answer["text"] == "Frank Herbert wrote Dune [2]."
+    assert answer["mode"] == "generative"
+    assert answer["text"] == "Frank Herbert wrote Dune [2]."
     assert [(c["marker"], c["_id"]) for c in answer["citations"]] == [(2, "author")]
     assert [(f["marker"], f["reason"]) for f in answer["flagged"]] == [(3, "unsupported")]
     (call,) = scripted.calls
     assert call["response_format"] == {"type": "json_object", "schema": ANSWER_SCHEMA.body}
     prompt = call["messages"][1]["content"]
-    assert '{"text": "The Eiffel Tower opened on 31 March 1889.", "blocks": [2]}' in prompt  # the demonstration's answer
-    assert prompt.endswith('Write the answer as JSON: one entry per sentence, with the numbers of the evidence it comes from in "blocks".\nanswer:')
+    assert (
+        '{"text": "The Eiffel Tower opened on 31 March 1889.", "blocks": [2]}' in prompt
+    )  # the demonstration's answer
+    assert prompt.endswith(
+        "Write the answer as JSON: one entry per sentence, with the numbers of the evidence it comes from in "
+        '"blocks".\nanswer:'
+    )

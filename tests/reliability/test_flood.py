@@ -24,7 +24,10 @@ from tests.support.servers import serve_answerbox_process
 FLOOD = 112
 OTHERS = [f"user{i}" for i in range(8)]  # each sends two searches at once: 16, and 128 in all
 TOPICS = ["spice", "sand", "water", "desert", "planet", "worm", "house", "emperor"]
-DOCS = [{"_id": f"d{i}", "body": f"The {t} of Arrakis is told in chapter {i}. It matters to the {t} trade."} for i, t in enumerate(TOPICS * 3)]
+DOCS = [
+    {"_id": f"d{i}", "body": f"The {t} of Arrakis is told in chapter {i}. It matters to the {t} trade."}
+    for i, t in enumerate(TOPICS * 3)
+]
 PIPELINE = {
     "request_processors": [{"llm_query_expansion": {"timeout_s": 10}}],
     "response_processors": [
@@ -64,7 +67,12 @@ def test_a_flood_is_refused_and_the_others_keep_their_latency(
     settings: dict[str, Any] = {
         "opensearch": {"url": osmem_url},
         "llm": {"base_url": llm_url, "timeout_s": 10, "max_concurrent": 16, "max_concurrent_per_caller": 4},
-        "limits": {"processor_timeout_s": 30, "pipeline_budget_s": 30, "max_concurrent_runs": 64, "max_runs_per_caller": 16},
+        "limits": {
+            "processor_timeout_s": 30,
+            "pipeline_budget_s": 30,
+            "max_concurrent_runs": 64,
+            "max_runs_per_caller": 16,
+        },
     }
     with serve_answerbox_process(settings, tmp_path) as url:
         assert client.put(f"{url}/_search/pipeline/flood", json=PIPELINE).status_code == 200
@@ -75,10 +83,14 @@ def test_a_flood_is_refused_and_the_others_keep_their_latency(
     assert not [s for s in statuses if s >= 500], statuses
     assert set(statuses) <= {200, 429}
     refused = [response for name, response, _ in flooded if response.status_code == 429]
-    assert refused and all(r.json()["error"]["type"] == "rejected_execution_exception" for r in refused)
+    assert refused
+    assert all(r.json()["error"]["type"] == "rejected_execution_exception" for r in refused)
     others = [(response, seconds) for name, response, seconds in flooded if name != "flooder"]
     assert all(response.status_code == 200 and response.json()["hits"]["hits"] for response, _ in others)
     calm_p50 = statistics.median(seconds for _, _, seconds in calm)
     flooded_p50 = statistics.median(seconds for _, seconds in others)
-    print(f"others' p50: {calm_p50:.3f}s alone, {flooded_p50:.3f}s in the flood; flooder refused {len(refused)} of {FLOOD}")
+    print(
+        f"others' p50: {calm_p50:.3f}s alone, {flooded_p50:.3f}s in the flood; flooder refused "
+        f"{len(refused)} of {FLOOD}"
+    )
     assert flooded_p50 <= 2 * calm_p50, (calm_p50, flooded_p50)

@@ -21,18 +21,47 @@ from tests.conftest import AnswerboxFactory, bulk_index
 
 REQUESTS = 1200
 SEED = 20261123
-DOCS = [{"_id": str(i), "body": text} for i, text in enumerate(["Spice is mined on Arrakis.", "Sand worms.", "Emma, a novel."])]
+DOCS = [
+    {"_id": str(i), "body": text}
+    for i, text in enumerate(["Spice is mined on Arrakis.", "Sand worms.", "Emma, a novel."])
+]
 STORED = {
     "expand": {"request_processors": [{"llm_query_expansion": {"timeout_s": 2}}]},
-    "answers": {"response_processors": [{"retrieval_evaluator": {"corrective": None, "top_n": 2}}, {"cited_answer": {"size": 2}}]},
+    "answers": {
+        "response_processors": [
+            {"retrieval_evaluator": {"corrective": None, "top_n": 2}},
+            {"cited_answer": {"size": 2}},
+        ]
+    },
 }
-PROCESSORS = ["llm_query_expansion", "retrieval_evaluator", "chain_of_query", "cited_answer", "filter_query", "nope", ""]
-KEYS = ["query", "size", "from", "search_pipeline", "ext", "_source", "post_filter", "aggs", "highlight", "timeout", "sort"]
+PROCESSORS = [
+    "llm_query_expansion",
+    "retrieval_evaluator",
+    "chain_of_query",
+    "cited_answer",
+    "filter_query",
+    "nope",
+    "",
+]
+KEYS = [
+    "query",
+    "size",
+    "from",
+    "search_pipeline",
+    "ext",
+    "_source",
+    "post_filter",
+    "aggs",
+    "highlight",
+    "timeout",
+    "sort",
+]
 # Hostile templates: each must be refused before it makes anything big (prompt_sandbox.py).
 TEMPLATES = [
-    "{{ 'x' * 10**9 }}", "{% for %}", "{{ 2 ** 10**6 }}", "{{ ((((10**64)**64)**64)**64) > 0 }}", "{{ '%3000000d' % 1 }}",
-    "{{ 'a'.ljust(600000000) }}", "{{ 'a'.zfill(10**9) }}", "{{ query|center(10**9) }}", "{{ '{:>999999999}'.format(1) }}",
-    "{% include 'x' %}", "{{ 1/0 }}", "{{ range(10**7)|list }}", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    "{{ 'x' * 10**9 }}", "{% for %}", "{{ 2 ** 10**6 }}", "{{ ((((10**64)**64)**64)**64) > 0 }}",
+    "{{ '%3000000d' % 1 }}", "{{ 'a'.ljust(600000000) }}", "{{ 'a'.zfill(10**9) }}", "{{ query|center(10**9) }}",
+    "{{ '{:>999999999}'.format(1) }}", "{% include 'x' %}", "{{ 1/0 }}", "{{ range(10**7)|list }}",
+    "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
     "{% set s = 'x' * 150000 %}{{ s.replace('', s) }}", "{% set l = ['x' * 100000] * 100000 %}{{ l }}",
 ]  # fmt: skip
 QA_KEYS = ["llm_question", "llm_model", "context_size", "timeout", "system_prompt", "user_instructions", "memory_id"]
@@ -71,7 +100,9 @@ def _search_body(rng: random.Random) -> dict[str, Any]:
         if key == "search_pipeline":
             body[key] = rng.choice([rng.choice(list(STORED)), "missing", _pipeline(rng), _value(rng)])
         elif key == "ext":
-            body[key] = {"generative_qa_parameters": {rng.choice(QA_KEYS): _value(rng)}} if rng.random() < 0.7 else _value(rng)
+            body[key] = (
+                {"generative_qa_parameters": {rng.choice(QA_KEYS): _value(rng)}} if rng.random() < 0.7 else _value(rng)
+            )
         else:
             body[key] = _value(rng)
     return body
@@ -80,7 +111,11 @@ def _search_body(rng: random.Random) -> dict[str, Any]:
 def _pipeline(rng: random.Random) -> Any:
     """A definition that is always wrong somewhere (so nothing fuzzed is ever stored)."""
     phase = rng.choice(["request_processors", "response_processors", "phase_results_processors", "bogus"])
-    entry = {rng.choice(PROCESSORS): {rng.choice(["top_n", "max_tokens", "prompt", "examples_file", "size", "tag"]): _value(rng)}}
+    entry = {
+        rng.choice(PROCESSORS): {
+            rng.choice(["top_n", "max_tokens", "prompt", "examples_file", "size", "tag"]): _value(rng)
+        }
+    }
     broken = rng.choice([
         {phase: [entry, {"a": {}, "b": {}}]},
         {phase: [entry], "bogus_key": 1},
@@ -114,7 +149,9 @@ def _raw(rng: random.Random, payload: Any) -> bytes:
 def _ndjson(rng: random.Random) -> bytes:
     lines: list[bytes] = []
     for _ in range(rng.randint(1, 4)):
-        header = rng.choice([{}, {"index": "books"}, {"index": ["books", "other"]}, {"search_pipeline": "answers"}, _value(rng)])
+        header = rng.choice(
+            [{}, {"index": "books"}, {"index": ["books", "other"]}, {"search_pipeline": "answers"}, _value(rng)]
+        )
         lines += [_raw(rng, header), _raw(rng, _search_body(rng))]
     if rng.random() < 0.2:
         lines.pop()
@@ -135,19 +172,26 @@ def _requests(rng: random.Random) -> Iterator[Request]:
     ids = ["answers", "expand", "new", "_none", "%2E%2E", "a%00b", "x" * 300, "%F0%9F%92%A5", "*", "a,b"]
     content_types = ["application/json", "application/json; charset=utf-8", "text/plain", "application/x-ndjson", ""]
     makers: list[Callable[[], Request]] = [
-        lambda: ("POST", rng.choice(["/books/_search", "/_search", "/books,missing/_search"]), _raw(rng, _search_body(rng)), {}),
-        lambda: ("GET", "/books/_search?search_pipeline=" + rng.choice(["answers", "expand", "%00", "*", "missing"]), None, {}),
-        lambda: ("POST", rng.choice(["/_msearch", "/books/_msearch"]), _ndjson(rng), {"content-type": "application/x-ndjson"}),
+        lambda: ("POST", rng.choice(["/books/_search", "/_search", "/books,missing/_search"]),
+                 _raw(rng, _search_body(rng)), {}),
+        lambda: ("GET", "/books/_search?search_pipeline=" + rng.choice(["answers", "expand", "%00", "*", "missing"]),
+                 None, {}),
+        lambda: ("POST", rng.choice(["/_msearch", "/books/_msearch"]), _ndjson(rng),
+                 {"content-type": "application/x-ndjson"}),
         lambda: ("PUT", f"/_search/pipeline/{rng.choice(ids)}", _raw(rng, _pipeline(rng)), {}),
         lambda: ("GET", f"/_search/pipeline/{rng.choice(ids)}", None, {}),
         lambda: ("DELETE", f"/_search/pipeline/{rng.choice(ids[3:])}", None, {}),
         lambda: ("POST", "/books/_answerbox/stream", _raw(rng, _search_body(rng)), {}),
-        lambda: ("POST", f"/books/_answerbox/stream?search_pipeline={rng.choice(['answers', 'expand', 'x'])}", _raw(rng, _search_body(rng)), {}),
-        lambda: ("GET", rng.choice(["/_answerbox/stats/search_pipeline", "/metrics", "/_answerbox/stats/%00"]), None, {}),
+        lambda: ("POST", f"/books/_answerbox/stream?search_pipeline={rng.choice(['answers', 'expand', 'x'])}",
+                 _raw(rng, _search_body(rng)), {}),
+        lambda: ("GET", rng.choice(["/_answerbox/stats/search_pipeline", "/metrics", "/_answerbox/stats/%00"]),
+                 None, {}),
         # A stored pipeline's hostile template (refused), and searches asking for too much.
         lambda: ("PUT", "/_search/pipeline/hostile", json.dumps(_templated(rng)).encode(), {}),
-        lambda: ("POST", "/books/_search?search_pipeline=answers", json.dumps({**_search_body(rng), "size": rng.choice([10**4, 10**9, -1, "x"])}).encode(), {}),
-        lambda: ("POST", "/books/_search?search_pipeline=answers", b'{"query": {"match": {"body": "' + b"spice " * rng.choice([10, 20_000]) + b'"}}}', {}),
+        lambda: ("POST", "/books/_search?search_pipeline=answers",
+                 json.dumps({**_search_body(rng), "size": rng.choice([10**4, 10**9, -1, "x"])}).encode(), {}),
+        lambda: ("POST", "/books/_search?search_pipeline=answers",
+                 b'{"query": {"match": {"body": "' + b"spice " * rng.choice([10, 20_000]) + b'"}}}', {}),
     ]  # fmt: skip
     for _ in range(REQUESTS):
         method, path, body, headers = rng.choice(makers)()
@@ -172,7 +216,7 @@ def _shaped(response: httpx.Response) -> bool:
     if isinstance(error, dict) and isinstance(error.get("error"), str):
         # OpenSearch's own short forms, passed through: "no handler found" (no status field)
         # and an unsupported Content-Type.
-        return error.get("status", response.status_code) == response.status_code
+        return bool(error.get("status", response.status_code) == response.status_code)
     return (
         isinstance(error, dict)
         and error.get("status") == response.status_code
@@ -209,7 +253,9 @@ def test_fuzzed_requests_get_no_5xx_and_change_nothing(target: tuple[str, Any], 
             problems.append(f"took {took:.1f}s: {shown}")
         if response.status_code >= 500:
             problems.append(shown)
-        elif 400 <= response.status_code < 500 and response.headers.get("content-type", "").startswith("application/json"):
+        elif 400 <= response.status_code < 500 and response.headers.get("content-type", "").startswith(
+            "application/json"
+        ):
             if not _shaped(response):
                 problems.append("unshaped " + shown)
         elif 400 <= response.status_code < 500 and method != "HEAD":
@@ -217,7 +263,10 @@ def test_fuzzed_requests_get_no_5xx_and_change_nothing(target: tuple[str, Any], 
     assert not problems, f"{len(problems)} of {REQUESTS}:\n" + "\n".join(problems[:20])
     # answerbox runs in this process: its peak memory grew by no more than a few hostile bodies.
     grown = _max_rss_mb() - rss_before
-    print(f"fuzz: {REQUESTS} requests, statuses {dict(sorted(statuses.items()))}, slowest {slowest:.2f}s, peak RSS +{grown:.0f} MB")
+    print(
+        f"fuzz: {REQUESTS} requests, statuses {dict(sorted(statuses.items()))}, slowest {slowest:.2f}s, peak "
+        f"RSS +{grown:.0f} MB"
+    )
     assert grown < 300, grown
     assert sum(statuses.get(s, 0) for s in range(400, 500)) > REQUESTS // 3, statuses  # the fuzz reached the checks
     after = opensearch.search(index="books", body={"query": {"match_all": {}}, "sort": ["_doc"]})["hits"]["hits"]

@@ -38,8 +38,10 @@ def _ndjson(*lines: dict[str, Any]) -> str:
 def _assert_opensearch_error(response: httpx.Response, status: int, error_type: str) -> None:
     assert response.status_code == status, response.text
     error = response.json()
-    assert error["status"] == status and error["error"]["type"] == error_type
-    assert error["error"]["root_cause"][0]["type"] == error_type and error["error"]["reason"]
+    assert error["status"] == status
+    assert error["error"]["type"] == error_type
+    assert error["error"]["root_cause"][0]["type"] == error_type
+    assert error["error"]["reason"]
 
 
 @pytest.mark.parametrize("deep", ["[" * 100_000 + "]" * 100_000, '{"a":' * 5_000 + "1" + "}" * 5_000])
@@ -50,7 +52,12 @@ def test_json_nested_too_deeply_is_a_parse_error(hop: Any, client: httpx.Client,
     assert "nested too deeply" in response.json()["error"]["reason"]
     assert client.get(f"{url}/_search/pipeline/deep").status_code == 404
     # As a search body it is OpenSearch's to judge; answerbox itself does not fail.
-    assert client.post(f"{url}/a/_search?search_pipeline=labels", content=deep, headers={"content-type": "application/json"}).status_code < 500
+    assert (
+        client.post(
+            f"{url}/a/_search?search_pipeline=labels", content=deep, headers={"content-type": "application/json"}
+        ).status_code
+        < 500
+    )
 
 
 def test_msearch_header_may_name_a_list_of_indices(hop: Any, client: httpx.Client) -> None:
@@ -79,11 +86,15 @@ def test_an_empty_msearch_header_searches_the_path_index_only(hop: Any, client: 
 def test_msearch_lines_answerbox_does_not_run_reach_opensearch_as_written(hop: Any, client: httpx.Client) -> None:
     url, recorder = hop
     native = {"index": "a", "search_pipeline": "opensearch_side"}
-    payload = _ndjson(native, {"query": {"match_all": {}}}, {"index": "b", "search_pipeline": "labels"}, {"query": {"match_all": {}}})
+    payload = _ndjson(
+        native, {"query": {"match_all": {}}}, {"index": "b", "search_pipeline": "labels"}, {"query": {"match_all": {}}}
+    )
     client.post(f"{url}/_msearch", content=payload, headers=NDJSON)
     (sent,) = [r for r in recorder.matching("_msearch") if r.method == "POST"]
     header, body, own_header, own_body = [json.loads(line) for line in sent.body.splitlines() if line.strip()]
     # OpenSearch still runs its own pipeline (or the index's default) for the first line...
-    assert header == native and "search_pipeline" not in body
+    assert header == native
+    assert "search_pipeline" not in body
     # ...and answerbox's line carries only what OpenSearch must run, inline.
-    assert own_header == {"index": "b"} and own_body["search_pipeline"] == {}
+    assert own_header == {"index": "b"}
+    assert own_body["search_pipeline"] == {}

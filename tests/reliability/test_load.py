@@ -24,7 +24,10 @@ SEARCHES = 64
 STALL_MS = 500
 SLOW_POLL_SHARE = 0.1
 TOPICS = ["spice", "sand", "water", "desert", "planet", "worm", "house", "emperor"]
-DOCS = [{"_id": f"d{i}", "body": f"The {t} of Arrakis is told in chapter {i}. It matters to the {t} trade."} for i, t in enumerate(TOPICS * 3)]
+DOCS = [
+    {"_id": f"d{i}", "body": f"The {t} of Arrakis is told in chapter {i}. It matters to the {t} trade."}
+    for i, t in enumerate(TOPICS * 3)
+]
 DOTS = {"_id": "dots", "body": "spice sand water desert planet worm house emperor" + "." * 60_000}
 PIPELINE = {
     "request_processors": [{"llm_query_expansion": {"timeout_s": 5}}],
@@ -52,7 +55,10 @@ async def _burst(url: str) -> tuple[list[httpx.Response], list[float]]:
     poller = asyncio.create_task(_poll(url, stop))
     async with httpx.AsyncClient(timeout=120) as http:
         searches = [
-            http.post(f"{url}/docs/_search?search_pipeline=load", json={"query": {"match": {"body": f"Where is the {TOPICS[i % 8]} traded?"}}})
+            http.post(
+                f"{url}/docs/_search?search_pipeline=load",
+                json={"query": {"match": {"body": f"Where is the {TOPICS[i % 8]} traded?"}}},
+            )
             for i in range(SEARCHES)
         ]
         responses = await asyncio.gather(*searches)
@@ -78,4 +84,6 @@ def test_a_burst_with_a_slow_llm_and_a_pathological_document(
     assert not failures, failures[:3]
     assert all(r.json()["hits"]["hits"] and r.json()["ext"]["answerbox"]["answer"] for r in responses)
     slow = sorted(ms for ms in poll_ms if ms > STALL_MS)
-    assert len(slow) <= SLOW_POLL_SHARE * len(poll_ms), f"the event loop stalled on {len(slow)} of {len(poll_ms)} polls: {slow[-5:]} ms"
+    assert len(slow) <= SLOW_POLL_SHARE * len(poll_ms), (
+        f"the event loop stalled on {len(slow)} of {len(poll_ms)} polls: {slow[-5:]} ms"
+    )

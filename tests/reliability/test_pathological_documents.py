@@ -42,10 +42,18 @@ def test_a_passage_is_read_in_at_most_the_configured_windows() -> None:
 def test_a_dots_document_does_not_break_pipeline_searches(
     make_answerbox: AnswerboxFactory, opensearch: OpenSearch, client: httpx.Client
 ) -> None:
-    bulk_index(opensearch, "docs", [{"_id": "dots", "body": DOTS}, {"_id": "dune", "body": "Spice is mined on the desert planet Arrakis."}])
+    bulk_index(
+        opensearch,
+        "docs",
+        [{"_id": "dots", "body": DOTS}, {"_id": "dune", "body": "Spice is mined on the desert planet Arrakis."}],
+    )
     url = make_answerbox(limits={"processor_timeout_s": 20, "pipeline_budget_s": 20})
     for question in ("Where is spice mined?", "What is mined on Arrakis?"):
-        body = {"query": {"match": {"body": question}}, "search_pipeline": PIPELINE, "ext": {"generative_qa_parameters": {"llm_question": question}}}
+        body = {
+            "query": {"match": {"body": question}},
+            "search_pipeline": PIPELINE,
+            "ext": {"generative_qa_parameters": {"llm_question": question}},
+        }
         response = client.post(f"{url}/docs/_search", json=body)
         assert response.status_code == 200, response.text
         report = response.json()["ext"]["answerbox"]
@@ -70,10 +78,17 @@ def test_a_huge_document_is_cut_before_it_is_tokenised() -> None:
     """Tokenising all of a 10 MB text to keep its first 16 windows cost every search seconds."""
     directory = ModelSettings().dir
     manifest = ModelManifest.load(directory)
-    capped = WindowTokenizer(load_tokenizer(directory / manifest.tokenizer), max_length=manifest.max_length, stride=manifest.stride, max_windows=16)
+    capped = WindowTokenizer(
+        load_tokenizer(directory / manifest.tokenizer),
+        max_length=manifest.max_length,
+        stride=manifest.stride,
+        max_windows=16,
+    )
     spy = _Spy(capped._tokenizer)
-    capped._tokenizer = spy  # type: ignore[assignment]
+    capped._tokenizer = spy
     huge = "Spice is mined on Arrakis. " * 400_000  # 10.8 MB
     windows = capped.windows("where is spice mined?", [huge])
-    assert len(windows) == 16 and windows[-1].passage_index == 0
-    assert spy.encoded == [16 * manifest.max_length * 16] and spy.encoded[0] < len(huge) / 100
+    assert len(windows) == 16
+    assert windows[-1].passage_index == 0
+    assert spy.encoded == [16 * manifest.max_length * 16]
+    assert spy.encoded[0] < len(huge) / 100

@@ -19,7 +19,8 @@ EXPAND = {"llm_query_expansion": {"max_tokens": 64}}
 def _assert_400(response: httpx.Response, *words: str) -> None:
     assert response.status_code == 400, response.text
     error = response.json()
-    assert error["status"] == 400 and error["error"]["root_cause"][0]["type"] == error["error"]["type"]
+    assert error["status"] == 400
+    assert error["error"]["root_cause"][0]["type"] == error["error"]["type"]
     assert all(word in error["error"]["reason"] for word in words), error["error"]["reason"]
 
 
@@ -28,12 +29,20 @@ def url(make_answerbox: AnswerboxFactory, scripted_llm: Any) -> str:
     _, llm_url = scripted_llm
     return make_answerbox(
         llm={"base_url": llm_url, "allowed_models": ["small"]},
-        limits={"max_processors": 3, "max_msearch_searches": 2, "max_prompt_chars": 100, "max_context_size": 5, "max_llm_tokens": 128},
+        limits={
+            "max_processors": 3,
+            "max_msearch_searches": 2,
+            "max_prompt_chars": 100,
+            "max_context_size": 5,
+            "max_llm_tokens": 128,
+        },
     )
 
 
 def test_processors_per_pipeline(url: str, client: httpx.Client) -> None:
-    _assert_400(client.put(f"{url}/_search/pipeline/long", json={"request_processors": [EXPAND] * 4}), "limits.max_processors")
+    _assert_400(
+        client.put(f"{url}/_search/pipeline/long", json={"request_processors": [EXPAND] * 4}), "limits.max_processors"
+    )
     assert client.put(f"{url}/_search/pipeline/short", json={"request_processors": [EXPAND] * 3}).status_code == 200
 
 
@@ -46,7 +55,9 @@ def test_processors_per_pipeline(url: str, client: httpx.Client) -> None:
 def test_llm_tokens_per_call(url: str, client: httpx.Client, processor: dict[str, Any]) -> None:
     phase = "request_processors" if "llm_query_expansion" in processor else "response_processors"
     _assert_400(client.put(f"{url}/_search/pipeline/costly", json={phase: [processor]}), "limits.max_llm_tokens")
-    _assert_400(client.post(f"{url}/any/_search", json={"search_pipeline": {phase: [processor]}}), "limits.max_llm_tokens")
+    _assert_400(
+        client.post(f"{url}/any/_search", json={"search_pipeline": {phase: [processor]}}), "limits.max_llm_tokens"
+    )
 
 
 @pytest.mark.parametrize(("qa", "words"), [
@@ -63,19 +74,31 @@ def test_generative_qa_parameters(url: str, client: httpx.Client, qa: dict[str, 
 
 def test_allowed_models_and_the_configured_one_may_be_named(url: str, client: httpx.Client) -> None:
     for model in ("small", "smollm2"):
-        body = {"search_pipeline": {"response_processors": [{"cited_answer": {}}]}, "ext": {"generative_qa_parameters": {"llm_model": model}}}
+        body = {
+            "search_pipeline": {"response_processors": [{"cited_answer": {}}]},
+            "ext": {"generative_qa_parameters": {"llm_model": model}},
+        }
         # Past answerbox's check, the search reaches OpenSearch, which has no index "any".
         response = client.post(f"{url}/any/_search", json=body)
-        assert response.status_code == 404 and response.json()["error"]["type"] == "index_not_found_exception", response.text
+        assert response.status_code == 404, response.text
+        assert response.json()["error"]["type"] == "index_not_found_exception", response.text
 
 
 def test_searches_per_msearch(url: str, client: httpx.Client) -> None:
-    line = [{"index": "any", "search_pipeline": {"response_processors": [{"cited_answer": {}}]}}, {"query": {"match_all": {}}}]
+    line = [
+        {"index": "any", "search_pipeline": {"response_processors": [{"cited_answer": {}}]}},
+        {"query": {"match_all": {}}},
+    ]
     payload = "".join(json.dumps(part) + "\n" for part in line * 3)
-    _assert_400(client.post(f"{url}/_msearch", content=payload, headers={"content-type": "application/x-ndjson"}), "limits.max_msearch_searches")
+    _assert_400(
+        client.post(f"{url}/_msearch", content=payload, headers={"content-type": "application/x-ndjson"}),
+        "limits.max_msearch_searches",
+    )
 
 
-def test_invented_ids_tags_and_index_names_do_not_grow_stats(url: str, client: httpx.Client, opensearch: OpenSearch) -> None:
+def test_invented_ids_tags_and_index_names_do_not_grow_stats(
+    url: str, client: httpx.Client, opensearch: OpenSearch
+) -> None:
     """A search's own pipeline is counted by processor type: 300 invented tags add no label."""
     bulk_index(opensearch, "docs", [{"_id": "1", "text": "Spice is mined on Arrakis."}])
 
@@ -92,7 +115,9 @@ def test_invented_ids_tags_and_index_names_do_not_grow_stats(url: str, client: h
     (node,) = stats["nodes"].values()
     pipelines = node["search_pipeline"]["pipelines"]
     assert list(pipelines) == ["_ad_hoc_pipeline"]
-    assert [name for entry in pipelines["_ad_hoc_pipeline"]["response_processors"] for name in entry] == ["cited_answer"]
+    assert [name for entry in pipelines["_ad_hoc_pipeline"]["response_processors"] for name in entry] == [
+        "cited_answer"
+    ]
     metrics = client.get(f"{url}/metrics").text
     assert set(re.findall(r'processor="([^"]+)"', metrics)) == {"cited_answer"}
     assert len(metrics) - before < 1000  # counts grow by digits, never by labels

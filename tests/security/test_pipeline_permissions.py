@@ -45,13 +45,14 @@ def test_only_callers_opensearch_lets_write_the_index_manage_pipelines(secured: 
     assert client.put(f"{url}/_search/pipeline/answers", json=PIPELINE, headers=ADMIN).status_code == 200
     assert client.get(f"{url}/_search/pipeline/answers", headers=ADMIN).json() == {"answers": PIPELINE}
     # A reader can neither replace nor delete the admin's pipeline, nor read its prompts.
-    shadow = {"response_processors": [{"cited_answer": {}}]}
+    shadow: dict[str, Any] = {"response_processors": [{"cited_answer": {}}]}
     assert client.put(f"{url}/_search/pipeline/answers", json=shadow, headers=READER).status_code == 403
     assert client.delete(f"{url}/_search/pipeline/answers", headers=READER).status_code == 403
     assert client.delete(f"{url}/_search/pipeline/answers").status_code == 401
     assert client.get(f"{url}/_search/pipeline/answers", headers=ADMIN).json() == {"answers": PIPELINE}
     error = client.delete(f"{url}/_search/pipeline/answers", headers=READER).json()
-    assert error["status"] == 403 and error["error"]["type"] == "security_exception"
+    assert error["status"] == 403
+    assert error["error"]["type"] == "security_exception"
     assert ("reader", "DELETE", f"/{PIPELINES}/_doc/answers") in proxy.denied
 
     assert client.delete(f"{url}/_search/pipeline/answers", headers=ADMIN).status_code == 200
@@ -68,4 +69,6 @@ def test_a_reader_runs_the_admins_pipeline_on_what_it_may_read(secured: Any, cli
     assert found.json()["ext"]["answerbox"]["retrieval"]["verdict"]
     # Resolution used the service account; the search itself still ran as the reader.
     assert client.post(f"{url}/books/_search?search_pipeline=answers", json=body).status_code == 401
-    assert client.post(f"{url}/{PIPELINES}/_search?search_pipeline=answers", json=body, headers=READER).status_code == 403
+    assert (
+        client.post(f"{url}/{PIPELINES}/_search?search_pipeline=answers", json=body, headers=READER).status_code == 403
+    )

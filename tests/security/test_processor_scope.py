@@ -22,10 +22,22 @@ from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import serve
 
 DOCS = [
-    {"_id": "public", "text": "Kevin Drew was born in Toronto, Ontario.", "secret": "vault code 4711", "level": "public"},
-    {"_id": "restricted", "text": "Kevin Drew was born in Halifax, Nova Scotia.", "secret": "vault code 9999", "level": "restricted"},
+    {
+        "_id": "public",
+        "text": "Kevin Drew was born in Toronto, Ontario.",
+        "secret": "vault code 4711",
+        "level": "public",
+    },
+    {
+        "_id": "restricted",
+        "text": "Kevin Drew was born in Halifax, Nova Scotia.",
+        "secret": "vault code 9999",
+        "level": "restricted",
+    },
 ]
-CHAIN = "[Query 1]: Where was Kevin Drew born?\n[Answer 1]: Toronto\n[Final Content]: Kevin Drew was born in Toronto [1]."
+CHAIN = (
+    "[Query 1]: Where was Kevin Drew born?\n[Answer 1]: Toronto\n[Final Content]: Kevin Drew was born in Toronto [1]."
+)
 # The caller's scope: only public documents as hits, the secret field hidden, a routing and a preference.
 SCOPED = {
     "query": {"match": {"text": "Kevin Drew born"}},
@@ -43,7 +55,9 @@ class Hop:
 
 
 @pytest.fixture
-def hop(opensearch: OpenSearch, make_answerbox: AnswerboxFactory, osmem_url: str, scripted_llm: tuple[ScriptedLLM, str]) -> Iterator[Hop]:
+def hop(
+    opensearch: OpenSearch, make_answerbox: AnswerboxFactory, osmem_url: str, scripted_llm: tuple[ScriptedLLM, str]
+) -> Iterator[Hop]:
     properties = {"text": {"type": "text"}, "secret": {"type": "text"}, "level": {"type": "keyword"}}
     bulk_index(opensearch, "vault", [dict(d) for d in DOCS], {"properties": properties})
     llm, llm_url = scripted_llm
@@ -60,16 +74,21 @@ def _search(client: httpx.Client, hop: Hop, pipeline: dict[str, Any]) -> dict[st
     return result
 
 
-def test_chain_searches_keep_post_filter_routing_preference_and_source_filtering(hop: Hop, client: httpx.Client) -> None:
+def test_chain_searches_keep_post_filter_routing_preference_and_source_filtering(
+    hop: Hop, client: httpx.Client
+) -> None:
     hop.llm.replies = [CHAIN]
-    result = _search(client, hop, {"response_processors": [{"chain_of_query": {"theta": -1e9, "r_max": 1, "skip_llm_above": 1}}]})
+    result = _search(
+        client, hop, {"response_processors": [{"chain_of_query": {"theta": -1e9, "r_max": 1, "skip_llm_above": 1}}]}
+    )
     (sent,) = hop.recorder.matching("/_msearch")
     header, body = (json.loads(line) for line in sent.body.decode().splitlines())
     assert header == {"index": "vault", "routing": "r1", "preference": "_local"}
     assert body["post_filter"] == SCOPED["post_filter"]
     assert body["_source"] == {"includes": ["text"], "excludes": ["secret"]}
     report = json.dumps(result["ext"]["answerbox"]["chain"])
-    assert "Halifax" not in report and "vault code" not in report
+    assert "Halifax" not in report
+    assert "vault code" not in report
     assert [r["_id"] for r in result["ext"]["answerbox"]["chain"]["references"]] == ["public"]
 
 
@@ -78,10 +97,12 @@ def test_the_corrective_search_keeps_the_callers_scope(hop: Hop, client: httpx.C
     evaluator = {"retrieval_evaluator": {"upper": 1.0, "lower": 1.0, "corrective": {"fields": ["text", "secret"]}}}
     result = _search(client, hop, {"response_processors": [evaluator]})
     corrective = [json.loads(r.body) for r in hop.recorder.matching("/vault/_search")][-1]
-    assert "multi_match" in json.dumps(corrective["query"]) and corrective["post_filter"] == SCOPED["post_filter"]
+    assert "multi_match" in json.dumps(corrective["query"])
+    assert corrective["post_filter"] == SCOPED["post_filter"]
     assert corrective["_source"]["excludes"] == ["secret"]
     assert "routing=r1" in hop.recorder.matching("/vault/_search")[-1].query
     retrieval = result["ext"]["answerbox"]["retrieval"]
     assert retrieval["verdict"] == "incorrect"
     assert {s["_id"] for s in retrieval["knowledge"]} <= {"public"}
-    assert "vault code" not in json.dumps(retrieval) and "Halifax" not in json.dumps(retrieval)
+    assert "vault code" not in json.dumps(retrieval)
+    assert "Halifax" not in json.dumps(retrieval)

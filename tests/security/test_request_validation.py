@@ -4,12 +4,14 @@ separators are refused), and bodies it reads only with a JSON content type."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
 from tests.conftest import AnswerboxFactory
 
-PIPELINE = {"response_processors": [{"retrieval_evaluator": {}}]}
+PIPELINE: dict[str, Any] = {"response_processors": [{"retrieval_evaluator": {}}]}
 
 
 @pytest.mark.parametrize("raw_id", ["_none", "%2E%2E", "a%00b", "a%20b", "a,b", "a%23b", "x" * 256])
@@ -18,7 +20,8 @@ def test_invalid_ids_are_refused(make_answerbox: AnswerboxFactory, client: httpx
     response = client.put(httpx.URL(f"{url}/_search/pipeline/{raw_id}"), json=PIPELINE)
     assert response.status_code == 400, response.text
     error = response.json()
-    assert error["status"] == 400 and error["error"]["type"] == "illegal_argument_exception"
+    assert error["status"] == 400
+    assert error["error"]["type"] == "illegal_argument_exception"
     assert error["error"]["reason"].startswith("invalid search pipeline id [")
     assert client.get(f"{url}/_search/pipeline").json() == {}
 
@@ -31,7 +34,9 @@ def test_ordinary_ids_are_kept(make_answerbox: AnswerboxFactory, client: httpx.C
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
-def test_bodies_answerbox_reads_must_be_json(make_answerbox: AnswerboxFactory, client: httpx.Client, content_type: str | None) -> None:
+def test_bodies_answerbox_reads_must_be_json(
+    make_answerbox: AnswerboxFactory, client: httpx.Client, content_type: str | None
+) -> None:
     """A cross-site form can post text/plain or a form, never JSON: such posts are refused."""
     url = make_answerbox()
     headers = {"content-type": content_type} if content_type else {}

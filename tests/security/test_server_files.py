@@ -17,7 +17,9 @@ SECRET = "ANSWERBOX_SECRET_TOKEN=s3cr3t"
 
 
 def _pipeline(examples_file: str) -> dict[str, Any]:
-    return {"request_processors": [{"llm_query_expansion": {"method": "q2e", "mode": "fs", "examples_file": examples_file}}]}
+    return {
+        "request_processors": [{"llm_query_expansion": {"method": "q2e", "mode": "fs", "examples_file": examples_file}}]
+    }
 
 
 @pytest.fixture
@@ -43,11 +45,15 @@ def test_files_outside_the_folder_or_too_big_are_refused(
     assert time.monotonic() - started < 2
     assert response.status_code == 400, response.text
     reason = response.json()["error"]["reason"]
-    assert "examples_file" in reason and SECRET not in reason and "root:" not in reason
+    assert "examples_file" in reason
+    assert SECRET not in reason
+    assert "root:" not in reason
     assert client.get(f"{url}/_answerbox/stats/search_pipeline").status_code == 200
 
 
-def test_a_search_s_own_pipeline_names_no_files(make_answerbox: AnswerboxFactory, client: httpx.Client, files: Path) -> None:
+def test_a_search_s_own_pipeline_names_no_files(
+    make_answerbox: AnswerboxFactory, client: httpx.Client, files: Path
+) -> None:
     url = make_answerbox(files_dir=str(files))
     response = client.post(f"{url}/any/_search", json={"search_pipeline": _pipeline("good.json")})
     assert response.status_code == 400
@@ -55,7 +61,10 @@ def test_a_search_s_own_pipeline_names_no_files(make_answerbox: AnswerboxFactory
     assert client.put(f"{url}/_search/pipeline/fewshot", json=_pipeline("good.json")).status_code == 200
 
 
-def test_without_a_configured_folder_no_file_is_read(make_answerbox: AnswerboxFactory, client: httpx.Client, files: Path) -> None:
+def test_without_a_configured_folder_no_file_is_read(
+    make_answerbox: AnswerboxFactory, client: httpx.Client, files: Path
+) -> None:
     url = make_answerbox()
     response = client.put(f"{url}/_search/pipeline/fewshot", json=_pipeline(str(files / "good.json")))
-    assert response.status_code == 400 and "needs files_dir" in response.json()["error"]["reason"]
+    assert response.status_code == 400
+    assert "needs files_dir" in response.json()["error"]["reason"]

@@ -59,26 +59,44 @@ def cluster(opensearch: OpenSearch, make_answerbox: AnswerboxFactory, osmem_url:
 
 
 @pytest.mark.parametrize("query", QUERIES.values(), ids=QUERIES.keys())
-def test_another_tenants_documents_never_come_back(cluster: Cluster, client: httpx.Client, query: dict[str, Any]) -> None:
-    body = {"query": query, "search_pipeline": PIPELINE, "ext": {"generative_qa_parameters": {"llm_question": QUESTION}}}
+def test_another_tenants_documents_never_come_back(
+    cluster: Cluster, client: httpx.Client, query: dict[str, Any]
+) -> None:
+    body = {
+        "query": query,
+        "search_pipeline": PIPELINE,
+        "ext": {"generative_qa_parameters": {"llm_question": QUESTION}},
+    }
     response = client.post(f"{cluster.url}/shared/_search", json=body)
     assert response.status_code == 200, response.text
     result = response.json()
     assert [hit["_id"] for hit in result["hits"]["hits"]] == ["a1"]
-    assert "Berlin" not in response.text and "secret plan" not in response.text
+    assert "Berlin" not in response.text
+    assert "secret plan" not in response.text
     # Every search answerbox sent on its own (after the caller's) carried the tenant filter.
     own = [r.body.decode() for r in cluster.recorder.requests if "_search" in r.path or "_msearch" in r.path][1:]
     assert own, "the corrective search and the chain's searches ran"
-    assert all('{"term": {"tenant": "A"}}' in json.dumps(json.loads(line)) for body in own for line in body.splitlines() if "query" in line)
+    assert all(
+        '{"term": {"tenant": "A"}}' in json.dumps(json.loads(line))
+        for body in own
+        for line in body.splitlines()
+        if "query" in line
+    )
 
 
-def test_a_restriction_no_filter_can_carry_skips_the_processors_searches(cluster: Cluster, client: httpx.Client) -> None:
+def test_a_restriction_no_filter_can_carry_skips_the_processors_searches(
+    cluster: Cluster, client: httpx.Client
+) -> None:
     query = {"function_score": {"query": SCOPED, "min_score": 0.0001}}
     response = client.post(f"{cluster.url}/shared/_search", json={"query": query, "search_pipeline": PIPELINE})
     assert response.status_code == 200, response.text
     result = response.json()
     assert [hit["_id"] for hit in result["hits"]["hits"]] == ["a1"]
-    searched = [r for r in cluster.recorder.requests if ("_search" in r.path or "_msearch" in r.path) and not r.path.startswith("/.answerbox")]
+    searched = [
+        r
+        for r in cluster.recorder.requests
+        if ("_search" in r.path or "_msearch" in r.path) and not r.path.startswith("/.answerbox")
+    ]
     assert len(searched) == 1
     warnings = " ".join(result["ext"]["answerbox"]["warnings"])
     assert "min_score" in warnings

@@ -73,7 +73,9 @@ class AuthProxy:
         if not all(any(fnmatch.fnmatchcase(t, pattern) for pattern in allowed) for t in targets):
             self.denied.append((name, request.method, request.url.path))
             action = "read" if reading else "write"
-            return _error(403, "security_exception", f"no permissions for [{action}] on {targets} and User [name={name}]")
+            return _error(
+                403, "security_exception", f"no permissions for [{action}] on {targets} and User [name={name}]"
+            )
         self.granted.append((name, request.method, request.url.path))
         return await forward(self.upstream, request, body, timeout_s=30)
 

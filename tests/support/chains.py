@@ -26,6 +26,7 @@ RIGHT_CHAIN_JSON = json.dumps(
             },
         ],
         "final_content": "Spirit If... is by Kevin Drew [1]. Kevin Drew was born in Toronto [2]. "
-        "Greyhound buses in Toronto leave from Toronto Coach Terminal [3]. So the final answer is Toronto Coach Terminal.",
+        "Greyhound buses in Toronto leave from Toronto Coach Terminal [3]. So the final answer is Toronto "
+        "Coach Terminal.",
     }
 )

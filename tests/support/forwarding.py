@@ -15,4 +15,6 @@ async def forward(upstream: str, request: Request, body: bytes, timeout_s: float
             content=body,
             headers={"content-type": request.headers.get("content-type", "application/json")},
         )
-    return Response(answer.content, status_code=answer.status_code, headers={"content-type": answer.headers.get("content-type", "")})
+    return Response(
+        answer.content, status_code=answer.status_code, headers={"content-type": answer.headers.get("content-type", "")}
+    )

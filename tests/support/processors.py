@@ -6,7 +6,14 @@ import asyncio
 import threading
 from typing import Any, ClassVar
 
-from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, RequestProcessor, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import (
+    JSON,
+    PipelineContext,
+    ProcessorConfig,
+    RequestProcessor,
+    ResponseProcessor,
+    SearchRequest,
+)
 from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.processors import default_registry
 

@@ -34,7 +34,9 @@ class RecordingProxy:
         return await forward(self.upstream, request, body, self.timeout_s)
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/{path:path}", self._forward, methods=["GET", "HEAD", "POST", "PUT", "DELETE"])])
+        return Starlette(
+            routes=[Route("/{path:path}", self._forward, methods=["GET", "HEAD", "POST", "PUT", "DELETE"])]
+        )
 
     def matching(self, path_part: str) -> list[Recorded]:
         return [r for r in self.requests if path_part in r.path]

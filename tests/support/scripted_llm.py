@@ -79,7 +79,9 @@ class ScriptedLLM:
         return JSONResponse(self._completion(payload, text))
 
     def _failure(self) -> Response:
-        return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=self.fail_status)
+        return JSONResponse(
+            {"error": {"message": "scripted failure", "type": "server_error"}}, status_code=self.fail_status
+        )
 
     def _refused(self, form: dict[str, Any]) -> Response | None:
         if form.get("type") not in self.formats:
@@ -102,8 +104,18 @@ class ScriptedLLM:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": payload.get("model", "scripted"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length" if cut else "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": len(text.split()), "total_tokens": 10 + len(text.split())},
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "length" if cut else "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": 10,
+                "completion_tokens": len(text.split()),
+                "total_tokens": 10 + len(text.split()),
+            },
         }
 
     async def _drip(self, body: bytes) -> Any:
@@ -126,11 +138,18 @@ class ScriptedLLM:
         yield "data: [DONE]\n\n"
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"]), Route("/v1/models", self._models, methods=["GET"])])
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
 
     async def _models(self, request: Request) -> Response:
         """The models it serves, as OpenAI's API lists them: the default model answerbox asks for."""
-        return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}]}
+        )
 
 
 def is_probe(payload: dict[str, Any]) -> bool:

@@ -29,7 +29,9 @@ CHROMIUM_FLAGS = [
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package (test extra) drives the browser")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the playwright package (test extra) drives the browser"
+    )
     if not CHROMIUM.is_file():
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
     with sync_api.sync_playwright() as playwright:

@@ -23,7 +23,9 @@ from tests.ui.embedded import MODEL_READY, QUESTION, SAMPLE_INDEX, Stack, embedd
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
-expect = pytest.importorskip("playwright.sync_api", reason="the playwright package (test extra) drives the browser").expect
+expect = pytest.importorskip(
+    "playwright.sync_api", reason="the playwright package (test extra) drives the browser"
+).expect
 
 ANSWER_TIMEOUT_MS = 45_000
 needs_model = pytest.mark.skipif(not MODEL_READY, reason="onnx_models/default is not exported yet")
@@ -41,7 +43,9 @@ window.seen.events = [];
 for (const name of ["search", "hits", "snippet", "token", "answer", "done"]) {
   document.addEventListener(`answerbox:${name}`, (event) => {
     const root = event.target.shadowRoot;
-    window.seen.events.push({name, hits: root.querySelectorAll(".hit").length, state: event.target.getAttribute("state")});
+    window.seen.events.push(
+      {name, hits: root.querySelectorAll(".hit").length, state: event.target.getAttribute("state")}
+    );
   });
 }
 """
@@ -107,11 +111,15 @@ def test_the_hits_show_before_the_evaluator_and_the_llm_have_answered(page: Page
     events = _seen(page)["events"]
     names = [e["name"] for e in events]
     # OpenSearch's hits are on the page first, while the answer is still being written...
-    assert names[:2] == ["search", "hits"] and names[-2:] == ["answer", "done"] and "token" in names
-    assert events[0]["hits"] > 0 and events[0]["state"] == "answering"
+    assert names[:2] == ["search", "hits"]
+    assert names[-2:] == ["answer", "done"]
+    assert "token" in names
+    assert events[0]["hits"] > 0
+    assert events[0]["state"] == "answering"
     # ...and stay there, re-ranked, through the tokens, until the checked answer lands.
     assert all(e["hits"] > 0 for e in events)
-    assert [e["state"] for e in events[:-2]] == ["answering"] * (len(events) - 2) and events[-1]["state"] == "answered"
+    assert [e["state"] for e in events[:-2]] == ["answering"] * (len(events) - 2)
+    assert events[-1]["state"] == "answered"
 
 
 def test_typed_question_streams_in_and_its_citation_lands_on_the_highlighted_hit(page: Page, stack: Stack) -> None:
@@ -129,11 +137,13 @@ def test_typed_question_streams_in_and_its_citation_lands_on_the_highlighted_hit
     [citation] = seen["answer"]["answer"]["citations"]
     # The [1] became a chip: its text is the marker's number.
     expect(box.locator(".answer-text")).to_have_text(written.replace("[1]", "1"))
-    assert "index=squad" in page.url and "q=Where" in page.url
+    assert "index=squad" in page.url
+    assert "q=Where" in page.url
     card = box.locator(f'.hit[data-id="{citation["_id"]}"]')
     # Scroll to the end of the page away from the cited hit, so the click has to bring it in.
     card.evaluate(
-        "(hit) => window.scrollTo(0, hit.getBoundingClientRect().top + scrollY > document.body.scrollHeight / 2 ? 0 : document.body.scrollHeight)"
+        "(hit) => window.scrollTo(0, hit.getBoundingClientRect().top + scrollY > document.body.scrollHeight "
+        "/ 2 ? 0 : document.body.scrollHeight)"
     )
     expect(card).not_to_be_in_viewport()
     box.locator(".chip").click()
@@ -173,7 +183,9 @@ def test_how_this_was_checked_lists_the_sentence_whose_citation_was_removed(page
 
 
 def _put_answers(stack: Stack, name: str, **cited_answer: Any) -> str:
-    pipeline = {"response_processors": [{"retrieval_evaluator": {"top_n": 10}}, {"cited_answer": {"size": 5, **cited_answer}}]}
+    pipeline = {
+        "response_processors": [{"retrieval_evaluator": {"top_n": 10}}, {"cited_answer": {"size": 5, **cited_answer}}]
+    }
     assert httpx.put(f"{stack.url}/_search/pipeline/{name}", json=pipeline).status_code == 200
     return name
 
@@ -184,7 +196,10 @@ def _percent(confidence: float) -> str:
 
 def _above_the_hits(box: Locator, selector: str) -> bool:
     """Whether ``selector`` comes before the first hit in the box's shadow DOM."""
-    script = f"(box) => !!(box.shadowRoot.querySelector({selector!r}).compareDocumentPosition(box.shadowRoot.querySelector('.hit')) & 4)"
+    script = (
+        f"(box) => !!(box.shadowRoot.querySelector({selector!r})"
+        ".compareDocumentPosition(box.shadowRoot.querySelector('.hit')) & 4)"
+    )
     return bool(box.evaluate(script))
 
 
@@ -210,12 +225,15 @@ def test_a_low_confidence_answer_is_a_muted_possible_answer(page: Page, stack: S
     assert [e["name"] for e in seen["events"]] == ["search", "hits", "snippet", "answer", "done"]
     answer = seen["answer"]["answer"]
     candidate = answer["candidate"]
-    assert answer["abstained"] and answer["reason"] == "low_confidence" and candidate["text"]
+    assert answer["abstained"]
+    assert answer["reason"] == "low_confidence"
+    assert candidate["text"]
     expect(box.locator(".answer")).to_have_attribute("data-answer", "possible")
     expect(box.locator(".possible-label")).to_have_text("Possible answer")
     expect(box.locator(".answer-text.possible")).to_contain_text(candidate["text"])
     expect(box.locator(".confidence")).to_have_text(f"extractive answer · {_percent(candidate['confidence'])}")
-    assert box.locator(".hit").count() > 0 and _above_the_hits(box, ".answer")
+    assert box.locator(".hit").count() > 0
+    assert _above_the_hits(box, ".answer")
     box.locator("details.check > summary").click()
     expect(box.locator(".check-confidence .reason")).to_contain_text("below the pipeline's min_confidence")
 
@@ -228,13 +246,18 @@ def test_uncited_answer_shows_no_answer_found_above_the_hits(page: Page, stack: 
     seen = _seen(page)
     names = [e["name"] for e in seen["events"]]
     # The snippet showed while the LLM wrote; the checked answer then took its place.
-    assert names[:3] == ["search", "hits", "snippet"] and names[-2:] == ["answer", "done"] and "token" in names
+    assert names[:3] == ["search", "hits", "snippet"]
+    assert names[-2:] == ["answer", "done"]
+    assert "token" in names
     abstention = seen["answer"]["answer"]
-    assert abstention["abstained"] and abstention["reason"] == "unsupported" and abstention["candidate"] is None
+    assert abstention["abstained"]
+    assert abstention["reason"] == "unsupported"
+    assert abstention["candidate"] is None
     expect(box.locator(".answer")).to_have_attribute("data-answer", "none")
     expect(box.locator(".abstain")).to_have_text("No answer found in these results.")
     expect(box.locator(".chip")).to_have_count(0)
-    assert box.locator(".hit").count() > 0 and _above_the_hits(box, ".abstain")
+    assert box.locator(".hit").count() > 0
+    assert _above_the_hits(box, ".abstain")
     expect(box).not_to_have_attribute("degraded", "")
 
 
@@ -308,7 +331,9 @@ def test_real_llm_answer_streams_into_the_page(
 ) -> None:
     recorder, llm_url = real_llm
     # SmolLM2-135M on two cores: a minute for the answer; past it the fallback shows.
-    url = make_answerbox(llm={"base_url": llm_url, "timeout_s": 60}, limits={"processor_timeout_s": 90, "pipeline_budget_s": 90})
+    url = make_answerbox(
+        llm={"base_url": llm_url, "timeout_s": 60}, limits={"processor_timeout_s": 90, "pipeline_budget_s": 90}
+    )
     _register_pipelines(client, url)
     box = _ask(page, url, QUESTION)
     expect(box).to_have_attribute("state", re.compile(r"^(answered|possible|abstained)$"), timeout=150_000)
@@ -340,7 +365,8 @@ def test_follow_up_mode_keeps_one_memory_per_tab_and_shows_the_conversation(page
         expect(turns).to_have_count(n, timeout=ANSWER_TIMEOUT_MS)
         expect(box).to_have_attribute("state", re.compile(r"^(answered|possible|abstained)$"))
     memory_id = page.evaluate("sessionStorage.getItem('answerbox.memory')")
-    assert memory_id and box.get_attribute("memory-id") == memory_id
+    assert memory_id
+    assert box.get_attribute("memory-id") == memory_id
     expect(turns.nth(0).locator(".asked")).to_have_text("Who won Super Bowl 50?")
     expect(turns.nth(1).locator(".asked")).to_have_text("Where was it played?")
     expect(turns.nth(1).locator(".standalone")).to_have_text("read as: Where was Super Bowl 50 played?")

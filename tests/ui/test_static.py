@@ -12,26 +12,32 @@ from tests.support.recording_proxy import RecordingProxy
 from tests.support.servers import serve
 
 
-def test_page_and_modules_are_served_by_answerbox(make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client) -> None:
+def test_page_and_modules_are_served_by_answerbox(
+    make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
+) -> None:
     recorder = RecordingProxy(osmem_url)
     with serve(recorder.app()) as hop:
         url = make_answerbox(opensearch={"url": hop})
         redirect = client.get(f"{url}/_answerbox/ui?index=squad&q=x")
         page = client.get(f"{url}/_answerbox/ui/")
         modules = {
-            name: client.get(f"{url}/_answerbox/ui/{name}") for name in ("answerbox.js", "page.js", "render.js", "check.js", "sse.js", "conversation.js")
+            name: client.get(f"{url}/_answerbox/ui/{name}")
+            for name in ("answerbox.js", "page.js", "render.js", "check.js", "sse.js", "conversation.js")
         }
         missing = client.get(f"{url}/_answerbox/ui/nothing.js")
     # Relative, so it also works behind a proxy that mounts answerbox under a prefix.
-    assert redirect.status_code == 308 and redirect.headers["location"] == "ui/?index=squad&q=x"
-    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert redirect.status_code == 308
+    assert redirect.headers["location"] == "ui/?index=squad&q=x"
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
     for response in (page, *modules.values()):
         assert {k: response.headers.get(k) for k in SECURITY_HEADERS} == SECURITY_HEADERS
     assert "frame-ancestors 'self'" in page.headers["content-security-policy"]
     assert '<answer-box id="box">' in page.text
     for name, response in modules.items():
         # Browsers refuse module scripts served with any other type.
-        assert response.status_code == 200 and response.headers["content-type"].startswith("text/javascript"), name
+        assert response.status_code == 200, name
+        assert response.headers["content-type"].startswith("text/javascript"), name
         assert response.text == (STATIC_DIR / name).read_text()
     assert missing.status_code == 404
     assert not [r.path for r in recorder.requests if r.path.startswith("/_answerbox")]

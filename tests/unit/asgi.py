@@ -46,9 +46,11 @@ def opensearch_error(response: httpx.Response, status: int, error_type: str) -> 
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     body = response.json()
-    assert set(body) == {"error", "status"} and body["status"] == status
+    assert set(body) == {"error", "status"}
+    assert body["status"] == status
     error = body["error"]
-    assert error["type"] == error_type and isinstance(error["reason"], str)
+    assert error["type"] == error_type
+    assert isinstance(error["reason"], str)
     assert error["root_cause"] == [{"type": error_type, "reason": error["reason"]}]
     reason: str = error["reason"]
     return reason

@@ -48,7 +48,9 @@ class RecordingBackend(SearchBackend):
         return {"responses": [{"hits": {"hits": []}} for _ in searches]}
 
 
-def scoped_search(backend: SearchBackend | None = None, *, index: str | None = "docs", body: JSON | None = None) -> ScopedSearch:
+def scoped_search(
+    backend: SearchBackend | None = None, *, index: str | None = "docs", body: JSON | None = None
+) -> ScopedSearch:
     scope = SearchScope.of(caller=Caller(), index=index, body=body or {}, params={}, native=None)
     return ScopedSearch(backend or RecordingBackend(), scope)
 
@@ -71,4 +73,6 @@ def pipeline_context(clock: FakeClock | None = None, **overrides: Any) -> Pipeli
     fake one by default)."""
     overrides.setdefault("search", scoped_search())
     overrides.setdefault("deadline", Deadline(clock or FakeClock()))
-    return PipelineContext(pipeline_id=overrides.pop("pipeline_id", "test"), question=overrides.pop("question", None), **overrides)
+    return PipelineContext(
+        pipeline_id=overrides.pop("pipeline_id", "test"), question=overrides.pop("question", None), **overrides
+    )

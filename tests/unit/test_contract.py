@@ -64,9 +64,12 @@ def test_the_chains_references_come_first() -> None:
 
 
 def test_a_chain_without_references_hands_over_to_the_strips_best_first() -> None:
-    report = AnswerboxReport(chain=_chain([]), retrieval=_retrieval([_strip("low", 0.1), _strip("high", 0.8), _strip("mid", 0.5)]))
+    report = AnswerboxReport(
+        chain=_chain([]), retrieval=_retrieval([_strip("low", 0.1), _strip("high", 0.8), _strip("mid", 0.5)])
+    )
     kept = report.kept_passages()
-    assert kept is not None and [p.id for p in kept] == ["high", "mid", "low"]
+    assert kept is not None
+    assert [p.id for p in kept] == ["high", "mid", "low"]
 
 
 def test_an_incorrect_verdict_keeps_no_evidence_rather_than_the_hits() -> None:
@@ -87,14 +90,26 @@ def test_render_uses_opensearchs_underscore_names_and_flattens_the_citations() -
     report.warn("the LLM was slow")
     body = report.render()
     assert body["citations"] == [
-        {"marker": 1, "_index": "wiki", "_id": "drew", "field": "text", "start": 0, "end": 10, "quote": "Kevin Drew", "support": None}
+        {
+            "marker": 1,
+            "_index": "wiki",
+            "_id": "drew",
+            "field": "text",
+            "start": 0,
+            "end": 10,
+            "quote": "Kevin Drew",
+            "support": None,
+        }
     ]
     assert body["answer"]["citations"] == body["citations"]
-    assert body["retrieval"]["knowledge"][0]["_index"] == "wiki" and body["retrieval"]["knowledge"][0]["_id"] == "a"
-    assert "index" not in body["retrieval"]["knowledge"][0] and "id" not in body["citations"][0]
+    assert body["retrieval"]["knowledge"][0]["_index"] == "wiki"
+    assert body["retrieval"]["knowledge"][0]["_id"] == "a"
+    assert "index" not in body["retrieval"]["knowledge"][0]
+    assert "id" not in body["citations"][0]
     assert body["warnings"] == ["the LLM was slow"]
 
 
 def test_render_without_an_answer_has_no_citations() -> None:
     body = AnswerboxReport().render()
-    assert body["answer"] is None and body["citations"] == []
+    assert body["answer"] is None
+    assert body["citations"] == []

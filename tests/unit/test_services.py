@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from answerbox.config import Settings
 from answerbox.errors import ModelError
@@ -51,10 +51,12 @@ def test_a_cancelled_wait_leaves_the_load_to_finish_for_the_next_caller() -> Non
         await asyncio.sleep(0)
         services.gate.set()
         models = await second
-        assert first.cancelled() and services.loads == 1
-        assert await services.models() is models and services.loads == 1
+        assert first.cancelled()
+        assert services.loads == 1
+        assert await services.models() is models
+        assert services.loads == 1
         await services.aclose()
-        assert models.closed
+        assert cast(_Models, models).closed
 
     asyncio.run(scenario())
 
@@ -69,7 +71,8 @@ def test_a_load_that_failed_is_tried_again() -> None:
             pass
         else:
             raise AssertionError("the first load should have failed")
-        assert isinstance(await services.models(), _Models) and services.loads == 2
+        assert isinstance(await services.models(), _Models)
+        assert services.loads == 2
         await services.aclose()
 
     asyncio.run(scenario())

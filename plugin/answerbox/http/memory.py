@@ -44,27 +44,37 @@ class MemoryAPI:
         return await self._serve(request, lambda caller: self._own.get(caller, _memory_id(request)))
 
     async def update(self, request: Request) -> Response:
-        return await self._with_body(request, MemoryFields, lambda caller, fields: self._own.update(caller, _memory_id(request), fields))
+        return await self._with_body(
+            request, MemoryFields, lambda caller, fields: self._own.update(caller, _memory_id(request), fields)
+        )
 
     async def delete(self, request: Request) -> Response:
         return await self._serve(request, lambda caller: self._own.delete(caller, _memory_id(request)))
 
     async def add_message(self, request: Request) -> Response:
-        return await self._with_body(request, NewMessage, lambda caller, message: self._own.add_message(caller, _memory_id(request), message))
+        return await self._with_body(
+            request, NewMessage, lambda caller, message: self._own.add_message(caller, _memory_id(request), message)
+        )
 
     async def messages(self, request: Request) -> Response:
-        return await self._serve(request, lambda caller: self._own.messages(caller, _memory_id(request), _paging(request)))
+        return await self._serve(
+            request, lambda caller: self._own.messages(caller, _memory_id(request), _paging(request))
+        )
 
     async def message(self, request: Request) -> Response:
         return await self._serve(request, lambda caller: self._own.message(caller, _message_id(request)))
 
     async def update_message(self, request: Request) -> Response:
         return await self._with_body(
-            request, MessageUpdate, lambda caller, update: self._own.update_message(caller, _message_id(request), update)
+            request,
+            MessageUpdate,
+            lambda caller, update: self._own.update_message(caller, _message_id(request), update),
         )
 
     async def traces(self, request: Request) -> Response:
-        return await self._serve(request, lambda caller: self._own.traces(caller, _message_id(request), _paging(request)))
+        return await self._serve(
+            request, lambda caller: self._own.traces(caller, _message_id(request), _paging(request))
+        )
 
     async def search(self, request: Request) -> Response:
         async def refused(caller: Caller) -> JSON:
@@ -77,7 +87,9 @@ class MemoryAPI:
             return await self._passthrough.forward(request)
         return JSONResponse(await action(Caller.from_headers(request.headers)))
 
-    async def _with_body(self, request: Request, model: type[M], action: Callable[[Caller, M], Awaitable[JSON]]) -> Response:
+    async def _with_body(
+        self, request: Request, model: type[M], action: Callable[[Caller, M], Awaitable[JSON]]
+    ) -> Response:
         if await self._memory.in_cluster():
             return await self._passthrough.forward(request)
         raw = await read_body(request, self._limits)

@@ -26,7 +26,17 @@ __all__ = ["Passthrough"]
 
 # RFC 9110 §7.6.1 connection-specific headers; never forwarded by a proxy.
 _HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host"}
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+    }
 )
 
 
@@ -70,7 +80,9 @@ class Passthrough:
         self._base = URL(settings.url)
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=settings.max_connections, ssl=_ssl(settings)),
-            timeout=aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout_s, sock_read=settings.request_timeout_s),
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=settings.connect_timeout_s, sock_read=settings.request_timeout_s
+            ),
             auto_decompress=False,
             # One session serves every caller: a cookie one caller's answer set must never
             # ride along on another caller's request.
@@ -105,9 +117,13 @@ class Passthrough:
             async with upstream:
                 response = Response(await upstream.read(), status_code=upstream.status)
         else:
-            response = StreamingResponse(upstream.content.iter_any(), status_code=upstream.status, background=BackgroundTask(_release, upstream))
+            response = StreamingResponse(
+                upstream.content.iter_any(), status_code=upstream.status, background=BackgroundTask(_release, upstream)
+            )
         # A list, not a dict: repeated headers (Set-Cookie, Warning) must all come back.
-        response.raw_headers = [(k, v) for k, v in upstream.raw_headers if k.decode("latin-1").lower() not in _HOP_BY_HOP]
+        response.raw_headers = [
+            (k, v) for k, v in upstream.raw_headers if k.decode("latin-1").lower() not in _HOP_BY_HOP
+        ]
         return response
 
     async def aclose(self) -> None:

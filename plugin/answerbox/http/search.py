@@ -41,7 +41,9 @@ async def read_body(request: Request, limits: Limits) -> bytes:
                     raise RequestTooLarge(f"request body is larger than the limit of {limit} bytes")
                 chunks.append(chunk)
     except TimeoutError:
-        raise RequestTimeout(f"the request body did not arrive within {limits.body_timeout_s:g}s (limits.body_timeout_s)") from None
+        raise RequestTimeout(
+            f"the request body did not arrive within {limits.body_timeout_s:g}s (limits.body_timeout_s)"
+        ) from None
     return b"".join(chunks)
 
 
@@ -123,7 +125,12 @@ class SearchHandler:
         run = None
         if isinstance(body, dict):
             caller = Caller.from_headers(http_request.headers)
-            run = await self._engine.open(index=http_request.path_params.get("index"), body=body, params=dict(http_request.query_params), caller=caller)
+            run = await self._engine.open(
+                index=http_request.path_params.get("index"),
+                body=body,
+                params=dict(http_request.query_params),
+                caller=caller,
+            )
         if run is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)
@@ -136,7 +143,11 @@ class SearchHandler:
         if pairs is not None and len(pairs) > most:
             raise InvalidRequest(f"_msearch holds {len(pairs)} searches, above limits.max_msearch_searches ({most})")
         params = dict(http_request.query_params)
-        lines = await self._engine.msearch_lines(pairs, index=http_request.path_params.get("index"), params=params) if pairs else None
+        lines = (
+            await self._engine.msearch_lines(pairs, index=http_request.path_params.get("index"), params=params)
+            if pairs
+            else None
+        )
         if lines is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)

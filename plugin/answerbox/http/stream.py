@@ -102,7 +102,9 @@ class AnswerStream:
         if not events.search_done.is_set():
             await task  # it failed before OpenSearch answered: its error is the response
         return StreamingResponse(
-            self._events(run, task, events), media_type="text/event-stream", headers={"cache-control": "no-cache", "x-accel-buffering": "no"}
+            self._events(run, task, events),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
 
     async def _events(self, run: SearchRun, task: asyncio.Task[JSON], events: _Events) -> AsyncIterator[str]:

@@ -33,7 +33,10 @@ class ConversationStore(Protocol):
 class Memory:
     def __init__(self, settings: MemorySettings, clients: OpenSearchClients) -> None:
         self.own = IndexMemory(
-            caller_client=clients.caller, service_client=clients.service, index=settings.index, identities=Identities(clients.caller)
+            caller_client=clients.caller,
+            service_client=clients.service,
+            index=settings.index,
+            identities=Identities(clients.caller),
         )
         self._cluster = ClusterMemory(clients.caller)
         self._service = clients.service

@@ -23,7 +23,9 @@ class ClusterMemory:
         self._client = client  # carries no credentials of its own
 
     async def history(self, caller: Caller, memory_id: str, size: int) -> list[Interaction]:
-        page = await self._request(caller, "GET", f"{_MEMORY}/{quote(memory_id, safe='')}/messages", params={"max_results": str(size)})
+        page = await self._request(
+            caller, "GET", f"{_MEMORY}/{quote(memory_id, safe='')}/messages", params={"max_results": str(size)}
+        )
         messages = page.get("messages") if isinstance(page, dict) else None
         return [Interaction.from_message(m) for m in reversed(messages or []) if isinstance(m, dict)]
 
@@ -31,6 +33,10 @@ class ClusterMemory:
         body = message.model_dump(exclude_none=True)
         return await self._request(caller, "POST", f"{_MEMORY}/{quote(memory_id, safe='')}/messages", body=body)
 
-    async def _request(self, caller: Caller, method: str, path: str, *, params: dict[str, str] | None = None, body: JSON | None = None) -> JSON:
-        result: JSON = await translate(self._client.transport.perform_request(method, path, params=params, body=body, headers=caller.as_dict()))
+    async def _request(
+        self, caller: Caller, method: str, path: str, *, params: dict[str, str] | None = None, body: JSON | None = None
+    ) -> JSON:
+        result: JSON = await translate(
+            self._client.transport.perform_request(method, path, params=params, body=body, headers=caller.as_dict())
+        )
         return result

@@ -54,7 +54,9 @@ def _now() -> str:
 
 
 class IndexMemory:
-    def __init__(self, *, caller_client: AsyncOpenSearch, service_client: AsyncOpenSearch, index: str, identities: Identities) -> None:
+    def __init__(
+        self, *, caller_client: AsyncOpenSearch, service_client: AsyncOpenSearch, index: str, identities: Identities
+    ) -> None:
         self._client = caller_client
         self._service = service_client
         self.index = index
@@ -66,7 +68,14 @@ class IndexMemory:
     async def create(self, caller: Caller, fields: MemoryFields) -> JSON:
         user = await self._identities.user(caller)
         now = _now()
-        doc = {"kind": "memory", "name": fields.name or "", "user": user, "create_time": now, "updated_time": now, "order": time.time_ns()}
+        doc = {
+            "kind": "memory",
+            "name": fields.name or "",
+            "user": user,
+            "create_time": now,
+            "updated_time": now,
+            "order": time.time_ns(),
+        }
         return {"memory_id": await self._write(caller, doc)}
 
     async def get(self, caller: Caller, memory_id: str) -> JSON:
@@ -75,8 +84,12 @@ class IndexMemory:
 
     async def memories(self, caller: Caller, paging: Paging) -> JSON:
         user = await self._identities.user(caller)
-        hits, more = await self._search(caller, [_term("kind", "memory"), *_owner(user)], ("updated_time", "desc"), paging)
-        memories = [{"memory_id": hit["_id"], **{name: hit["_source"].get(name) for name in _MEMORY_FIELDS}} for hit in hits]
+        hits, more = await self._search(
+            caller, [_term("kind", "memory"), *_owner(user)], ("updated_time", "desc"), paging
+        )
+        memories = [
+            {"memory_id": hit["_id"], **{name: hit["_source"].get(name) for name in _MEMORY_FIELDS}} for hit in hits
+        ]
         return _page("memories", memories, paging, more)
 
     async def update(self, caller: Caller, memory_id: str, fields: MemoryFields) -> JSON:
@@ -87,10 +100,15 @@ class IndexMemory:
         await self._memory(caller, memory_id)
         await translate(
             self._client.delete_by_query(
-                index=self.index, body={"query": _filters([_term("memory_id", memory_id)])}, params={"refresh": "true"}, headers=caller.as_dict()
+                index=self.index,
+                body={"query": _filters([_term("memory_id", memory_id)])},
+                params={"refresh": "true"},
+                headers=caller.as_dict(),
             )
         )
-        await translate(self._client.delete(index=self.index, id=memory_id, params={"refresh": "true"}, headers=caller.as_dict()))
+        await translate(
+            self._client.delete(index=self.index, id=memory_id, params={"refresh": "true"}, headers=caller.as_dict())
+        )
         return {"success": True}
 
     # --- messages ---------------------------------------------------------------------------
@@ -128,7 +146,9 @@ class IndexMemory:
 
     async def update_message(self, caller: Caller, message_id: str, update: MessageUpdate) -> JSON:
         await self._message(caller, message_id)
-        return await self._update(caller, message_id, {"additional_info": update.additional_info, "updated_time": _now()})
+        return await self._update(
+            caller, message_id, {"additional_info": update.additional_info, "updated_time": _now()}
+        )
 
     async def traces(self, caller: Caller, message_id: str, paging: Paging) -> JSON:
         """The message's traces, by ``trace_number``."""
@@ -189,18 +209,24 @@ class IndexMemory:
 
     async def _write(self, caller: Caller, doc: JSON) -> str:
         await self._ensure()
-        written = await translate(self._client.index(index=self.index, body=doc, params={"refresh": "true"}, headers=caller.as_dict()))
+        written = await translate(
+            self._client.index(index=self.index, body=doc, params={"refresh": "true"}, headers=caller.as_dict())
+        )
         return str(written["_id"])
 
     async def _update(self, caller: Caller, doc_id: str, fields: JSON) -> JSON:
         result: JSON = await translate(
-            self._client.update(index=self.index, id=doc_id, body={"doc": fields}, params={"refresh": "true"}, headers=caller.as_dict())
+            self._client.update(
+                index=self.index, id=doc_id, body={"doc": fields}, params={"refresh": "true"}, headers=caller.as_dict()
+            )
         )
         return result
 
     async def _ensure(self) -> None:
         if not self._ready:
-            await ensure_index(self._service, self.index, {"settings": {"index": {"hidden": True}}, "mappings": _MAPPINGS})
+            await ensure_index(
+                self._service, self.index, {"settings": {"index": {"hidden": True}}, "mappings": _MAPPINGS}
+            )
             self._ready = True
 
 
@@ -221,7 +247,11 @@ def _filters(filters: list[JSON], *, without: str | None = None) -> JSON:
 
 def _message_body(hit: JSON) -> JSON:
     source = hit["_source"]
-    return {"memory_id": source.get("memory_id"), "message_id": hit["_id"], **{n: source.get(n) for n in _MESSAGE_FIELDS[1:]}}
+    return {
+        "memory_id": source.get("memory_id"),
+        "message_id": hit["_id"],
+        **{n: source.get(n) for n in _MESSAGE_FIELDS[1:]},
+    }
 
 
 def _page(name: str, items: list[JSON], paging: Paging, more: bool) -> JSON:

@@ -32,11 +32,18 @@ def interaction(report: ConversationReport, answer: Answer | None) -> NewMessage
         "rewrite": report.method,
         "abstained": json.dumps(answered is None),
         "citations": json.dumps(
-            [{"_index": c.index, "_id": c.id, "field": c.field, "start": c.start, "end": c.end} for c in answered.citations] if answered else []
+            [
+                {"_index": c.index, "_id": c.id, "field": c.field, "start": c.start, "end": c.end}
+                for c in answered.citations
+            ]
+            if answered
+            else []
         ),
     }
     if answer is not None and answer.reason is not None:
         info["reason"] = answer.reason
     if answered is not None and answered.confidence is not None:
         info["confidence"] = f"{answered.confidence:.4f}"
-    return NewMessage(input=report.question, response=answered.text if answered else "", origin=ORIGIN, additional_info=info)
+    return NewMessage(
+        input=report.question, response=answered.text if answered else "", origin=ORIGIN, additional_info=info
+    )

@@ -108,7 +108,9 @@ class MicroBatcher(Generic[T, R]):
             raise QueueFull(f"{len(self._pending)} items are queued; {len(items)} more would pass {self._max_pending}")
         owner = work_owner.get()
         if owner is not None and self._owned[owner] + len(items) > self._max_per_owner:
-            raise QueueFull(f"this caller has {self._owned[owner]} items queued; {len(items)} more would pass {self._max_per_owner}")
+            raise QueueFull(
+                f"this caller has {self._owned[owner]} items queued; {len(items)} more would pass {self._max_per_owner}"
+            )
         now = time.monotonic()
         futures: list[asyncio.Future[R]] = [loop.create_future() for _ in items]
         self._pending.extend((item, future, now) for item, future in zip(items, futures, strict=True))

@@ -40,7 +40,9 @@ def add_models_subcommand(subparsers: Any) -> None:
     pack.add_argument("dir", type=Path, help="a model directory holding model.fp32.onnx and model.int8.onnx")
     pack.set_defaults(run=_pack)
 
-    unpack = commands.add_parser("unpack", help="rebuild model.fp32.onnx from model.fp32.packed.onnx and the int8 graph")
+    unpack = commands.add_parser(
+        "unpack", help="rebuild model.fp32.onnx from model.fp32.packed.onnx and the int8 graph"
+    )
     unpack.add_argument("dir", type=Path, help="a model directory, e.g. onnx_models/default")
     unpack.set_defaults(run=_unpack)
 

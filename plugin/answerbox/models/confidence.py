@@ -79,7 +79,10 @@ class ConfidenceModel:
         if not isinstance(coefficients, dict) or not isinstance(intercept, int | float):
             raise ModelError(f"answer_confidence.{kind} needs 'coefficients' (an object) and 'intercept' (a number)")
         if sorted(coefficients) != sorted(expected):
-            raise ModelError(f"answer_confidence.{kind} has coefficients for {sorted(coefficients)}, this version computes {sorted(expected)}")
+            raise ModelError(
+                f"answer_confidence.{kind} has coefficients for {sorted(coefficients)}, this version "
+                f"computes {sorted(expected)}"
+            )
         values = [float(v) for v in coefficients.values()] + [float(intercept)]
         if not all(math.isfinite(v) for v in values):
             raise ModelError(f"answer_confidence.{kind}: every coefficient must be a finite number")
@@ -112,8 +115,12 @@ class AnswerCalibrator:
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
                 raise ModelError(f"answer_confidence.{name} must be a number in [0, 1], not {value!r}")
         return cls(
-            extractive=ConfidenceModel.parse("extractive", data["extractive"], _SNIPPET_FEATURES) if "extractive" in data else None,
-            generative=ConfidenceModel.parse("generative", data["generative"], _GENERATIVE_FEATURES) if "generative" in data else None,
+            extractive=ConfidenceModel.parse("extractive", data["extractive"], _SNIPPET_FEATURES)
+            if "extractive" in data
+            else None,
+            generative=ConfidenceModel.parse("generative", data["generative"], _GENERATIVE_FEATURES)
+            if "generative" in data
+            else None,
             **thresholds,
         )
 

@@ -65,7 +65,9 @@ class ModelManifest:
             raise ModelError(f"{directory}: no {variant!r} model; exported variants: {sorted(self.variants)}")
         path = directory / self.variants[variant]
         if variant == "fp32" and not path.exists() and (directory / PACKED_FP32).exists():
-            raise ModelError(f"{path} is missing: rebuild it from {PACKED_FP32} with `answerbox models unpack {directory}`")
+            raise ModelError(
+                f"{path} is missing: rebuild it from {PACKED_FP32} with `answerbox models unpack {directory}`"
+            )
         return path
 
     @classmethod

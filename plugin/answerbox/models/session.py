@@ -29,7 +29,7 @@ _DEVICE_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
 
 def import_onnxruntime() -> ModuleType:
     try:
-        import onnxruntime  # type: ignore[import-untyped]
+        import onnxruntime
     except ModuleNotFoundError as exc:
         raise ModelError(
             "answerbox models need onnxruntime: pip install onnxruntime-gpu (it also runs on CPU)"

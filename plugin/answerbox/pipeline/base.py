@@ -69,7 +69,9 @@ class ConfigContext:
 
 def _override(value: Any, info: ValidationInfo) -> Any:
     if value and isinstance(info.context, ConfigContext) and not info.context.overrides_allowed:
-        raise ValueError("a search's own pipeline may not set it; store the pipeline (limits.inline_overrides allows it)")
+        raise ValueError(
+            "a search's own pipeline may not set it; store the pipeline (limits.inline_overrides allows it)"
+        )
     return value
 
 
@@ -128,7 +130,9 @@ class SearchRequest:
     caller: Caller
 
     def copy(self) -> SearchRequest:
-        return SearchRequest(index=self.index, body=copy.deepcopy(self.body), params=dict(self.params), caller=self.caller)
+        return SearchRequest(
+            index=self.index, body=copy.deepcopy(self.body), params=dict(self.params), caller=self.caller
+        )
 
 
 class RunListener(Protocol):

@@ -53,7 +53,9 @@ class PipelineDefinition(BaseModel):
     def _one_type_each(cls, entries: list[ProcessorEntry]) -> list[ProcessorEntry]:
         for entry in entries:
             if len(entry) != 1:
-                raise ValueError(f"each processor must be an object with exactly one key (its type), got {sorted(entry)}")
+                raise ValueError(
+                    f"each processor must be an object with exactly one key (its type), got {sorted(entry)}"
+                )
         return entries
 
     @classmethod

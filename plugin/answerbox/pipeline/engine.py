@@ -58,7 +58,15 @@ class MsearchLine:
 class SearchRun:
     """One search's run through its pipeline; ``ctx`` holds its report and time."""
 
-    def __init__(self, engine: SearchEngine, pipeline: Pipeline, request: SearchRequest, *, verbose: bool, listener: RunListener | None) -> None:
+    def __init__(
+        self,
+        engine: SearchEngine,
+        pipeline: Pipeline,
+        request: SearchRequest,
+        *,
+        verbose: bool,
+        listener: RunListener | None,
+    ) -> None:
         self._engine = engine
         self.pipeline = pipeline
         self.request = request
@@ -119,7 +127,9 @@ class SearchRun:
             return
         try:
             store = await self._engine.memory.store()
-            stored = await store.add_message(self.request.caller, turn.memory_id, interaction(report, self.ctx.report.answer))
+            stored = await store.add_message(
+                self.request.caller, turn.memory_id, interaction(report, self.ctx.report.answer)
+            )
         except AnswerboxError as exc:
             self.ctx.report.warn(f"this turn was not stored in memory [{turn.memory_id}]: {exc.reason}")
             return
@@ -128,7 +138,9 @@ class SearchRun:
     async def run(self) -> JSON:
         upstream = await self.prepare()
         started = time.perf_counter()
-        response = await self._engine.backend.search(index=upstream.index, body=upstream.body, params=upstream.params, caller=upstream.caller)
+        response = await self._engine.backend.search(
+            index=upstream.index, body=upstream.body, params=upstream.params, caller=upstream.caller
+        )
         return await self.respond(response, search_ms=(time.perf_counter() - started) * 1000)
 
     def _upstream(self) -> SearchRequest:
@@ -191,7 +203,13 @@ class SearchEngine:
         self.admission = Admission(settings.limits)
 
     async def open(
-        self, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, listener: RunListener | None = None
+        self,
+        *,
+        index: str | None,
+        body: JSON,
+        params: Mapping[str, str],
+        caller: Caller,
+        listener: RunListener | None = None,
     ) -> SearchRun | None:
         """The search's run through the pipeline it names (or its index's default); None when no
         answerbox pipeline applies, and the search is OpenSearch's alone."""
@@ -203,7 +221,14 @@ class SearchEngine:
         return self._start(pipeline, index=index, body=body, params=params, caller=caller, listener=listener)
 
     def _start(
-        self, pipeline: Pipeline, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, listener: RunListener | None = None
+        self,
+        pipeline: Pipeline,
+        *,
+        index: str | None,
+        body: JSON,
+        params: Mapping[str, str],
+        caller: Caller,
+        listener: RunListener | None = None,
     ) -> SearchRun:
         _check_size(body, params, self._settings.limits.max_search_size)
         request = SearchRequest(index=index, body=body, params=dict(params), caller=caller)
@@ -214,12 +239,17 @@ class SearchEngine:
         with self.admission.admitted(run.request.caller):
             return await run.run()
 
-    async def msearch_lines(self, pairs: list[tuple[JSON, JSON]], *, index: str | None, params: Mapping[str, str]) -> list[MsearchLine] | None:
+    async def msearch_lines(
+        self, pairs: list[tuple[JSON, JSON]], *, index: str | None, params: Mapping[str, str]
+    ) -> list[MsearchLine] | None:
         """Each line of an ``_msearch`` with its target and pipeline, resolved on its own; None
         when no line runs an answerbox pipeline, and the request is OpenSearch's alone."""
         targets = [_line_index(header, index) for header, _ in pairs]
         pipelines = await asyncio.gather(
-            *(self.resolver.resolve(t, body, {**params, **_header_pipeline(h)}) for (h, body), t in zip(pairs, targets, strict=True))
+            *(
+                self.resolver.resolve(t, body, {**params, **_header_pipeline(h)})
+                for (h, body), t in zip(pairs, targets, strict=True)
+            )
         )
         if not any(pipelines):
             return None
@@ -257,7 +287,11 @@ class SearchEngine:
         started = time.perf_counter()
         own = {k: v for k, v in params.items() if k not in _OWN_PARAMS}
         # Every line may have failed already: then there is nothing to ask OpenSearch.
-        answer = await self.backend.msearch(searches=searches, params=own, caller=caller, inline=False) if searches else {"responses": []}
+        answer = (
+            await self.backend.msearch(searches=searches, params=own, caller=caller, inline=False)
+            if searches
+            else {"responses": []}
+        )
         took = (time.perf_counter() - started) * 1000
         responses = dict(zip(live, answer["responses"], strict=True))
         finished = await asyncio.gather(*(_responded(runs[i], responses[i], took) for i in live))
@@ -274,7 +308,13 @@ class SearchEngine:
         return header, prepared.body if run is not None else line.body
 
     def scoped(self, pipeline: Pipeline, request: SearchRequest) -> ScopedSearch:
-        scope = SearchScope.of(caller=request.caller, index=request.index, body=request.body, params=request.params, native=pipeline.inline_native)
+        scope = SearchScope.of(
+            caller=request.caller,
+            index=request.index,
+            body=request.body,
+            params=request.params,
+            native=pipeline.inline_native,
+        )
         return ScopedSearch(self.backend, scope)
 
     def generative_qa(self, pipeline: Pipeline, body: JSON) -> GenerativeQAParameters | None:
@@ -290,21 +330,35 @@ class SearchEngine:
         limits, settings = self._settings.limits, self._settings
         for name in ("llm_question", "system_prompt", "user_instructions"):
             if len(getattr(qa, name) or "") > limits.max_prompt_chars:
-                raise InvalidRequest(f"ext.generative_qa_parameters.{name} is longer than limits.max_prompt_chars ({limits.max_prompt_chars})")
+                raise InvalidRequest(
+                    f"ext.generative_qa_parameters.{name} is longer than limits.max_prompt_chars "
+                    f"({limits.max_prompt_chars})"
+                )
         if qa.context_size is not None and qa.context_size > limits.max_context_size:
-            raise InvalidRequest(f"ext.generative_qa_parameters.context_size is above limits.max_context_size ({limits.max_context_size})")
+            raise InvalidRequest(
+                f"ext.generative_qa_parameters.context_size is above limits.max_context_size "
+                f"({limits.max_context_size})"
+            )
         if qa.llm_model is not None and qa.llm_model not in (settings.llm.model, *settings.llm.allowed_models):
             raise InvalidRequest(
-                f"ext.generative_qa_parameters.llm_model [{qa.llm_model}] is not one callers may choose (llm.allowed_models)"
+                f"ext.generative_qa_parameters.llm_model [{qa.llm_model}] is not one callers may choose "
+                f"(llm.allowed_models)"
             )
         if qa.message_size is not None and qa.message_size > limits.max_message_size:
-            raise InvalidRequest(f"ext.generative_qa_parameters.message_size is above limits.max_message_size ({limits.max_message_size})")
+            raise InvalidRequest(
+                f"ext.generative_qa_parameters.message_size is above limits.max_message_size "
+                f"({limits.max_message_size})"
+            )
         if qa.memory_id is not None and not (0 < len(qa.memory_id) <= _MAX_MEMORY_ID and qa.memory_id.isprintable()):
-            raise InvalidRequest(f"ext.generative_qa_parameters.memory_id must be 1 to {_MAX_MEMORY_ID} printable characters")
+            raise InvalidRequest(
+                f"ext.generative_qa_parameters.memory_id must be 1 to {_MAX_MEMORY_ID} printable characters"
+            )
         if qa.llm_response_field and not pipeline.native_rag:
             # It names a field of OpenSearch's RAG processor's LLM reply; answerbox's answers have
             # their own shape, and a parameter accepted and ignored would seem honoured.
-            raise InvalidRequest("llm_response_field needs OpenSearch's retrieval_augmented_generation processor in the pipeline")
+            raise InvalidRequest(
+                "llm_response_field needs OpenSearch's retrieval_augmented_generation processor in the pipeline"
+            )
         return qa
 
 
@@ -332,7 +386,9 @@ def _check_size(body: JSON, params: Mapping[str, str], most: int) -> None:
         except (TypeError, ValueError):
             return  # OpenSearch's own error says what is wrong with it
     if asked > most:
-        raise InvalidRequest(f"[from] + [size] is {asked}, above limits.max_search_size ({most}) for a search pipeline answerbox runs")
+        raise InvalidRequest(
+            f"[from] + [size] is {asked}, above limits.max_search_size ({most}) for a search pipeline answerbox runs"
+        )
 
 
 async def _prepared(run: SearchRun | None) -> SearchRequest | JSON | None:

@@ -53,7 +53,9 @@ class Pipeline:
     @property
     def native_rag(self) -> bool:
         """Whether OpenSearch's own retrieval_augmented_generation processor runs in this pipeline."""
-        return self.native is not None and any("retrieval_augmented_generation" in e for e in self.native.response_processors)
+        return self.native is not None and any(
+            "retrieval_augmented_generation" in e for e in self.native.response_processors
+        )
 
     @property
     def inline_native(self) -> JSON:
@@ -90,7 +92,12 @@ class Pipeline:
         )
 
     async def process_response(
-        self, request: SearchRequest, response: JSON, ctx: PipelineContext, *, ranked: Callable[[JSON], None] | None = None
+        self,
+        request: SearchRequest,
+        response: JSON,
+        ctx: PipelineContext,
+        *,
+        ranked: Callable[[JSON], None] | None = None,
     ) -> JSON:
         """``ranked`` is told the response just before the first processor that writes the answer."""
 
@@ -109,7 +116,9 @@ class Pipeline:
         """The seconds ``processor`` may take now: its weighted part of the budget left."""
         order = [*self.request_processors, *self.response_processors]
         rest = order[order.index(processor) :]
-        return ctx.deadline.weighted(self.budget_s, processor.budget_weight, sum(p.budget_weight for p in rest), self.timeout_s)
+        return ctx.deadline.weighted(
+            self.budget_s, processor.budget_weight, sum(p.budget_weight for p in rest), self.timeout_s
+        )
 
     async def _phase(
         self,
@@ -148,7 +157,7 @@ class Pipeline:
         except TimeoutError as exc:
             error = TimeoutError(f"took longer than its {share:.3g}s share of the pipeline's budget")
             error.__cause__ = exc
-        except Exception as exc:  # noqa: BLE001 - a processor may fail in any way; ignore_failure decides
+        except Exception as exc:  # a processor may fail in any way; ignore_failure decides
             error = exc
         millis = (clock() - started) * 1000
         ignored = error is not None and processor.config.ignore_failure

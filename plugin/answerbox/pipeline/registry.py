@@ -20,16 +20,19 @@ __all__ = ["NATIVE_TYPES", "ProcessorRegistry"]
 # OpenSearch rejects it.
 NATIVE_TYPES: dict[str, frozenset[str]] = {
     "request_processors": frozenset(
-        {"filter_query", "script", "oversample", "neural_query_enricher", "neural_sparse_two_phase_processor", "ml_inference", "agentic_query_translator"}
+        {
+            "filter_query", "script", "oversample", "neural_query_enricher", "neural_sparse_two_phase_processor",
+            "ml_inference", "agentic_query_translator",
+        }
     ),
     "response_processors": frozenset(
         {
             "rename_field", "collapse", "truncate_hits", "sort", "split", "rerank", "personalize_search_ranking",
             "retrieval_augmented_generation", "ml_inference", "explanation_response_processor",
-        }  # fmt: skip
+        }
     ),
     "phase_results_processors": frozenset({"normalization-processor", "score-ranker-processor"}),
-}
+}  # fmt: skip
 
 
 class ProcessorRegistry:
@@ -42,15 +45,25 @@ class ProcessorRegistry:
         self._types[cls.type_name] = cls
 
     def build(
-        self, pipeline_id: str, definition: PipelineDefinition, services: Services, stats: PipelineStats, *, inline: bool
+        self,
+        pipeline_id: str,
+        definition: PipelineDefinition,
+        services: Services,
+        stats: PipelineStats,
+        *,
+        inline: bool,
     ) -> Pipeline:
         limits = services.settings.limits
         count = sum(len(getattr(definition, section)) for section in NATIVE_TYPES)
         if count > limits.max_processors:
-            raise ConfigError(f"pipeline [{pipeline_id}] has {count} processors, above limits.max_processors ({limits.max_processors})")
+            raise ConfigError(
+                f"pipeline [{pipeline_id}] has {count} processors, above limits.max_processors "
+                f"({limits.max_processors})"
+            )
         if definition.budget_s is not None and definition.budget_s > limits.pipeline_budget_s:
             raise ConfigError(
-                f"pipeline [{pipeline_id}]: [budget_s] {definition.budget_s:g} is above limits.pipeline_budget_s ({limits.pipeline_budget_s:g})"
+                f"pipeline [{pipeline_id}]: [budget_s] {definition.budget_s:g} is above "
+                f"limits.pipeline_budget_s ({limits.pipeline_budget_s:g})"
             )
         llm = services.settings.llm
         context = ConfigContext(
@@ -73,11 +86,15 @@ class ProcessorRegistry:
                 cls = self._types.get(type_name)
                 if cls is None:
                     if type_name not in NATIVE_TYPES[section]:
-                        raise ConfigError(f"Invalid processor type [{type_name}] in {section} of pipeline [{pipeline_id}]")
+                        raise ConfigError(
+                            f"Invalid processor type [{type_name}] in {section} of pipeline [{pipeline_id}]"
+                        )
                     native.setdefault(section, []).append(entry)
                     continue
                 if target is None or base is None or not issubclass(cls, base):
-                    raise ConfigError(f"processor [{type_name}] cannot be used in {section} of pipeline [{pipeline_id}]")
+                    raise ConfigError(
+                        f"processor [{type_name}] cannot be used in {section} of pipeline [{pipeline_id}]"
+                    )
                 target.append(cls.from_dict(config, services, context))  # type: ignore[arg-type]
         return Pipeline(
             id=pipeline_id,
@@ -98,7 +115,9 @@ class ProcessorRegistry:
         declared = [p for p in request if p.type_name == CONVERSATION]
         if declared:
             if request[0] is not declared[0] or len(declared) > 1:
-                raise ConfigError(f"pipeline [{pipeline_id}]: [{CONVERSATION}] must be the first request processor, and the only one")
+                raise ConfigError(
+                    f"pipeline [{pipeline_id}]: [{CONVERSATION}] must be the first request processor, and the only one"
+                )
             return declared[0]
         cls = self._types.get(CONVERSATION)
         default = cls.from_dict({}, services, context) if cls is not None else None

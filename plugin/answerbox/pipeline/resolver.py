@@ -57,7 +57,9 @@ class PipelineResolver:
         if isinstance(chosen, dict):
             return self.build(AD_HOC_PIPELINE_ID, PipelineDefinition.parse(chosen))
         if chosen is not None and not isinstance(chosen, str):
-            raise InvalidRequest(f"search_pipeline must be a pipeline id or a pipeline object, got {type(chosen).__name__}")
+            raise InvalidRequest(
+                f"search_pipeline must be a pipeline id or a pipeline object, got {type(chosen).__name__}"
+            )
         pipeline_id = chosen if chosen is not None else await self._index_default(index)
         if not pipeline_id or pipeline_id == "_none":
             return None

@@ -28,7 +28,12 @@ __all__ = ["ScopedSearch", "SearchScope"]
 # search, of any target (routing to a shard of another index reads no more than all of it).
 _SCOPE_PARAMS = ("routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices")
 # The URL's Lucene query and its options: kept whole, as a filter (its text may hold a filter).
-_Q_PARAMS = {"df": "default_field", "default_operator": "default_operator", "analyzer": "analyzer", "lenient": "lenient"}
+_Q_PARAMS = {
+    "df": "default_field",
+    "default_operator": "default_operator",
+    "analyzer": "analyzer",
+    "lenient": "lenient",
+}
 
 
 def _patterns(value: Any) -> tuple[str, ...] | None:
@@ -59,7 +64,15 @@ class SearchScope:
     excludes: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, *, caller: Caller, index: str | None, body: Mapping[str, Any], params: Mapping[str, str], native: JSON | None) -> SearchScope:
+    def of(
+        cls,
+        *,
+        caller: Caller,
+        index: str | None,
+        body: Mapping[str, Any],
+        params: Mapping[str, str],
+        native: JSON | None,
+    ) -> SearchScope:
         source = body.get("_source", True)
         includes: tuple[str, ...] | None = None
         excludes: tuple[str, ...] = ()
@@ -105,7 +118,15 @@ class SearchScope:
 
     def key(self) -> str:
         """A digest of the scope, for caches of results that depend on what the caller can see."""
-        parts = [self.caller.credentials, self.index, self.native, dict(self.params), self.restriction, self.unscopable, self.post_filter]
+        parts = [
+            self.caller.credentials,
+            self.index,
+            self.native,
+            dict(self.params),
+            self.restriction,
+            self.unscopable,
+            self.post_filter,
+        ]
         parts += [self.source_enabled, self.includes, self.excludes]
         return json_digest(parts)
 
@@ -118,7 +139,10 @@ def _restriction(body: Mapping[str, Any], params: Mapping[str, str]) -> tuple[JS
     except Unscopable as exc:
         return None, str(exc)
     if "q" in params:
-        lucene = {"query_string": {"query": params["q"]} | {key: params[name] for name, key in _Q_PARAMS.items() if name in params}}
+        lucene = {
+            "query_string": {"query": params["q"]}
+            | {key: params[name] for name, key in _Q_PARAMS.items() if name in params}
+        }
         restriction = lucene if restriction is None else {"bool": {"filter": [restriction, lucene]}}
     return restriction, None
 
@@ -138,9 +162,17 @@ class ScopedSearch:
     async def search(self, query: JSON, *, size: int, fields: Sequence[str] | None, index: str | None = None) -> JSON:
         body = self.scope.body(query, size=size, fields=fields)
         target = index or self.scope.index
-        return await self._backend.search(index=target, body=body, params=dict(self.scope.params), caller=self.scope.caller, pipeline=self.scope.native)
+        return await self._backend.search(
+            index=target,
+            body=body,
+            params=dict(self.scope.params),
+            caller=self.scope.caller,
+            pipeline=self.scope.native,
+        )
 
-    async def msearch(self, queries: Sequence[JSON], *, size: int, fields: Sequence[str] | None, index: str | None = None) -> list[Any]:
+    async def msearch(
+        self, queries: Sequence[JSON], *, size: int, fields: Sequence[str] | None, index: str | None = None
+    ) -> list[Any]:
         """One response (or error object) per query, in order."""
         if not queries:
             return []
@@ -148,6 +180,8 @@ class ScopedSearch:
         # _msearch takes these per search, in the header.
         header: JSON = ({"index": target} if target else {}) | dict(self.scope.params)
         searches = [(header, self.scope.body(q, size=size, fields=fields)) for q in queries]
-        answer = await self._backend.msearch(searches=searches, params={}, caller=self.scope.caller, pipeline=self.scope.native)
+        answer = await self._backend.msearch(
+            searches=searches, params={}, caller=self.scope.caller, pipeline=self.scope.native
+        )
         responses: list[Any] = answer.get("responses", [])
         return responses

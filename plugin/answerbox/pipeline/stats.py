@@ -27,7 +27,12 @@ class _Counter:
     failed: int = 0
 
     def as_json(self) -> dict[str, int]:
-        return {"count": self.count, "time_in_millis": round(self.time_in_millis), "current": self.current, "failed": self.failed}
+        return {
+            "count": self.count,
+            "time_in_millis": round(self.time_in_millis),
+            "current": self.current,
+            "failed": self.failed,
+        }
 
 
 @dataclass
@@ -40,13 +45,22 @@ class PipelineStats:
     def __init__(self) -> None:
         self.node_id = socket.gethostname()
         self._total: dict[Phase, _Counter] = {"request": _Counter(), "response": _Counter()}
-        self._pipelines: dict[str, dict[Phase, _Counter]] = defaultdict(lambda: {"request": _Counter(), "response": _Counter()})
-        self._processors: dict[str, dict[Phase, dict[str, _ProcessorStats]]] = defaultdict(lambda: {"request": {}, "response": {}})
+        self._pipelines: dict[str, dict[Phase, _Counter]] = defaultdict(
+            lambda: {"request": _Counter(), "response": _Counter()}
+        )
+        self._processors: dict[str, dict[Phase, dict[str, _ProcessorStats]]] = defaultdict(
+            lambda: {"request": {}, "response": {}}
+        )
         # One registry per app, so several apps (tests) never collide on metric names.
         self.registry = CollectorRegistry()
-        self._runs = Counter("answerbox_pipeline_runs", "Pipeline phase runs", ["pipeline", "phase"], registry=self.registry)
+        self._runs = Counter(
+            "answerbox_pipeline_runs", "Pipeline phase runs", ["pipeline", "phase"], registry=self.registry
+        )
         self._failures = Counter(
-            "answerbox_processor_failures", "Processor failures", ["pipeline", "processor", "ignored"], registry=self.registry
+            "answerbox_processor_failures",
+            "Processor failures",
+            ["pipeline", "processor", "ignored"],
+            registry=self.registry,
         )
         self._latency = Histogram(
             "answerbox_processor_seconds", "Processor latency", ["pipeline", "processor"], registry=self.registry
@@ -64,7 +78,9 @@ class PipelineStats:
             counter.time_in_millis += millis
             counter.failed += int(failed)
 
-    def processor(self, pipeline: str, phase: Phase, name: str, type_name: str, millis: float, failed: bool, ignored: bool) -> None:
+    def processor(
+        self, pipeline: str, phase: Phase, name: str, type_name: str, millis: float, failed: bool, ignored: bool
+    ) -> None:
         known = self._processors[pipeline][phase]
         if name not in known and len(known) >= _MAX_NAMES:
             # Tags of a search's own pipeline are the caller's to choose: past the bound they

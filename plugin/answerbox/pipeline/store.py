@@ -73,7 +73,9 @@ class PipelineStore:
     async def list(self, caller: Caller, pattern: str = "*") -> dict[str, PipelineDefinition]:
         patterns = pattern.split(",")
         stored = await self._all(self._caller_client, caller)
-        return {pid: definition for pid, definition in stored.items() if any(fnmatch.fnmatchcase(pid, p) for p in patterns)}
+        return {
+            pid: definition for pid, definition in stored.items() if any(fnmatch.fnmatchcase(pid, p) for p in patterns)
+        }
 
     async def stored(self) -> dict[str, PipelineDefinition]:
         """Every stored pipeline, read with the service account: what a replica warms up as it starts."""
@@ -82,20 +84,25 @@ class PipelineStore:
     async def _all(self, client: AsyncOpenSearch, caller: Caller) -> dict[str, PipelineDefinition]:
         try:
             result: dict[str, Any] = await translate(
-                client.search(index=self._index, body={"query": {"match_all": {}}, "size": 10000}, headers=caller.as_dict())
+                client.search(
+                    index=self._index, body={"query": {"match_all": {}}, "size": 10000}, headers=caller.as_dict()
+                )
             )
         except UpstreamError as exc:
             if exc.status == 404:
                 return {}
             raise
         return {
-            hit["_id"]: PipelineDefinition.parse(hit["_source"]["definition"]) for hit in sorted(result["hits"]["hits"], key=lambda h: h["_id"])
+            hit["_id"]: PipelineDefinition.parse(hit["_source"]["definition"])
+            for hit in sorted(result["hits"]["hits"], key=lambda h: h["_id"])
         }
 
     async def delete(self, pipeline_id: str, caller: Caller) -> bool:
         try:
             await translate(
-                self._caller_client.delete(index=self._index, id=pipeline_id, params={"refresh": "true"}, headers=caller.as_dict())
+                self._caller_client.delete(
+                    index=self._index, id=pipeline_id, params={"refresh": "true"}, headers=caller.as_dict()
+                )
             )
         except UpstreamError as exc:
             if exc.status != 404:

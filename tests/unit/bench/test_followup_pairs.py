@@ -11,7 +11,9 @@ def _question(id: str, text: str, answer: str) -> Question:
 
 
 def _paragraph(id: str, *questions: Question) -> Paragraph:
-    return Paragraph(id=id, article="dev/Super_Bowl_50", context="Super Bowl 50 was played at Levi's Stadium.", questions=questions)
+    return Paragraph(
+        id=id, article="dev/Super_Bowl_50", context="Super Bowl 50 was played at Levi's Stadium.", questions=questions
+    )
 
 
 SUPER_BOWL = _paragraph(
@@ -40,8 +42,16 @@ def test_a_possessive_is_kept_apart_and_ends_the_entity() -> None:
 
 
 def test_the_follow_up_says_it_or_its_and_takes_the_article_along() -> None:
-    assert pronoun_follow_up("Where did Super Bowl 50 take place?", entities("Where did Super Bowl 50 take place?")[0]) == "Where did it take place?"
-    assert pronoun_follow_up("Who coached the Denver Broncos in 2015?", entities("Who coached the Denver Broncos in 2015?")[0]) == "Who coached it in 2015?"
+    assert (
+        pronoun_follow_up("Where did Super Bowl 50 take place?", entities("Where did Super Bowl 50 take place?")[0])
+        == "Where did it take place?"
+    )
+    assert (
+        pronoun_follow_up(
+            "Who coached the Denver Broncos in 2015?", entities("Who coached the Denver Broncos in 2015?")[0]
+        )
+        == "Who coached it in 2015?"
+    )
     possessive = "Beyonce's first album came out when?"
     assert pronoun_follow_up(possessive, entities(possessive)[0]) == "Its first album came out when?"
 
@@ -54,7 +64,11 @@ def test_no_follow_up_when_it_is_too_short_or_still_names_the_entity() -> None:
 
 def test_one_pair_a_paragraph_the_first_that_qualifies() -> None:
     (pair,) = follow_ups([SUPER_BOWL])
-    assert (pair.first.id, pair.entity, pair.original_follow_up) == ("q1", "Super Bowl 50", "Where did Super Bowl 50 take place?")
+    assert (pair.first.id, pair.entity, pair.original_follow_up) == (
+        "q1",
+        "Super Bowl 50",
+        "Where did Super Bowl 50 take place?",
+    )
     assert pair.follow_up == _question("q2/followup", "Where did it take place?", "Levi's Stadium")
     assert pair.paragraph is SUPER_BOWL
 
@@ -80,7 +94,12 @@ def test_a_name_used_as_a_modifier_makes_no_pair() -> None:
 
 
 def test_the_sample_is_seeded() -> None:
-    paragraphs = [_paragraph(f"dev/0/{i}", *(_question(f"{q.id}-{i}", q.text, q.answers[0]) for q in SUPER_BOWL.questions)) for i in range(6)]
-    assert [p.follow_up.id for p in sample_pairs(paragraphs, 3, 7)] == [p.follow_up.id for p in sample_pairs(paragraphs, 3, 7)]
+    paragraphs = [
+        _paragraph(f"dev/0/{i}", *(_question(f"{q.id}-{i}", q.text, q.answers[0]) for q in SUPER_BOWL.questions))
+        for i in range(6)
+    ]
+    assert [p.follow_up.id for p in sample_pairs(paragraphs, 3, 7)] == [
+        p.follow_up.id for p in sample_pairs(paragraphs, 3, 7)
+    ]
     assert len(sample_pairs(paragraphs, 3, 7)) == 3
     assert sample_pairs(paragraphs, 10, 7) == follow_ups(paragraphs)

@@ -27,11 +27,16 @@ VALID = {"response_processors": [{"cited_answer": {"size": 5}}]}
     ],
     ids=["none", "dot-dot", "comma", "space", "long"],
 )
-async def test_an_invalid_id_is_refused_before_anything_else(app_client: httpx.AsyncClient, raw_id: str, problem: str) -> None:
+async def test_an_invalid_id_is_refused_before_anything_else(
+    app_client: httpx.AsyncClient, raw_id: str, problem: str
+) -> None:
     # Not even JSON: the id is checked first.
-    response = await app_client.put(f"/_search/pipeline/{raw_id}", content=b"not json", headers={"content-type": "text/plain"})
+    response = await app_client.put(
+        f"/_search/pipeline/{raw_id}", content=b"not json", headers={"content-type": "text/plain"}
+    )
     reason = opensearch_error(response, 400, "illegal_argument_exception")
-    assert reason.startswith("invalid search pipeline id [") and problem in reason
+    assert reason.startswith("invalid search pipeline id [")
+    assert problem in reason
 
 
 async def test_a_body_not_declared_json_is_refused_with_406(app_client: httpx.AsyncClient) -> None:
@@ -40,7 +45,9 @@ async def test_a_body_not_declared_json_is_refused_with_406(app_client: httpx.As
 
 
 async def test_malformed_json_is_a_parsing_exception(app_client: httpx.AsyncClient) -> None:
-    response = await app_client.put("/_search/pipeline/answers", content=b'{"response_processors": [', headers={"content-type": "application/json"})
+    response = await app_client.put(
+        "/_search/pipeline/answers", content=b'{"response_processors": [', headers={"content-type": "application/json"}
+    )
     assert opensearch_error(response, 400, "parsing_exception").startswith("request body is not valid JSON")
 
 
@@ -58,13 +65,19 @@ async def test_a_body_over_the_limit_is_refused_with_413(app_client: httpx.Async
     ],
     ids=["not-a-list", "two-types", "unknown-field"],
 )
-async def test_an_invalid_definition_is_refused_naming_the_problem(app_client: httpx.AsyncClient, definition: object, complaint: str) -> None:
+async def test_an_invalid_definition_is_refused_naming_the_problem(
+    app_client: httpx.AsyncClient, definition: object, complaint: str
+) -> None:
     response = await app_client.put("/_search/pipeline/answers", json=definition)
     assert complaint in opensearch_error(response, 400, "illegal_argument_exception")
 
 
-@pytest.mark.parametrize("definition", [VALID, {"response_processors": [{"cited_answer": {"size": "many"}}]}], ids=["valid", "bad-processor"])
-async def test_processors_are_built_only_after_the_rights_check(app_client: httpx.AsyncClient, definition: object) -> None:
+@pytest.mark.parametrize(
+    "definition", [VALID, {"response_processors": [{"cited_answer": {"size": "many"}}]}], ids=["valid", "bad-processor"]
+)
+async def test_processors_are_built_only_after_the_rights_check(
+    app_client: httpx.AsyncClient, definition: object
+) -> None:
     # A processor's config (its templates rendered) is looked at only for a caller OpenSearch
     # lets write pipelines; unreachable here, so neither gets past the check.
     response = await app_client.put("/_search/pipeline/answers", json=definition)

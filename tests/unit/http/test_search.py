@@ -15,7 +15,8 @@ from tests.unit.conftest import MAX_MSEARCH_SEARCHES, MAX_REQUEST_BYTES
 async def test_a_declared_length_over_the_limit_is_refused_before_reading(app_client: httpx.AsyncClient) -> None:
     response = await app_client.post("/docs/_search", json={"query": {"match": {"text": "x" * MAX_REQUEST_BYTES}}})
     reason = opensearch_error(response, 413, "content_too_long_exception")
-    assert reason.startswith("request body of ") and f"limit of {MAX_REQUEST_BYTES} bytes" in reason
+    assert reason.startswith("request body of ")
+    assert f"limit of {MAX_REQUEST_BYTES} bytes" in reason
 
 
 async def test_a_streamed_body_over_the_limit_is_refused_as_it_arrives(app_client: httpx.AsyncClient) -> None:
@@ -47,4 +48,5 @@ async def test_stats_need_no_opensearch(app_client: httpx.AsyncClient) -> None:
     (node,) = response.json()["nodes"].values()
     assert node["search_pipeline"]["total_request"] == {"count": 0, "time_in_millis": 0, "current": 0, "failed": 0}
     metrics = await app_client.get("/metrics")
-    assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"].startswith("text/plain")

@@ -22,7 +22,12 @@ def _model(names: dict[str, float], intercept: float = -1.0) -> dict[str, Any]:
 def _fitted(**overrides: Any) -> dict[str, Any]:
     extractive = _model({name: 0.5 for name in SNIPPET.features()})
     generative = _model({"support": 1.0, "snippet_confidence": 2.0, "agrees": 1.0})
-    return {"extractive": extractive, "generative": generative, "min_confidence": 0.6, "skip_llm_above": 0.8} | overrides
+    return {
+        "extractive": extractive,
+        "generative": generative,
+        "min_confidence": 0.6,
+        "skip_llm_above": 0.8,
+    } | overrides
 
 
 def test_the_confidence_is_the_fitted_logistic_regression() -> None:
@@ -58,10 +63,16 @@ def test_a_calibrator_this_version_cannot_apply_is_refused(change: dict[str, Any
 
 
 def test_a_manifest_with_a_bad_calibrator_does_not_load(tmp_path: Path) -> None:
-    ModelManifest(task="reader-evaluator", variants={"int8": "model.int8.onnx"}, answer_confidence=_fitted()).save(tmp_path)
+    ModelManifest(task="reader-evaluator", variants={"int8": "model.int8.onnx"}, answer_confidence=_fitted()).save(
+        tmp_path
+    )
     assert ModelManifest.load(tmp_path).answer_calibrator.min_confidence == 0.6
     ModelManifest(task="reader-evaluator", variants={"int8": "model.int8.onnx"}).replace().save(tmp_path)
-    text = (tmp_path / "manifest.json").read_text().replace('"answer_confidence": {}', '"answer_confidence": {"min_confidence": 2}')
+    text = (
+        (tmp_path / "manifest.json")
+        .read_text()
+        .replace('"answer_confidence": {}', '"answer_confidence": {"min_confidence": 2}')
+    )
     (tmp_path / "manifest.json").write_text(text)
     with pytest.raises(ModelError, match="min_confidence"):
         ModelManifest.load(tmp_path)

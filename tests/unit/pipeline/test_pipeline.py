@@ -15,7 +15,14 @@ from typing import Any, cast
 import pytest
 from answerbox.errors import ProcessorError
 from answerbox.opensearch import Caller
-from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, RequestProcessor, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import (
+    JSON,
+    PipelineContext,
+    ProcessorConfig,
+    RequestProcessor,
+    ResponseProcessor,
+    SearchRequest,
+)
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.services import Services
@@ -82,7 +89,9 @@ def _config(tag: str, *, ignore_failure: bool = False) -> ProcessorConfig:
     return ProcessorConfig(tag=tag, ignore_failure=ignore_failure)
 
 
-def _pipeline(*response: ResponseProcessor[Any], request: tuple[RequestProcessor[Any], ...] = (), timeout_s: float = 10.0) -> Pipeline:
+def _pipeline(
+    *response: ResponseProcessor[Any], request: tuple[RequestProcessor[Any], ...] = (), timeout_s: float = 10.0
+) -> Pipeline:
     return Pipeline(
         id="budget",
         request_processors=list(request),
@@ -105,7 +114,11 @@ def _assert_given(ctx: PipelineContext, name: str, share: float) -> None:
 
 
 async def test_each_processor_gets_its_weight_over_the_weights_still_to_run() -> None:
-    pipeline = _pipeline(Note(_config("b"), NO_SERVICES), HeavyNote(_config("c"), NO_SERVICES), request=(NoteRequest(_config("a"), NO_SERVICES),))
+    pipeline = _pipeline(
+        Note(_config("b"), NO_SERVICES),
+        HeavyNote(_config("c"), NO_SERVICES),
+        request=(NoteRequest(_config("a"), NO_SERVICES),),
+    )
     ctx = pipeline_context()
     request = await pipeline.process_request(_request(), ctx)
     await pipeline.process_response(request, {}, ctx)
@@ -130,14 +143,17 @@ async def test_the_processor_timeout_caps_the_share() -> None:
     _assert_given(ctx, "note:capped", 0.05)
 
 
-async def test_a_timed_out_processor_with_ignore_failure_is_skipped_and_the_next_gets_the_rest(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_timed_out_processor_with_ignore_failure_is_skipped_and_the_next_gets_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     pipeline = _pipeline(Stall(_config("slow", ignore_failure=True), NO_SERVICES), Note(_config("next"), NO_SERVICES))
     ctx = pipeline_context()
     with caplog.at_level(logging.WARNING, logger="answerbox.pipeline.pipeline"):
         response = await pipeline.process_response(_request(), {"hits": {"hits": []}}, ctx)
     assert response == {"hits": {"hits": []}, "ran": ["note:next"]}
     (skipped,) = [w for w in ctx.report.warnings if w.startswith("processor [stall:slow]")]
-    assert "failed and was skipped" in skipped and "share of the pipeline's budget" in skipped
+    assert "failed and was skipped" in skipped
+    assert "share of the pipeline's budget" in skipped
     assert any("stall:slow" in record.getMessage() for record in caplog.records)
     # Two of weight 1: the stall got half and used it all; the next gets the other half.
     _assert_given(ctx, "note:next", BUDGET_S / 2)
@@ -152,16 +168,20 @@ async def test_a_failure_without_ignore_failure_fails_the_search() -> None:
     ctx = pipeline_context()
     with pytest.raises(ProcessorError) as raised:
         await pipeline.process_response(_request(), {}, ctx)
-    assert raised.value.error_type == "search_pipeline_exception" and raised.value.status == 500
+    assert raised.value.error_type == "search_pipeline_exception"
+    assert raised.value.status == 500
     assert raised.value.reason == "processor [broken:strict] failed: ValueError: no such field"
     assert not any(w.startswith("note:never") for w in ctx.report.warnings)
     stats = pipeline.stats.snapshot()["nodes"][pipeline.stats.node_id]["search_pipeline"]["pipelines"]["budget"]
-    assert stats["response"]["failed"] == 1 and stats["response"]["current"] == 0
+    assert stats["response"]["failed"] == 1
+    assert stats["response"]["current"] == 0
 
 
 async def test_ranked_hears_the_response_once_just_before_the_first_processor_writing_the_answer() -> None:
     pipeline = _pipeline(
-        Note(_config("rerank"), NO_SERVICES), Answer(_config("first"), NO_SERVICES), Answer(_config("second"), NO_SERVICES)
+        Note(_config("rerank"), NO_SERVICES),
+        Answer(_config("first"), NO_SERVICES),
+        Answer(_config("second"), NO_SERVICES),
     )
     heard: list[JSON] = []
     response = await pipeline.process_response(_request(), {}, pipeline_context(), ranked=heard.append)
@@ -171,5 +191,7 @@ async def test_ranked_hears_the_response_once_just_before_the_first_processor_wr
 
 async def test_ranked_is_never_called_without_a_processor_writing_the_answer() -> None:
     heard: list[JSON] = []
-    await _pipeline(Note(_config("only"), NO_SERVICES)).process_response(_request(), {}, pipeline_context(), ranked=heard.append)
+    await _pipeline(Note(_config("only"), NO_SERVICES)).process_response(
+        _request(), {}, pipeline_context(), ranked=heard.append
+    )
     assert heard == []

@@ -23,11 +23,24 @@ TENANT_BOOL: JSON = {"bool": {"must": TEXT, "filter": TENANT}}
         {"script_score": {"query": TENANT_BOOL, "script": {"source": "1"}}},
         {"constant_score": {"filter": TENANT}},
         {"boosting": {"positive": TENANT_BOOL, "negative": {"term": {"old": True}}, "negative_boost": 0.5}},
-        {"dis_max": {"queries": [TENANT_BOOL, {"bool": {"filter": [TENANT], "must": [{"match": {"title": QUESTION}}]}}]}},
+        {
+            "dis_max": {
+                "queries": [TENANT_BOOL, {"bool": {"filter": [TENANT], "must": [{"match": {"title": QUESTION}}]}}]
+            }
+        },
         {"bool": {"must": [{"bool": {"must": [{"bool": {"filter": TENANT, "should": [TEXT]}}]}}]}},
         {"bool": {"should": [TENANT_BOOL]}},
     ],
-    ids=["bool", "function_score", "script_score", "constant_score", "boosting", "dis_max", "nested_bool", "required_should"],
+    ids=[
+        "bool",
+        "function_score",
+        "script_score",
+        "constant_score",
+        "boosting",
+        "dis_max",
+        "nested_bool",
+        "required_should",
+    ],
 )
 def test_a_tenant_filter_anywhere_in_the_query_is_kept(query: JSON) -> None:
     assert TENANT in _leaves(restriction_of(query, QUESTION))
@@ -63,7 +76,9 @@ def test_nested_keeps_its_path() -> None:
 
 def test_a_minimum_should_match_makes_should_clauses_bind() -> None:
     query = {"bool": {"must": [TEXT], "should": [TENANT, {"term": {"tenant": "B"}}], "minimum_should_match": 1}}
-    assert restriction_of(query, QUESTION) == {"bool": {"should": [TENANT, {"term": {"tenant": "B"}}], "minimum_should_match": 1}}
+    assert restriction_of(query, QUESTION) == {
+        "bool": {"should": [TENANT, {"term": {"tenant": "B"}}], "minimum_should_match": 1}
+    }
 
 
 def test_min_score_cannot_be_carried() -> None:

@@ -19,7 +19,11 @@ NATIVE: JSON = {"request_processors": [{"filter_query": {"query": {"term": {"pub
 
 
 def _scope(
-    body: JSON | None = None, *, index: str | None = "docs", params: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    body: JSON | None = None,
+    *,
+    index: str | None = "docs",
+    params: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> SearchScope:
     return SearchScope.of(
         caller=Caller.from_headers(headers or {}), index=index, body=body or {}, params=params or {}, native=NATIVE
@@ -70,7 +74,9 @@ def test_without_source_filtering_the_fields_asked_for_are_fetched() -> None:
 
 
 def test_filter_and_must_not_of_a_top_level_bool_are_kept_and_optional_or_question_clauses_are_not() -> None:
-    caller_query = {"bool": {"must": [QUERY], "should": [{"match": {"title": "river"}}], "filter": [FILTER], "must_not": [MUST_NOT]}}
+    caller_query = {
+        "bool": {"must": [QUERY], "should": [{"match": {"title": "river"}}], "filter": [FILTER], "must_not": [MUST_NOT]}
+    }
     scope = _scope({"query": caller_query})
     body = scope.body({"match": {"text": "egypt"}}, size=5, fields=None)
     assert body["size"] == 5
@@ -115,7 +121,11 @@ def test_the_key_changes_with_credentials_and_filters_but_not_with_the_request_i
     assert _scope(body, headers={"authorization": "Basic YTph"}, params={"routing": "r2"}).key() != key
 
 
-SCOPED_BODY: JSON = {"query": {"bool": {"must": [QUERY], "filter": [FILTER]}}, "post_filter": POST_FILTER, "_source": ["text"]}
+SCOPED_BODY: JSON = {
+    "query": {"bool": {"must": [QUERY], "filter": [FILTER]}},
+    "post_filter": POST_FILTER,
+    "_source": ["text"],
+}
 SCOPED_PARAMS = {"routing": "r1", "preference": "_local", "expand_wildcards": "open"}
 HEADERS = {"authorization": "Basic YTph"}
 
@@ -142,9 +152,11 @@ async def test_search_of_another_index_keeps_routing_preference_and_post_filter(
     backend = RecordingBackend()
     await _scoped(backend).search(QUERY, size=4, fields=["text"], index="archive")
     (call,) = backend.calls
-    assert call.index == "archive" and call.params == SCOPED_PARAMS
+    assert call.index == "archive"
+    assert call.params == SCOPED_PARAMS
     assert call.body["post_filter"] == POST_FILTER
-    assert call.body["query"]["bool"]["filter"] == [FILTER] and call.pipeline == NATIVE
+    assert call.body["query"]["bool"]["filter"] == [FILTER]
+    assert call.pipeline == NATIVE
 
 
 async def test_msearch_puts_the_scope_parameters_in_each_header() -> None:
@@ -153,7 +165,10 @@ async def test_msearch_puts_the_scope_parameters_in_each_header() -> None:
     responses = await _scoped(backend).msearch(queries, size=2, fields=["text"])
     assert len(responses) == 2
     (call,) = backend.calls
-    assert call.method == "msearch" and call.params == {} and call.pipeline == NATIVE and call.caller.as_dict() == HEADERS
+    assert call.method == "msearch"
+    assert call.params == {}
+    assert call.pipeline == NATIVE
+    assert call.caller.as_dict() == HEADERS
     headers = [header for header, _ in call.body]
     assert headers == [{"index": "docs", **SCOPED_PARAMS}] * 2
     assert [body["query"]["bool"]["must"] for _, body in call.body] == [[q] for q in queries]
@@ -165,7 +180,8 @@ async def test_msearch_of_another_index_keeps_routing_preference_and_post_filter
     await _scoped(backend).msearch([QUERY], size=2, fields=["text"], index="archive")
     ((header, body),) = backend.calls[0].body
     assert header == {"index": "archive", **SCOPED_PARAMS}
-    assert body["post_filter"] == POST_FILTER and body["query"]["bool"]["filter"] == [FILTER]
+    assert body["post_filter"] == POST_FILTER
+    assert body["query"]["bool"]["filter"] == [FILTER]
 
 
 async def test_msearch_of_nothing_sends_nothing() -> None:

@@ -19,16 +19,21 @@ def test_the_schemas_are_strict_and_capped() -> None:
 
     for schema in (CHAIN_SCHEMA, KEYWORDS_SCHEMA, ANSWER_SCHEMA):
         for obj in objects(schema.body):
-            assert obj["additionalProperties"] is False and obj["required"] == list(obj["properties"])
+            assert obj["additionalProperties"] is False
+            assert obj["required"] == list(obj["properties"])
     assert KEYWORDS_SCHEMA.body["properties"]["keywords"]["maxItems"] == 3
 
 
 def test_the_chain_caps_its_strings_and_drops_the_caps_on_demand() -> None:
     """A small model that repeats itself must close its first node within max_tokens."""
     node = CHAIN_SCHEMA.body["properties"]["nodes"]["items"]["properties"]
-    assert CHAIN_SCHEMA.capped and 0 < node["query"]["maxLength"] and 0 < node["answer"]["maxLength"]
+    assert CHAIN_SCHEMA.capped
+    assert node["query"]["maxLength"] > 0
+    assert node["answer"]["maxLength"] > 0
     uncapped = CHAIN_SCHEMA.uncapped()
-    assert not uncapped.capped and uncapped.name == CHAIN_SCHEMA.name
+    assert not uncapped.capped
+    assert uncapped.name == CHAIN_SCHEMA.name
     assert uncapped.body["properties"]["nodes"]["items"]["properties"]["query"] == {"type": "string"}
     assert uncapped.body["properties"]["nodes"]["maxItems"] == CHAIN_SCHEMA.body["properties"]["nodes"]["maxItems"]
-    assert not KEYWORDS_SCHEMA.capped and KEYWORDS_SCHEMA.uncapped() == KEYWORDS_SCHEMA
+    assert not KEYWORDS_SCHEMA.capped
+    assert KEYWORDS_SCHEMA.uncapped() == KEYWORDS_SCHEMA

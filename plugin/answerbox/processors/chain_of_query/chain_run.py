@@ -23,7 +23,13 @@ from answerbox.llm.structured import Schema
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch
 from answerbox.processors.chain_of_query.node_evidence import gather_evidence, reference_excerpt
-from answerbox.processors.chain_of_query.parser import CHAIN_SCHEMA, FINAL_CONTENT_SCHEMA, ChainNode, ParsedChain, read_chain
+from answerbox.processors.chain_of_query.parser import (
+    CHAIN_SCHEMA,
+    FINAL_CONTENT_SCHEMA,
+    ChainNode,
+    ParsedChain,
+    read_chain,
+)
 from answerbox.processors.chain_of_query.verify import Action, NodeRecord, judge_node
 from answerbox.processors.text.normalize import normalize_answer
 from answerbox.services import Services
@@ -115,7 +121,9 @@ _PAST_DEADLINE_S = 1.0
 
 
 class ChainRun:
-    def __init__(self, services: Services, settings: RunSettings, *, search: ScopedSearch, question: str, deadline: Deadline) -> None:
+    def __init__(
+        self, services: Services, settings: RunSettings, *, search: ScopedSearch, question: str, deadline: Deadline
+    ) -> None:
         self._services = services
         self._settings = settings
         self._search = search
@@ -130,7 +138,9 @@ class ChainRun:
                 await self._rounds()
                 await self._trace()
         except TimeoutError:
-            self._fail(Stop.BUDGET, f"the time budget of {self._deadline.seconds:g}s ran out in round {len(self._result.tree)}")
+            self._fail(
+                Stop.BUDGET, f"the time budget of {self._deadline.seconds:g}s ran out in round {len(self._result.tree)}"
+            )
         except LLMError as exc:
             self._fail(Stop.FAILED, f"the LLM failed: {exc.reason}")
         except (ModelError, UpstreamError, UpstreamUnavailable, OutOfScope) as exc:
@@ -145,7 +155,9 @@ class ChainRun:
 
     async def _rounds(self) -> None:
         self._structured = await self._services.llm.structured(timeout_s=self._llm_timeout())
-        prompt = self._services.prompts.get(_TEMPLATES + "coq.j2").render(question=self._question, json=self._structured)
+        prompt = self._services.prompts.get(_TEMPLATES + "coq.j2").render(
+            question=self._question, json=self._structured
+        )
         messages: list[Message] = [{"role": "user", "content": prompt}]
         parent: tuple[int, int] | None = None
         for round_ in range(1, self._settings.r_max + 1):
@@ -176,7 +188,10 @@ class ChainRun:
                 return
             position, record = failing
             branch.feedback = (position, record.action)
-            messages += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": self._feedback(record)}]
+            messages += [
+                {"role": "assistant", "content": reply.text},
+                {"role": "user", "content": self._feedback(record)},
+            ]
             parent = (round_, position)
 
     async def _traverse(self, chain: ParsedChain, round_: int) -> tuple[int, NodeRecord] | None:
@@ -226,7 +241,9 @@ class ChainRun:
         if not steps:
             return
         prompt = self._services.prompts.get(_TEMPLATES + "tracing.j2").render(
-            question=self._question, steps=[{"query": r.query, "answer": r.answer} for r in steps], json=self._structured
+            question=self._question,
+            steps=[{"query": r.query, "answer": r.answer} for r in steps],
+            json=self._structured,
         )
         text = (await self._complete([{"role": "user", "content": prompt}], None, FINAL_CONTENT_SCHEMA)).text
         self._result.path = steps

@@ -75,7 +75,9 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         theta = self.config.theta if self.config.theta is not None else models.manifest.theta
         # Its share of the pipeline's time, less a margin for tracing and the report.
         deadline = ctx.deadline.within(min(self.config.budget_s, ctx.deadline.for_work()))
-        result = await ChainRun(self.services, self._settings(request, theta), search=ctx.search, question=question, deadline=deadline).run()
+        result = await ChainRun(
+            self.services, self._settings(request, theta), search=ctx.search, question=question, deadline=deadline
+        ).run()
         for warning in result.warnings:
             ctx.report.warn(warning)
         report = _report(question, result, theta, self.config.max_reference_chars)
@@ -91,7 +93,9 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         if threshold >= 1:
             return False
         fields = EvidenceFields(text=self.config.text_field, title=None)
-        found = await featured_snippet(question, answer_evidence(ctx.report, hits_of(response), fields, size=5, snippet_chars=1000), models)
+        found = await featured_snippet(
+            question, answer_evidence(ctx.report, hits_of(response), fields, size=5, snippet_chars=1000), models
+        )
         return found is not None and calibrator.confidence(found.signals) >= threshold
 
     def _settings(self, request: SearchRequest, theta: float) -> RunSettings:
@@ -112,7 +116,9 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         Its confidence is the generative calibrator's: the chain's text is the LLM's, checked
         by the reader, so it is scored as an LLM's checked answer over the chain's references."""
         if report.abstained or report.final_content is None:
-            return Answer(text=self.config.abstain_text, mode="chain", abstained=True, reason="chain_unverified", llm="used")
+            return Answer(
+                text=self.config.abstain_text, mode="chain", abstained=True, reason="chain_unverified", llm="used"
+            )
         citations = [
             Citation(marker=c.marker, index=c.index, id=c.id, field=c.field, start=c.start, end=c.end, quote=c.quote)
             for c in report.citations
@@ -128,14 +134,26 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             snippet_confidence=calibrator.confidence(snippet.signals) if snippet is not None else 0.0,
         )
         confidence = calibrator.confidence(signals)
-        return Answer(text=report.final_content, citations=citations, mode="chain", confidence=confidence, llm="used", signals=signals_record(signals))
+        return Answer(
+            text=report.final_content,
+            citations=citations,
+            mode="chain",
+            confidence=confidence,
+            llm="used",
+            signals=signals_record(signals),
+        )
 
 
 def _citation(marker: int, record: NodeRecord, by: Literal["marker", "answer"]) -> ChainCitation | None:
     if record.evidence is None:
         return None
     return ChainCitation(
-        marker=marker, by=by, query=record.query, **record.evidence.reference().model_dump(), quote=record.evidence.span.text, verified=record.verified
+        marker=marker,
+        by=by,
+        query=record.query,
+        **record.evidence.reference().model_dump(),
+        quote=record.evidence.span.text,
+        verified=record.verified,
     )
 
 
@@ -153,14 +171,18 @@ def _references(records: list[NodeRecord], max_chars: int) -> list[PassagePiece]
     return list(found.values())
 
 
-def _cited(content: str, path: list[NodeRecord]) -> tuple[str, Literal["marker", "answer"], list[tuple[int, NodeRecord]]]:
+def _cited(
+    content: str, path: list[NodeRecord]
+) -> tuple[str, Literal["marker", "answer"], list[tuple[int, NodeRecord]]]:
     """The path nodes a final content cites: its own ``[k]`` markers; when it has none (small
     LLMs drop them), the verified nodes whose answer it states in so many words, with their
     markers appended. Returns the content, how it was traced and the (marker, node) pairs."""
     markers = citation_markers(content)
     if markers:
         return content, "marker", [(k, path[k - 1]) for k in markers if 1 <= k <= len(path)]
-    stated = [(k, r) for k, r in enumerate(path, start=1) if r.verified and r.answer and contains_answer(r.answer, content)]
+    stated = [
+        (k, r) for k, r in enumerate(path, start=1) if r.verified and r.answer and contains_answer(r.answer, content)
+    ]
     if stated:
         content = content.rstrip() + " " + "".join(f"[{k}]" for k, _ in stated)
     return content, "answer", stated
@@ -191,6 +213,9 @@ def _report(question: str, result: RunResult, theta: float, max_reference_chars:
         abstained=abstained,
         tree=[b.report() for b in result.tree],
         llm=LLMUsageReport(
-            calls=usage.calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, millis=round(usage.millis, 1)
+            calls=usage.calls,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            millis=round(usage.millis, 1),
         ),
     )

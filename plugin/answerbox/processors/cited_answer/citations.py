@@ -49,7 +49,9 @@ _NUMBER = re.compile(r"\d+")
 _CLAIM = re.compile(rf"\S.*?(?:(?<![.!?])[.!?]++(?:\s*{_GROUP})*(?=\s|$)|$)", re.DOTALL)
 _WORD = re.compile(r"\w+")
 # The field labels of an evidence block (templates/cited_answer/freshprompt.j2) at a line's start.
-_ECHOED_FIELD = re.compile(r"^[ \t]*(?:(?:source|date|title|highlight)[ \t]*:[^\n]*(?:\n|$)|snippet[ \t]*:[ \t]*)", re.MULTILINE)
+_ECHOED_FIELD = re.compile(
+    r"^[ \t]*(?:(?:source|date|title|highlight)[ \t]*:[^\n]*(?:\n|$)|snippet[ \t]*:[ \t]*)", re.MULTILINE
+)
 # Function words carry no claim: a sentence is not "unsupported" for saying "the" or "is".
 _STOPWORDS = FUNCTION_WORDS | frozenset("according answer question today".split())
 
@@ -175,13 +177,17 @@ class Check:
     # check fails closed); without it (check_citations off) an in-range marker is kept.
     required: bool = True
 
-    def verdict(self, claim: Claim, marker: int, block: Evidence, support: float | None, attributed: bool = False) -> ClaimVerdict:
+    def verdict(
+        self, claim: Claim, marker: int, block: Evidence, support: float | None, attributed: bool = False
+    ) -> ClaimVerdict:
         if block.instructs:
             supported = False  # an obeyed instruction looks supported by the block that gives it
         elif support is None:
             supported = not self.required
         else:
-            supported = support >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage
+            supported = (
+                support >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage
+            )
         return ClaimVerdict(claim, marker, block, _best_sentence(claim.plain, block), support, supported, attributed)
 
     async def scores(self, claim: Claim, blocks: Sequence[Evidence]) -> list[float | None]:
@@ -198,11 +204,15 @@ class Check:
             for marker in claim.markers:
                 block = evidence.get(marker)
                 verdicts.append(
-                    self.verdict(claim, marker, block, scores[marker]) if block else ClaimVerdict(claim, marker, None, None, None, False)
+                    self.verdict(claim, marker, block, scores[marker])
+                    if block
+                    else ClaimVerdict(claim, marker, None, None, None, False)
                 )
         return verdicts
 
-    async def attributed(self, claims: Sequence[Claim], evidence: Sequence[Evidence], answers: Sequence[str]) -> list[ClaimVerdict]:
+    async def attributed(
+        self, claims: Sequence[Claim], evidence: Sequence[Evidence], answers: Sequence[str]
+    ) -> list[ClaimVerdict]:
         """For claims the LLM left uncited: the best-scoring block that passes the check and
         whose own answer to the question (``answers``, the reader's span per block) the claim
         states. That last condition keeps a sentence that merely echoes a document (an
@@ -213,8 +223,12 @@ class Check:
         for claim in claims:
             said = words(claim.plain)
             eligible = [b for b, a in zip(evidence, answers, strict=True) if words(a) and words(a) <= said]
-            scored = sorted(zip(await self.scores(claim, eligible), eligible, strict=True), key=lambda p: -(p[0] or 0.0))
-            passing = [v for v in (self.verdict(claim, b.marker, b, s, attributed=True) for s, b in scored) if v.supported]
+            scored = sorted(
+                zip(await self.scores(claim, eligible), eligible, strict=True), key=lambda p: -(p[0] or 0.0)
+            )
+            passing = [
+                v for v in (self.verdict(claim, b.marker, b, s, attributed=True) for s, b in scored) if v.supported
+            ]
             verdicts += passing[:1]
         return verdicts
 
@@ -245,5 +259,6 @@ def rewrite(answer: str, verdicts: Sequence[ClaimVerdict]) -> str:
 
 
 def citation_of(verdict: ClaimVerdict) -> Citation:
-    assert verdict.evidence is not None and verdict.quote is not None, "only resolved verdicts become citations"
+    assert verdict.evidence is not None, "only resolved verdicts become citations"
+    assert verdict.quote is not None, "only resolved verdicts become citations"
     return verdict.evidence.cite(verdict.quote, verdict.support)

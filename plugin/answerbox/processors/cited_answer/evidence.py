@@ -19,7 +19,17 @@ from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hit_key, passages_of
 from answerbox.processors.text.sentences import sentence_spans
 
-__all__ = ["Evidence", "EvidenceFields", "Excerpt", "Sentence", "answer_evidence", "evidence_from_hits", "evidence_from_references", "number", "written_date"]
+__all__ = [
+    "Evidence",
+    "EvidenceFields",
+    "Excerpt",
+    "Sentence",
+    "answer_evidence",
+    "evidence_from_hits",
+    "evidence_from_references",
+    "number",
+    "written_date",
+]
 
 _TAG = re.compile(r"</?em>")
 _EM = re.compile(r"<em>(.*?)</em>", re.DOTALL)
@@ -184,7 +194,9 @@ def evidence_from_hits(hits: Sequence[JSON], fields: EvidenceFields, *, snippet_
     return found
 
 
-def evidence_from_references(references: Sequence[PassagePiece], hits: Sequence[JSON], fields: EvidenceFields) -> list[Evidence]:
+def evidence_from_references(
+    references: Sequence[PassagePiece], hits: Sequence[JSON], fields: EvidenceFields
+) -> list[Evidence]:
     """Blocks from pieces other processors kept.
 
     Title, date and source come from the same document's hit when the response holds it.
@@ -211,10 +223,17 @@ def evidence_from_references(references: Sequence[PassagePiece], hits: Sequence[
     return found
 
 
-def answer_evidence(report: AnswerboxReport, hits: Sequence[JSON], fields: EvidenceFields, *, size: int, snippet_chars: int) -> list[Evidence]:
-    """An answer's numbered evidence: what earlier processors kept (``AnswerboxReport.kept_passages``), else the top ``size`` hits."""
+def answer_evidence(
+    report: AnswerboxReport, hits: Sequence[JSON], fields: EvidenceFields, *, size: int, snippet_chars: int
+) -> list[Evidence]:
+    """An answer's numbered evidence: what earlier processors kept (``AnswerboxReport.kept_passages``), else the top
+    ``size`` hits."""
     kept = report.kept_passages()
-    found = evidence_from_references(kept, hits, fields) if kept is not None else evidence_from_hits(hits[:size], fields, snippet_chars=snippet_chars)
+    found = (
+        evidence_from_references(kept, hits, fields)
+        if kept is not None
+        else evidence_from_hits(hits[:size], fields, snippet_chars=snippet_chars)
+    )
     return number(found, size)
 
 

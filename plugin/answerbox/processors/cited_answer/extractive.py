@@ -61,7 +61,9 @@ async def featured_snippet(question: str, evidence: Sequence[Evidence], models: 
 def beside_the_snippet(answer: str, *, support: float, snippet: str, snippet_confidence: float) -> GenerativeSignals:
     """The signals of an LLM's ``answer`` next to the reader's ``snippet`` on the same evidence ("" for none)."""
     said = normalize_answer(snippet)
-    return GenerativeSignals(support=support, snippet_confidence=snippet_confidence, agrees=bool(said) and said in normalize_answer(answer))
+    return GenerativeSignals(
+        support=support, snippet_confidence=snippet_confidence, agrees=bool(said) and said in normalize_answer(answer)
+    )
 
 
 def _overlaps(said: str, other: str) -> bool:

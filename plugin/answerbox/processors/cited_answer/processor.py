@@ -23,7 +23,16 @@ from answerbox.contract import Answer, AnswerMode, AnswerReason, Candidate, Flag
 from answerbox.errors import LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.models.confidence import AnswerCalibrator, signals_record
-from answerbox.pipeline.base import JSON, LLMModel, LLMTokens, Override, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import (
+    JSON,
+    LLMModel,
+    LLMTokens,
+    Override,
+    PipelineContext,
+    ProcessorConfig,
+    ResponseProcessor,
+    SearchRequest,
+)
 from answerbox.processors.cited_answer.citations import (
     ANSWER_SCHEMA,
     Check,
@@ -70,7 +79,9 @@ class CitedAnswerConfig(ProcessorConfig):
     model: LLMModel = None
     prompt: Override[str | None] = Field(default=None, min_length=1, description="Jinja2 text replacing freshprompt.j2")
     check_citations: bool = True
-    attribute_uncited: bool = Field(default=True, description="cite an uncited sentence's best block when it passes the check")
+    attribute_uncited: bool = Field(
+        default=True, description="cite an uncited sentence's best block when it passes the check"
+    )
     # The evaluator score a cited block needs; None: the model's calibrated support_lower: 95%
     # of passages holding the answer score above it.
     min_support: float | None = Field(default=None, ge=-1, le=1)
@@ -115,16 +126,31 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         return self.services.llm.configured and self.config.mode != "extractive"
 
     async def _answer(
-        self, question: str, blocks: Sequence[Evidence], snippet: Answer | None, calibrator: AnswerCalibrator, ctx: PipelineContext
+        self,
+        question: str,
+        blocks: Sequence[Evidence],
+        snippet: Answer | None,
+        calibrator: AnswerCalibrator,
+        ctx: PipelineContext,
     ) -> Answer | None:
         """The LLM's checked answer or the snippet, whichever the mode and the confidences choose."""
         auto = self.config.mode == "auto"
         skip_above = self.config.skip_llm_above if self.config.skip_llm_above is not None else calibrator.skip_llm_above
-        if auto and self.config.prefer == "confident" and snippet is not None and snippet.confidence is not None and snippet.confidence >= skip_above:
+        if (
+            auto
+            and self.config.prefer == "confident"
+            and snippet is not None
+            and snippet.confidence is not None
+            and snippet.confidence >= skip_above
+        ):
             return snippet.model_copy(update={"llm": "skipped"})
         generated = await self._generative(question, blocks, snippet, calibrator, ctx)
         if generated is None:  # the LLM failed: the snippet, whatever the mode
-            return snippet.model_copy(update={"llm": "failed"}) if snippet is not None else self._abstain("generative", "unavailable", llm="failed")
+            return (
+                snippet.model_copy(update={"llm": "failed"})
+                if snippet is not None
+                else self._abstain("generative", "unavailable", llm="failed")
+            )
         if not auto or snippet is None:
             return generated
         if generated.abstained:
@@ -141,12 +167,19 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         threshold = self.config.min_confidence if self.config.min_confidence is not None else calibrator.min_confidence
         if answer.abstained or answer.confidence is None or answer.confidence >= threshold:
             return answer
-        candidate = Candidate(text=answer.text, citations=answer.citations, mode=answer.mode, confidence=answer.confidence)
+        candidate = Candidate(
+            text=answer.text, citations=answer.citations, mode=answer.mode, confidence=answer.confidence
+        )
         held = self._abstain(answer.mode, "low_confidence", llm=answer.llm, flagged=answer.flagged)
         return held.model_copy(update={"candidate": candidate, "signals": answer.signals})
 
     async def _generative(
-        self, question: str, blocks: Sequence[Evidence], snippet: Answer | None, calibrator: AnswerCalibrator, ctx: PipelineContext
+        self,
+        question: str,
+        blocks: Sequence[Evidence],
+        snippet: Answer | None,
+        calibrator: AnswerCalibrator,
+        ctx: PipelineContext,
     ) -> Answer | None:
         """The LLM's checked answer, scored; None when the LLM failed."""
         parts: list[str] = []
@@ -171,19 +204,29 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             snippet=snippet.text if snippet is not None else "",
             snippet_confidence=(snippet.confidence or 0.0) if snippet is not None else 0.0,
         )
-        return answer.model_copy(update={"confidence": calibrator.confidence(signals), "signals": signals_record(signals)})
+        return answer.model_copy(
+            update={"confidence": calibrator.confidence(signals), "signals": signals_record(signals)}
+        )
 
     def _evidence(self, response: JSON, ctx: PipelineContext) -> list[Evidence]:
         size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
         if ctx.report.chain is not None and not ctx.report.chain.references:
             ctx.report.warn("cited_answer: the chain verified nothing; answering from the search results")
-        return answer_evidence(ctx.report, hits_of(response), self.config.fields, size=size, snippet_chars=self.config.snippet_chars)
+        return answer_evidence(
+            ctx.report, hits_of(response), self.config.fields, size=size, snippet_chars=self.config.snippet_chars
+        )
 
-    def _messages(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, *, json: bool) -> list[Message]:
+    def _messages(
+        self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, *, json: bool
+    ) -> list[Message]:
         qa = ctx.generative_qa
         today = self.config.current_date or datetime.now(UTC).date()
         current = written_date(today)
-        system = qa.system_prompt if qa and qa.system_prompt else self.services.prompts.get(_SYSTEM).render(current_date=current)
+        system = (
+            qa.system_prompt
+            if qa and qa.system_prompt
+            else self.services.prompts.get(_SYSTEM).render(current_date=current)
+        )
         # A caller's own system prompt replaces ours, never the rule that evidence is data.
         system = f"{system}\n{self.services.prompts.get(_EVIDENCE_IS_DATA).render()}"
         user = self.services.prompts.get(_PROMPT, self.config.prompt).render(
@@ -197,11 +240,15 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    async def _generate(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> AsyncGenerator[str, None]:
+    async def _generate(
+        self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext
+    ) -> AsyncGenerator[str, None]:
         qa = ctx.generative_qa
         incremental = ctx.listener is not None
         limit = ctx.deadline.share(_LLM_SHARE)
-        timeout = min((qa.timeout if qa else None) or self.config.timeout_s or self.services.settings.llm.timeout_s, limit)
+        timeout = min(
+            (qa.timeout if qa else None) or self.config.timeout_s or self.services.settings.llm.timeout_s, limit
+        )
         # JSON only for a whole answer: a listener is shown the tokens as they come.
         structured = not incremental and await self.services.llm.structured(timeout_s=timeout)
         messages = self._messages(question, blocks, ctx, json=structured)
@@ -215,7 +262,10 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         deltas = (
             cast(AsyncGenerator[str, None], self.services.llm.stream(messages, **options))
             if incremental
-            else _whole(self.services.llm.complete(messages, **options, schema=ANSWER_SCHEMA if structured else None), structured)
+            else _whole(
+                self.services.llm.complete(messages, **options, schema=ANSWER_SCHEMA if structured else None),
+                structured,
+            )
         )
         # A deadline per chunk, not around the loop: a timeout must never fire while the
         # consumer holds a token (it would cancel the consumer, not the LLM).
@@ -273,7 +323,9 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         except ModelError:
             return AnswerCalibrator()  # the reader is unavailable too: _snippet says so
 
-    async def _snippet(self, question: str, blocks: Sequence[Evidence], calibrator: AnswerCalibrator, ctx: PipelineContext) -> Answer | None:
+    async def _snippet(
+        self, question: str, blocks: Sequence[Evidence], calibrator: AnswerCalibrator, ctx: PipelineContext
+    ) -> Answer | None:
         """The reader's featured snippet, scored; None when the reader has none."""
         try:
             # Within the time left: under load an abstention, never a failed search.
@@ -288,15 +340,21 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             return None
         if found is None:
             return None
-        return found.answer.model_copy(update={"confidence": calibrator.confidence(found.signals), "signals": signals_record(found.signals)})
+        return found.answer.model_copy(
+            update={"confidence": calibrator.confidence(found.signals), "signals": signals_record(found.signals)}
+        )
 
     def _min_support(self, models: Models | None) -> float:
         if self.config.min_support is not None:
             return self.config.min_support
         return models.manifest.support_lower if models else -1.0
 
-    def _abstain(self, mode: AnswerMode, reason: AnswerReason, *, llm: LLMUse | None = None, flagged: Sequence[FlaggedClaim] = ()) -> Answer:
-        return Answer(text=self.config.abstain_text, mode=mode, abstained=True, reason=reason, llm=llm, flagged=list(flagged))
+    def _abstain(
+        self, mode: AnswerMode, reason: AnswerReason, *, llm: LLMUse | None = None, flagged: Sequence[FlaggedClaim] = ()
+    ) -> Answer:
+        return Answer(
+            text=self.config.abstain_text, mode=mode, abstained=True, reason=reason, llm=llm, flagged=list(flagged)
+        )
 
 
 async def _whole(completion: Awaitable[Completion], structured: bool) -> AsyncGenerator[str, None]:
@@ -336,11 +394,18 @@ def _flag(verdicts: Sequence[ClaimVerdict], ctx: PipelineContext) -> list[Flagge
             support=round(verdict.support, 4) if verdict.support is not None else None,
         )
         if reason == "no_evidence":
-            ctx.report.warn(f"cited_answer: citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}")
+            ctx.report.warn(
+                f"cited_answer: citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}"
+            )
         elif reason == "instructions":
-            ctx.report.warn(f"cited_answer: block [{claim.marker}] gives the model instructions, so it supports nothing; removed from: {claim.sentence!r}")
+            ctx.report.warn(
+                f"cited_answer: block [{claim.marker}] gives the model instructions, so it supports nothing; "
+                f"removed from: {claim.sentence!r}"
+            )
         elif reason == "unchecked":
-            ctx.report.warn(f"cited_answer: citation [{claim.marker}] could not be checked; removed from: {claim.sentence!r}")
+            ctx.report.warn(
+                f"cited_answer: citation [{claim.marker}] could not be checked; removed from: {claim.sentence!r}"
+            )
         else:
             ctx.report.warn(
                 f"cited_answer: citation [{claim.marker}] does not support the sentence"

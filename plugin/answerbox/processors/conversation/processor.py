@@ -19,7 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from answerbox.errors import ConfigError, LLMError
 from answerbox.llm.structured import Schema, from_json, object_schema, string
 from answerbox.memory.records import Interaction
-from answerbox.pipeline.base import LLMModel, LLMTokens, PipelineContext, ProcessorConfig, RequestProcessor, SearchRequest
+from answerbox.pipeline.base import (
+    LLMModel,
+    LLMTokens,
+    PipelineContext,
+    ProcessorConfig,
+    RequestProcessor,
+    SearchRequest,
+)
 from answerbox.pipeline.pipeline import CONVERSATION
 from answerbox.processors.conversation.rules import Rewrite, entities, standalone
 from answerbox.processors.text.instructions import addresses_the_model
@@ -91,11 +98,17 @@ class Conversation(RequestProcessor[ConversationConfig]):
     def _asks_llm(self) -> bool:
         return self.config.rewrite == "auto" and self.services.llm.configured
 
-    async def _by_llm(self, question: str, history: list[Interaction], rules: Rewrite, ctx: PipelineContext) -> str | None:
+    async def _by_llm(
+        self, question: str, history: list[Interaction], rules: Rewrite, ctx: PipelineContext
+    ) -> str | None:
         """The LLM's standalone question, or None (the rules' stands) with a warning why."""
         timeout = min(self.config.timeout_s, ctx.deadline.for_work())
         turns = [
-            {"question": t.question, "answer": "" if addresses_the_model(t.response) else t.response[:_MAX_ANSWER_CHARS]} for t in history
+            {
+                "question": t.question,
+                "answer": "" if addresses_the_model(t.response) else t.response[:_MAX_ANSWER_CHARS],
+            }
+            for t in history
         ]
         try:
             structured = await self.services.llm.structured(timeout_s=timeout)
@@ -111,9 +124,13 @@ class Conversation(RequestProcessor[ConversationConfig]):
             ctx.report.warn(f"[{self.name}] the rules made the question standalone: the LLM failed: {exc.reason}")
             return None
         reply = from_json(_Reply, completion.text) if structured else None
-        text = " ".join((reply.question if reply is not None else completion.text.split("\n")[0]).split())[:_MAX_QUESTION]
+        text = " ".join((reply.question if reply is not None else completion.text.split("\n")[0]).split())[
+            :_MAX_QUESTION
+        ]
         if not _about(text, question, rules):
-            ctx.report.warn(f"[{self.name}] the rules made the question standalone: the LLM's rewrite was not about this question")
+            ctx.report.warn(
+                f"[{self.name}] the rules made the question standalone: the LLM's rewrite was not about this question"
+            )
             return None
         return text
 

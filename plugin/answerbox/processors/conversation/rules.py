@@ -57,7 +57,9 @@ def entities(text: str) -> list[str]:
     run: list[str] = []
     for i, raw in enumerate(text.split()):
         word = _bare(raw)
-        named = bool(word) and (word[0].isupper() or word[0].isdigit()) and not (i == 0 and word.lower() in FUNCTION_WORDS)
+        named = (
+            bool(word) and (word[0].isupper() or word[0].isdigit()) and not (i == 0 and word.lower() in FUNCTION_WORDS)
+        )
         if named:
             run.append(word)
         if run and (not named or raw.rstrip(_EDGE) != raw.rstrip() or word != raw.strip(_EDGE)):

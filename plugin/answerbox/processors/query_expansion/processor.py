@@ -93,7 +93,9 @@ def _read_examples(name: str, context: ConfigContext | None) -> tuple[Example, .
     try:
         examples = _EXAMPLES.validate_json(data)
     except ValidationError as exc:
-        raise ValueError(f"examples_file [{name}] is not a JSON list of query/output objects ({exc.error_count()} errors)") from None
+        raise ValueError(
+            f"examples_file [{name}] is not a JSON list of query/output objects ({exc.error_count()} errors)"
+        ) from None
     if not examples:
         raise ValueError(f"examples_file [{name}] holds no examples")
     return examples
@@ -134,7 +136,10 @@ class QueryExpansionConfig(ProcessorConfig):
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> QueryExpansionConfig:
         if self.method == "cot" and self.mode == "fs" and self.prompt is None:
-            raise ValueError("method 'cot' has no few-shot prompt (the paper has cot and cot/prf); use mode 'zs' or 'prf', or give a prompt")
+            raise ValueError(
+                "method 'cot' has no few-shot prompt (the paper has cot and cot/prf); use mode 'zs' or "
+                "'prf', or give a prompt"
+            )
         given = bool(self.examples) + (self.examples_file is not None)
         if self.mode == "fs" and given != 1:
             raise ValueError("mode 'fs' needs exactly one of examples and examples_file")
@@ -179,7 +184,8 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         if config.timeout_s >= engine_limit:
             # Past the engine's limit the whole search fails instead of falling back.
             raise ConfigError(
-                f"processor [{self.name}]: [timeout_s] must be below limits.processor_timeout_s ({engine_limit:g}), got {config.timeout_s:g}"
+                f"processor [{self.name}]: [timeout_s] must be below limits.processor_timeout_s "
+                f"({engine_limit:g}), got {config.timeout_s:g}"
             )
         self._model: str = config.model or services.settings.llm.model
         self._cache: TTLCache[str] = TTLCache(config.cache_entries, config.cache_ttl_s)
@@ -197,13 +203,17 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         expanded = request.copy()
         replace_text_clauses(
             expanded.body,
-            lambda clause: expanded_clause(clause, expansion, weight=self.config.query_weight, combine=self.config.combine),
+            lambda clause: expanded_clause(
+                clause, expansion, weight=self.config.query_weight, combine=self.config.combine
+            ),
         )
         return expanded
 
     async def _expansion(self, question: str, request: SearchRequest, ctx: PipelineContext) -> str:
         """The cleaned expansion, or "" when the original query must be used alone."""
-        report = ctx.report.query_expansion = QueryExpansionReport(method=self.config.method, mode=self.config.mode, prompt=self._prompt.name)
+        report = ctx.report.query_expansion = QueryExpansionReport(
+            method=self.config.method, mode=self.config.mode, prompt=self._prompt.name
+        )
         key = self._cache_key(question, request, ctx)
         tier: Literal["memory", "index"] = "memory"
         cached = self._cache.get(key)
@@ -235,7 +245,9 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
                 await self.services.shared_cache.put(key, text, self.config.cache_ttl_s)
         return text
 
-    async def _ask(self, question: str, request: SearchRequest, report: QueryExpansionReport, ctx: PipelineContext) -> str:
+    async def _ask(
+        self, question: str, request: SearchRequest, report: QueryExpansionReport, ctx: PipelineContext
+    ) -> str:
         """One LLM call (after the PRF search); the cleaned expansion, or "" after a fallback."""
         # timeout_s bounds the PRF search and the LLM call together, within the processor's share
         # of the pipeline's time (with a margin: a fallback, never a processor timeout).
@@ -244,7 +256,9 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
             async with asyncio.timeout(timeout):
                 # The PRF search, or a search of no documents, checks the caller's credentials
                 # before any LLM time is spent on the request.
-                passages = await self._prf_passages(request, ctx) if self.config.mode == "prf" else await _access_checked(ctx)
+                passages = (
+                    await self._prf_passages(request, ctx) if self.config.mode == "prf" else await _access_checked(ctx)
+                )
                 prompt = self._prompt.render(query=question, examples=self.config.few_shot, prf=passages)
                 completion = await self.services.llm.complete(
                     [{"role": "user", "content": prompt}],
@@ -279,7 +293,9 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         scope: list[Any] = []
         if self.config.mode == "prf":
             scope = [ctx.search.scope.key(), request.body.get("query")]
-        return json_digest([request.caller.credentials, self._model, self._prompt.sha256, self._config_digest, question, scope])
+        return json_digest(
+            [request.caller.credentials, self._model, self._prompt.sha256, self._config_digest, question, scope]
+        )
 
     def _prf_fields(self, request: SearchRequest) -> list[str]:
         if self.config.prf_fields:
@@ -293,11 +309,19 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
     async def _prf_passages(self, request: SearchRequest, ctx: PipelineContext) -> list[str]:
         """The top hits of the user's own query, within the caller's scope, as one line of text
         each; a hit that addresses the model is left out (it would write the expansion)."""
-        response = await ctx.search.search(request.body["query"], size=self.config.prf_docs, fields=self._prf_fields(request) or None)
-        texts = [" ".join(" ".join(_strings(hit.get("_source"))).split())[: self.config.prf_max_chars] for hit in hits_of(response)]
+        response = await ctx.search.search(
+            request.body["query"], size=self.config.prf_docs, fields=self._prf_fields(request) or None
+        )
+        texts = [
+            " ".join(" ".join(_strings(hit.get("_source"))).split())[: self.config.prf_max_chars]
+            for hit in hits_of(response)
+        ]
         kept = [t for t in texts if not addresses_the_model(t)]
         if len(kept) < len(texts):
-            ctx.report.warn(f"[{self.name}] {len(texts) - len(kept)} feedback hit(s) give the model instructions; left out of the prompt")
+            ctx.report.warn(
+                f"[{self.name}] {len(texts) - len(kept)} feedback hit(s) give the model instructions; left "
+                f"out of the prompt"
+            )
         return kept
 
 

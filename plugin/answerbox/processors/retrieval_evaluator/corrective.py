@@ -62,7 +62,9 @@ class Rewrite:
         return " ".join(self.keywords)
 
 
-async def rewrite_question(llm: LLMClient, prompt: Prompt, question: str, config: CorrectiveSearchConfig, timeout_s: float) -> Rewrite:
+async def rewrite_question(
+    llm: LLMClient, prompt: Prompt, question: str, config: CorrectiveSearchConfig, timeout_s: float
+) -> Rewrite:
     structured = await llm.structured(timeout_s=timeout_s)
     # One line keeps a question's own line breaks from posing as extra prompt examples.
     rendered = prompt.render(question=" ".join(question.split()), json=structured)
@@ -78,7 +80,11 @@ async def rewrite_question(llm: LLMClient, prompt: Prompt, question: str, config
         return Rewrite(tuple(fallback_keywords(question)), "fallback", exc.reason)
     keywords = read_keywords(completion.text, question, structured)
     if not keywords:
-        return Rewrite(tuple(fallback_keywords(question)), "fallback", f"the LLM gave no keywords from the question: {completion.text!r}")
+        return Rewrite(
+            tuple(fallback_keywords(question)),
+            "fallback",
+            f"the LLM gave no keywords from the question: {completion.text!r}",
+        )
     return Rewrite(tuple(keywords), "llm")
 
 

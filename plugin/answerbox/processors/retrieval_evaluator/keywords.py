@@ -3,8 +3,8 @@
 The paper's prompt (Table 7) answers ``query: kw1, kw2, kw3``, keywords taken from the
 question. A small model often answers the question instead, or repeats a name from the
 prompt's examples; a keyword sharing no content word with the question is therefore
-dropped. When the LLM is down or nothing usable is left, the fallback keeps the question's content words, grouped into the
-phrases that stop words separate ("In what city was Billy Carlson born?" → "city",
+dropped. When the LLM is down or nothing usable is left, the fallback keeps the question's
+content words, grouped into the phrases that stop words separate ("In what city was Billy Carlson born?" → "city",
 "Billy Carlson born"), which is close to what the prompt asks the LLM for.
 
 Where the LLM endpoint takes a schema, the keywords are asked for as :data:`KEYWORDS_SCHEMA`'s

@@ -52,7 +52,9 @@ def select(strips: Sequence[Strip], scores: Sequence[float], *, top_k: int, thre
 
 def _kept(strip: Strip, score: float) -> KnowledgeStrip:
     p = strip.passage
-    return KnowledgeStrip(index=p.index, id=p.id, field=p.field, start=strip.start, end=strip.end, text=strip.text, score=round(score, 4))
+    return KnowledgeStrip(
+        index=p.index, id=p.id, field=p.field, start=strip.start, end=strip.end, text=strip.text, score=round(score, 4)
+    )
 
 
 async def refine(

@@ -65,7 +65,12 @@ from pydantic import Field, model_validator
 from answerbox.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalReport
 from answerbox.errors import ConfigError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.processors.retrieval_evaluator.corrective import KEYWORD_REWRITE_TEMPLATE, CorrectiveSearchConfig, corrective_query, rewrite_question
+from answerbox.processors.retrieval_evaluator.corrective import (
+    KEYWORD_REWRITE_TEMPLATE,
+    CorrectiveSearchConfig,
+    corrective_query,
+    rewrite_question,
+)
 from answerbox.processors.retrieval_evaluator.fusion import fuse
 from answerbox.processors.retrieval_evaluator.knowledge import refine
 from answerbox.processors.text.passages import Passage, hit_key, hits_of, passages_of
@@ -179,13 +184,17 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
     def __init__(self, config: RetrievalEvaluatorConfig, services: Services) -> None:
         super().__init__(config, services)
         # Compiled at build time so a broken prompt override fails when the pipeline is PUT.
-        self._prompt = services.prompts.get(KEYWORD_REWRITE_TEMPLATE, config.corrective.prompt) if config.corrective else None
+        self._prompt = (
+            services.prompts.get(KEYWORD_REWRITE_TEMPLATE, config.corrective.prompt) if config.corrective else None
+        )
 
     def _thresholds(self, manifest: ModelManifest) -> tuple[float, float]:
         upper = manifest.crag_upper if self.config.upper is None else self.config.upper
         lower = manifest.crag_lower if self.config.lower is None else self.config.lower
         if lower > upper:
-            raise ConfigError(f"processor [{self.name}]: lower ({lower}) is above upper ({upper}) once the model's thresholds fill in")
+            raise ConfigError(
+                f"processor [{self.name}]: lower ({lower}) is above upper ({upper}) once the model's thresholds fill in"
+            )
         return upper, lower
 
     def _rewrite_timeout(self, config: CorrectiveSearchConfig, ctx: PipelineContext) -> float:
@@ -212,8 +221,12 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
                 verdict = judge(scores, upper, lower)
                 config, prompt = self.config.corrective, self._prompt
                 internal, corrective = await asyncio.gather(
-                    self._refine(models.evaluator, question, judged, lower, ctx) if verdict is not Verdict.INCORRECT else _no_strips(),
-                    self._corrective(config, prompt, models.evaluator, question, request, {hit_key(h) for h in scored}, lower, ctx)
+                    self._refine(models.evaluator, question, judged, lower, ctx)
+                    if verdict is not Verdict.INCORRECT
+                    else _no_strips(),
+                    self._corrective(
+                        config, prompt, models.evaluator, question, request, {hit_key(h) for h in scored}, lower, ctx
+                    )
                     if verdict is not Verdict.CORRECT and config is not None and prompt is not None
                     else _no_corrective(),
                 )
@@ -221,7 +234,9 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             ctx.report.warn(f"{self.name}: the retrieval evaluator failed; hits are unchanged: {exc.reason}")
             return response
         except TimeoutError:
-            ctx.report.warn(f"{self.name}: the evaluator did not finish in its share of the pipeline's time; hits are unchanged")
+            ctx.report.warn(
+                f"{self.name}: the evaluator did not finish in its share of the pipeline's time; hits are unchanged"
+            )
             return response
         ranking = self._rank_scores(scored, scores, models.manifest, ctx) if self.config.rerank else scores
         dropped = self._apply_to_hits(response, hits, scores, ranking, lower)
@@ -239,7 +254,9 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         )
         return response
 
-    async def _refine(self, evaluator: Evaluator, question: str, scores: _Scores, lower: float, ctx: PipelineContext) -> list[KnowledgeStrip]:
+    async def _refine(
+        self, evaluator: Evaluator, question: str, scores: _Scores, lower: float, ctx: PipelineContext
+    ) -> list[KnowledgeStrip]:
         try:
             return await refine(
                 evaluator,
@@ -265,7 +282,9 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         ctx: PipelineContext,
     ) -> _Corrective:
         """Rewrite, search again with the caller's credentials, score and refine the hits not ``seen`` yet."""
-        rewrite = await rewrite_question(self.services.llm, prompt, question, config, self._rewrite_timeout(config, ctx))
+        rewrite = await rewrite_question(
+            self.services.llm, prompt, question, config, self._rewrite_timeout(config, ctx)
+        )
         if rewrite.failure:
             ctx.report.warn(f"{self.name}: keyword rewrite used the question's own words: {rewrite.failure}")
         index = config.index or request.index
@@ -290,17 +309,24 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         strips = await self._refine(evaluator, question, scores, lower, ctx)
         return _Corrective(query=rewrite.query, details=details, strips=strips)
 
-    def _rank_scores(self, scored: Sequence[JSON], scores: Sequence[float], manifest: ModelManifest, ctx: PipelineContext) -> list[float]:
+    def _rank_scores(
+        self, scored: Sequence[JSON], scores: Sequence[float], manifest: ModelManifest, ctx: PipelineContext
+    ) -> list[float]:
         """What ``rerank`` sorts by and writes to ``_score``: the evaluator's scores fused with the engine's."""
         weight = manifest.rerank_fusion_weight if self.config.fusion_weight is None else self.config.fusion_weight
         fused = fuse(scores, [hit.get("_score") for hit in scored], weight)
         if fused is None:
-            ctx.report.warn(f"{self.name}: the hits have no comparable engine scores; reranked by the evaluator's score alone")
+            ctx.report.warn(
+                f"{self.name}: the hits have no comparable engine scores; reranked by the evaluator's score alone"
+            )
             return list(scores)
         return fused
 
-    def _apply_to_hits(self, response: JSON, hits: list[JSON], scores: Sequence[float], ranking: Sequence[float], lower: float) -> int:
-        """Drop (on the evaluator's ``scores``) and rerank (on ``ranking``) the scored hits in place; return how many were dropped."""
+    def _apply_to_hits(
+        self, response: JSON, hits: list[JSON], scores: Sequence[float], ranking: Sequence[float], lower: float
+    ) -> int:
+        """Drop (on the evaluator's ``scores``) and rerank (on ``ranking``) the scored hits in place; return how many
+        were dropped."""
         if not scores or not (self.config.rerank or self.config.drop_below_lower):
             return 0
         scored = list(zip(hits[: len(scores)], scores, ranking, strict=True))

@@ -6,7 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from answerbox.processors.chain_of_query.parser import CHAIN_SCHEMA, ChainNode, citation_markers, final_answer, parse_chain, read_chain
+from answerbox.processors.chain_of_query.parser import (
+    CHAIN_SCHEMA,
+    ChainNode,
+    citation_markers,
+    final_answer,
+    parse_chain,
+    read_chain,
+)
 
 from tests.support.chains import RIGHT_CHAIN, RIGHT_CHAIN_JSON
 
@@ -25,7 +32,8 @@ def test_parser_survives_missing_numbers_extra_text_and_no_final_content() -> No
         ("When was Dune published?", None),  # no answer: unsolved
         ("Where was Herbert born?", "Tacoma"),
     ]
-    assert chain.final_content is None and chain.nodes[1].unsolved
+    assert chain.final_content is None
+    assert chain.nodes[1].unsolved
 
 
 def test_parser_ends_the_chain_at_the_unsolved_query() -> None:
@@ -66,7 +74,10 @@ def test_an_empty_answer_is_an_unsolved_query_that_ends_the_chain() -> None:
         }
     )
     chain = read_chain(reply, structured=True)
-    assert chain.nodes == (ChainNode("Who is the performer?", "Kevin Drew"), ChainNode("Where was Kevin Drew born?", None))
+    assert chain.nodes == (
+        ChainNode("Who is the performer?", "Kevin Drew"),
+        ChainNode("Where was Kevin Drew born?", None),
+    )
     assert chain.final_content is None
     final = read_chain('{"final_content": "Drew was born in Toronto [1]."}', structured=True).final_content
     assert final == "Drew was born in Toronto [1]."
@@ -81,27 +92,41 @@ def test_a_json_chain_cut_off_by_max_tokens_keeps_its_nodes_and_a_cut_answer_is_
     assert read_chain(reply[: reply.index("}")], structured=True).nodes == whole[:1]  # cut before the node's "}"
     # Cut inside the second answer: its query stands, unsolved, for IR to answer.
     chain = read_chain(reply[: reply.index("Toronto") + 3], structured=True)
-    assert chain.nodes == (whole[0], ChainNode("Where was Kevin Drew born?", None)) and chain.final_content is None
+    assert chain.nodes == (whole[0], ChainNode("Where was Kevin Drew born?", None))
+    assert chain.final_content is None
 
 
 def test_a_first_answer_that_runs_into_max_tokens_leaves_its_query_unsolved() -> None:
     # SmolLM2 with a schema: the query is written, then the answer repeats itself until max_tokens.
-    reply = '{\n  "nodes": [\n    {\n      "query": "What else did Pamela Jelimo win?",\n      "answer": "' + "The answer is: " * 40
+    reply = (
+        '{\n  "nodes": [\n    {\n      "query": "What else did Pamela Jelimo win?",\n      "answer": "'
+        + "The answer is: " * 40
+    )
     assert read_chain(reply, structured=True).nodes == (ChainNode("What else did Pamela Jelimo win?", None),)
-    assert read_chain(reply + "\\", structured=True).nodes == (ChainNode("What else did Pamela Jelimo win?", None),)  # inside an escape
+    assert read_chain(reply + "\\", structured=True).nodes == (
+        ChainNode("What else did Pamela Jelimo win?", None),
+    )  # inside an escape
 
 
 def test_an_answer_that_fills_the_schemas_cap_is_unsolved() -> None:
     # With capped strings the grammar closes a looping answer at its cap: it never ended either.
     cap = CHAIN_SCHEMA.body["properties"]["nodes"]["items"]["properties"]["answer"]["maxLength"]
     looped = ("The answer is that " * 20)[:cap]
-    nodes = [{"query": "Who is the performer?", "answer": looped[:-1]}, {"query": "Where was he born?", "answer": looped}]
+    nodes = [
+        {"query": "Who is the performer?", "answer": looped[:-1]},
+        {"query": "Where was he born?", "answer": looped},
+    ]
     chain = read_chain(json.dumps({"nodes": nodes, "final_content": ""}), structured=True)
-    assert chain.nodes == (ChainNode("Who is the performer?", " ".join(looped[:-1].split())), ChainNode("Where was he born?", None))
+    assert chain.nodes == (
+        ChainNode("Who is the performer?", " ".join(looped[:-1].split())),
+        ChainNode("Where was he born?", None),
+    )
 
 
 @pytest.mark.parametrize(
-    "reply", [RIGHT_CHAIN, '{"nodes": [{"query": "Who is', '{"nodes": "not a list"}'], ids=["text", "cut-off-before-a-node", "wrong-shape"]
+    "reply",
+    [RIGHT_CHAIN, '{"nodes": [{"query": "Who is', '{"nodes": "not a list"}'],
+    ids=["text", "cut-off-before-a-node", "wrong-shape"],
 )
 def test_a_chain_reply_that_is_not_the_json_is_read_as_text(reply: str) -> None:
     assert read_chain(reply, structured=True) == parse_chain(reply)

@@ -31,7 +31,10 @@ def test_a_json_answer_is_written_back_as_cited_sentences() -> None:
 
 def test_an_echoed_evidence_layout_leaves_only_the_snippets_text() -> None:
     # SmolLM2 often answers by copying a block as the prompt lays it out.
-    echoed = "source: squad\ntitle: Normans\ndate: Mar 3, 2015\nsnippet: In 1191, Richard left Messina [2].\nhighlight: Messina"
+    echoed = (
+        "source: squad\ntitle: Normans\ndate: Mar 3, 2015\nsnippet: In 1191, Richard left Messina "
+        "[2].\nhighlight: Messina"
+    )
     assert without_echoed_fields(echoed) == "In 1191, Richard left Messina [2]."
     # Only a label at a line's start is the layout's: words inside a sentence stay.
     sentence = "The film's title: Dune, from the source: the novel [1]."

@@ -37,8 +37,12 @@ def _processor(**config: Any) -> Conversation:
 
 
 def _context(question: str, history: list[Interaction]) -> PipelineContext:
-    ctx = pipeline_context(question=question, conversation=ConversationTurn(memory_id="m", message_size=10, history=history))
-    ctx.report.conversation = ConversationReport(memory_id="m", question=question, standalone_question=question, history=len(history))
+    ctx = pipeline_context(
+        question=question, conversation=ConversationTurn(memory_id="m", message_size=10, history=history)
+    )
+    ctx.report.conversation = ConversationReport(
+        memory_id="m", question=question, standalone_question=question, history=len(history)
+    )
     return ctx
 
 
@@ -56,7 +60,8 @@ def test_a_follow_up_asks_its_standalone_question_and_the_filters_stay_as_writte
     assert query["filter"] == [{"term": {"tenant": "Where was it played?"}}]  # a restriction is never rewritten
     assert sent.params["q"] == query["must"][0]["match"]["text"]
     assert ctx.question == "Where was Super Bowl 50 played?"
-    assert ctx.report.conversation is not None and ctx.report.conversation.method == "rules"
+    assert ctx.report.conversation is not None
+    assert ctx.report.conversation.method == "rules"
 
 
 @pytest.mark.parametrize(
@@ -69,7 +74,9 @@ def test_a_follow_up_asks_its_standalone_question_and_the_filters_stay_as_writte
 def test_what_needs_no_rewrite_goes_on_untouched(question: str, history: list[Interaction]) -> None:
     request, ctx = _request(question), _context(question, history)
     assert asyncio.run(_processor().process_request(request, ctx)) is request
-    assert ctx.question == question and ctx.report.conversation is not None and ctx.report.conversation.method == "none"
+    assert ctx.question == question
+    assert ctx.report.conversation is not None
+    assert ctx.report.conversation.method == "none"
 
 
 def test_without_a_memory_it_does_nothing() -> None:

@@ -23,17 +23,22 @@ def test_entities_are_runs_of_names_and_numbers_without_the_question_word(text: 
 def test_a_pronoun_becomes_the_earlier_questions_subject_and_the_search_keeps_its_topic() -> None:
     rewrite = standalone("Where was it played?", "Which NFL team represented the AFC at Super Bowl 50?")
     assert rewrite.question == "Where was Super Bowl 50 played?"
-    assert rewrite.query.startswith(rewrite.question) and {"NFL", "AFC", "team", "represented"} <= set(rewrite.query.split())
+    assert rewrite.query.startswith(rewrite.question)
+    assert {"NFL", "AFC", "team", "represented"} <= set(rewrite.query.split())
     assert rewrite.rewritten
 
 
 def test_a_possessive_becomes_the_subjects_possessive() -> None:
-    assert standalone("What is its population?", "Where is New York City?").question == "What is New York City's population?"
+    assert (
+        standalone("What is its population?", "Where is New York City?").question
+        == "What is New York City's population?"
+    )
 
 
 def test_a_follow_up_without_a_pronoun_to_replace_carries_the_subject_beside_it() -> None:
     rewrite = standalone("How many people live there?", "What is the capital of France?")
-    assert rewrite.question == "How many people live there? (France)" and "capital" in rewrite.query
+    assert rewrite.question == "How many people live there? (France)"
+    assert "capital" in rewrite.query
     short = standalone("And the year?", "Who won Super Bowl 50?")
     assert short.question == "And the year? (Super Bowl 50)"
 

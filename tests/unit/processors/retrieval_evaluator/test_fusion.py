@@ -37,7 +37,9 @@ def test_a_manifest_without_the_weight_reranks_by_the_evaluator_alone(tmp_path: 
 
 @pytest.mark.parametrize("weight", [-0.1, "0.3", None])
 def test_a_manifest_weight_that_is_not_a_non_negative_number_is_refused(tmp_path: Path, weight: object) -> None:
-    (tmp_path / "manifest.json").write_text(json.dumps({"task": "reader-evaluator", "variants": {}, "rerank_fusion_weight": weight}))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({"task": "reader-evaluator", "variants": {}, "rerank_fusion_weight": weight})
+    )
     with pytest.raises(ModelError, match="rerank_fusion_weight"):
         ModelManifest.load(tmp_path)
     with pytest.raises(ModelError, match="rerank_fusion_weight"):
