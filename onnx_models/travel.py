@@ -32,6 +32,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from answerbox.models.manifest import ModelManifest
@@ -101,7 +102,9 @@ def to_shards(checkpoint: Path, out: Path, shard_bytes: int = SHARD_BYTES) -> li
     shards = []
     for index, names in enumerate(_groups(pieces, shard_bytes), start=1):
         shards.append(out / f"weights-{index}.npz")
-        np.savez(shards[-1], **{name: pieces[name] for name in names})
+        # Typed loosely: numpy's stub reads any keyword as possibly its own allow_pickle.
+        arrays: dict[str, Any] = {name: pieces[name] for name in names}
+        np.savez(shards[-1], **arrays)
     return shards
 
 

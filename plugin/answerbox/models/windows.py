@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from tokenizers import Encoding, Tokenizer  # type: ignore[import-untyped]
+    from tokenizers import Encoding, Tokenizer
 
 __all__ = ["Window", "WindowTokenizer", "load_tokenizer", "pad_windows"]
 
