@@ -44,14 +44,19 @@ __all__ = [
     "BranchParent",
     "BranchReport",
     "Candidate",
+    "ChainAction",
     "ChainCitation",
     "ChainNodeReport",
     "ChainReport",
+    "ChainSource",
+    "ChainStop",
     "Citation",
     "ConversationMethod",
     "ConversationReport",
     "CorrectiveReport",
     "DraftNode",
+    "ExpansionMethod",
+    "ExpansionMode",
     "FlaggedClaim",
     "GenerativeQAParameters",
     "HitScore",
@@ -60,6 +65,7 @@ __all__ = [
     "LLMUse",
     "PassagePiece",
     "QueryExpansionReport",
+    "RetrievalAction",
     "RetrievalReport",
     "TextSpan",
 ]
@@ -93,11 +99,23 @@ class HitScore(BaseModel):
     score: float
 
 
+# What the LLM writes for the query (a passage, keywords, a rationale), and from what.
+ExpansionMethod = Literal["q2d", "q2e", "cot"]
+ExpansionMode = Literal["zs", "fs", "prf"]
+# What CRAG did with the hits, by verdict and whether a corrective search is configured.
+RetrievalAction = Literal["refine", "refine+corrective_search", "corrective_search", "discard"]
+# How a chain node's answer was judged against what IR read, and where the kept answer came from.
+ChainAction = Literal["pass", "correct", "complete", "not_found"]
+ChainSource = Literal["llm", "corrected", "completed"]
+# Why a chain ended: a chain passed / r_max rounds / the budget ran out / the LLM, reader or a search failed.
+ChainStop = Literal["finished", "rounds", "budget", "failed"]
+
+
 class QueryExpansionReport(BaseModel):
     """``llm_query_expansion``'s section."""
 
-    method: str
-    mode: str
+    method: ExpansionMethod
+    mode: ExpansionMode
     prompt: str
     expansion: str = ""
     cached: bool = False
@@ -109,7 +127,7 @@ class QueryExpansionReport(BaseModel):
 class CorrectiveReport(BaseModel):
     index: str | None
     keywords: list[str]
-    keywords_source: str
+    keywords_source: Literal["llm", "fallback"]
     scores: list[HitScore] = []
 
 
@@ -120,7 +138,7 @@ class RetrievalReport(BaseModel):
     upper: float
     lower: float
     scores: list[HitScore]
-    action: str
+    action: RetrievalAction
     knowledge: list[KnowledgeStrip]  # refined strips, in document order
     corrective_query: str | None
     corrective: CorrectiveReport | None
@@ -135,8 +153,8 @@ class ChainNodeReport(BaseModel):
     reader_answer: str | None
     confidence: float | None
     answer: str | None
-    source: str
-    action: str
+    source: ChainSource
+    action: ChainAction
     verified: bool
     reference: TextSpan | None
 
@@ -162,7 +180,7 @@ class BranchParent(BaseModel):
 
 class BranchFeedback(BaseModel):
     node: int
-    action: str
+    action: ChainAction
 
 
 class BranchReport(BaseModel):
@@ -178,10 +196,18 @@ class BranchReport(BaseModel):
 
 
 class LLMUsageReport(BaseModel):
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    millis: float
+    """What a processor's LLM calls cost, summed as they are made."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    millis: float = 0.0
+
+    def add(self, *, prompt_tokens: int, completion_tokens: int, millis: float) -> None:
+        self.calls += 1
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.millis = round(self.millis + millis, 1)
 
 
 class ChainReport(BaseModel):
@@ -189,7 +215,7 @@ class ChainReport(BaseModel):
 
     question: str
     rounds: int
-    stopped: str
+    stopped: ChainStop
     theta: float
     nodes: list[ChainNodeReport]
     path: list[int]

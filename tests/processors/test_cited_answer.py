@@ -400,7 +400,7 @@ def _chain_report(references: list[PassagePiece], *, abstained: bool) -> ChainRe
     """A chain's published result with only what cited_answer reads filled in."""
     usage = LLMUsageReport(calls=0, prompt_tokens=0, completion_tokens=0, millis=0)
     return ChainReport(
-        question="Who wrote Dune?", rounds=1, stopped="final", theta=0.0, nodes=[], path=[], final_content=None,
+        question="Who wrote Dune?", rounds=1, stopped="finished", theta=0.0, nodes=[], path=[], final_content=None,
         final_answer=None, unverified_content=None, citations=[], references=references, verified=False,
         abstained=abstained, tree=[], llm=usage,
     )  # fmt: skip
@@ -454,7 +454,7 @@ def test_real_llm_answer_is_cited_or_abstains(
     # The reply was parsed and checked (whatever its words): a generative answer when a claim
     # held up, else the reader's snippet with the fallback named. Every citation left quotes
     # a hit exactly.
-    fell_back = "cited_answer: no claim of the LLM's answer held up; answering extractively" in report["warnings"]
+    fell_back = "[cited_answer] no claim of the LLM's answer held up; answering extractively" in report["warnings"]
     assert answer["mode"] == ("extractive" if fell_back else "generative"), report["warnings"]
     assert answer["abstained"] is (not answer["citations"])
     assert_quotes_are_exact(answer, by_id(books, "books"))

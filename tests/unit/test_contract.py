@@ -18,7 +18,7 @@ def _chain(references: list[PassagePiece]) -> ChainReport:
     return ChainReport(
         question="Where was Kevin Drew born?",
         rounds=1,
-        stopped="finished" if references else "abstained",
+        stopped="finished" if references else "rounds",
         theta=0.0,
         nodes=[],
         path=[],

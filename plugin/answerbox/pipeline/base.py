@@ -207,6 +207,10 @@ class Processor(ABC, Generic[C]):
     def name(self) -> str:
         return f"{self.type_name}:{self.config.tag}" if self.config.tag else self.type_name
 
+    def warn(self, ctx: PipelineContext, message: str) -> None:
+        """A degradation this processor worked around, in ``ext.answerbox.warnings`` as ``[name] message``."""
+        ctx.report.warn(f"[{self.name}] {message}")
+
     async def warm_up(self) -> None:
         """Load what it runs on before any search's time starts (``Pipeline.warm_up``)."""
         if self.uses_models:

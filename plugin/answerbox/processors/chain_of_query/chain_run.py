@@ -16,12 +16,13 @@ import asyncio
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from answerbox.contract import BranchFeedback, BranchParent, BranchReport, DraftNode
+from answerbox.contract import BranchFeedback, BranchParent, BranchReport, DraftNode, LLMUsageReport
 from answerbox.errors import LLMError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.llm.client import Completion, Message
 from answerbox.llm.structured import Schema
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch
+from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
 from answerbox.processors.chain_of_query.node_evidence import gather_evidence, reference_excerpt
 from answerbox.processors.chain_of_query.parser import (
     CHAIN_SCHEMA,
@@ -34,7 +35,7 @@ from answerbox.processors.chain_of_query.verify import Action, NodeRecord, judge
 from answerbox.processors.text.normalize import normalize_answer
 from answerbox.services import Services
 
-__all__ = ["ChainRun", "RunResult", "RunSettings", "Stop"]
+__all__ = ["ChainRun", "RunResult", "Stop"]
 
 _TEMPLATES = "chain_of_query/"
 _FEEDBACK = {Action.CORRECT: "correction.j2", Action.COMPLETE: "completion.j2", Action.NOT_FOUND: "not_found.j2"}
@@ -49,17 +50,6 @@ class Stop(StrEnum):
     ROUNDS = "rounds"  # r_max rounds without a passing chain
     BUDGET = "budget"  # the wall-clock budget ran out
     FAILED = "failed"  # the LLM, the reader or a search failed
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunSettings:
-    index: str | None
-    field: str
-    r_max: int
-    theta: float
-    max_tokens: int
-    duplicate_overlap: float
-    max_reference_chars: int
 
 
 @dataclass(kw_only=True)
@@ -86,20 +76,6 @@ class Branch:
 
 
 @dataclass(kw_only=True)
-class LLMUsage:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    millis: float = 0.0
-
-    def add(self, completion: Completion) -> None:
-        self.calls += 1
-        self.prompt_tokens += completion.prompt_tokens
-        self.completion_tokens += completion.completion_tokens
-        self.millis += completion.millis
-
-
-@dataclass(kw_only=True)
 class RunResult:
     """The run's state as it goes, and its result at the end."""
 
@@ -108,7 +84,7 @@ class RunResult:
     path: list[NodeRecord] = field(default_factory=list)  # marker [k] of the final content cites path[k - 1]
     final_content: str | None = None
     stopped: Stop = Stop.ROUNDS
-    usage: LLMUsage = field(default_factory=LLMUsage)
+    usage: LLMUsageReport = field(default_factory=LLMUsageReport)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -122,10 +98,22 @@ _PAST_DEADLINE_S = 1.0
 
 class ChainRun:
     def __init__(
-        self, services: Services, settings: RunSettings, *, search: ScopedSearch, question: str, deadline: Deadline
+        self,
+        services: Services,
+        config: ChainOfQueryConfig,
+        *,
+        index: str | None,
+        theta: float,
+        search: ScopedSearch,
+        question: str,
+        deadline: Deadline,
     ) -> None:
+        """``index`` is where nodes are checked and ``theta`` the reader's gate, both resolved
+        (the config's, else the search's index and the model's θ)."""
         self._services = services
-        self._settings = settings
+        self._config = config
+        self._index = index
+        self._theta = theta
         self._search = search
         self._question = question
         self._deadline = deadline
@@ -151,7 +139,7 @@ class ChainRun:
         self._result.stopped = stop
         self._result.final_content = None
         self._result.path = []
-        self._result.warnings.append(f"chain_of_query: {reason}; nothing unverified is presented as verified")
+        self._result.warnings.append(f"{reason}; nothing unverified is presented as verified")
 
     async def _rounds(self) -> None:
         self._structured = await self._services.llm.structured(timeout_s=self._llm_timeout())
@@ -160,7 +148,7 @@ class ChainRun:
         )
         messages: list[Message] = [{"role": "user", "content": prompt}]
         parent: tuple[int, int] | None = None
-        for round_ in range(1, self._settings.r_max + 1):
+        for round_ in range(1, self._config.r_max + 1):
             # A JSON reply is bounded by its schema, and the stop strings could cut it inside a string.
             reply = await self._complete(messages, None if self._structured else _COQ_STOP, CHAIN_SCHEMA)
             chain = read_chain(reply.text, self._structured)
@@ -168,7 +156,7 @@ class ChainRun:
                 # A model that writes no chain does not know the answer: the question itself
                 # becomes its unsolved query, so IR can still complete it.
                 self._result.warnings.append(
-                    f"chain_of_query: round {round_}: the LLM wrote no [Query] and no [Final Content]; "
+                    f"round {round_}: the LLM wrote no [Query] and no [Final Content]; "
                     "the question was searched as an unsolved query"
                 )
             question_only = ParsedChain(nodes=(ChainNode(self._question, None),), final_content=None)
@@ -203,10 +191,11 @@ class ChainRun:
             ):
                 fresh.append(position)
         queries = [chain.nodes[p].query for p in fresh]
-        s = self._settings
-        evidence = await gather_evidence(self._services, self._search, index=s.index, field=s.field, queries=queries)
+        evidence = await gather_evidence(
+            self._services, self._search, index=self._index, field=self._config.text_field, queries=queries
+        )
         for position, found in zip(fresh, evidence, strict=True):
-            record = judge_node(chain.nodes[position], found, theta=s.theta, round_=round_)
+            record = judge_node(chain.nodes[position], found, theta=self._theta, round_=round_)
             self._result.records.append(record)
             if record.action is not Action.PASS:
                 return position, record
@@ -217,13 +206,13 @@ class ChainRun:
         ta, tb = _tokens(a), _tokens(b)
         if ta == tb:
             return True
-        return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= self._settings.duplicate_overlap
+        return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= self._config.duplicate_overlap
 
     def _processed(self, query: str) -> NodeRecord | None:
         return next((r for r in self._result.records if self._same(r.query, query)), None)
 
     def _feedback(self, record: NodeRecord) -> str:
-        reference = reference_excerpt(record.evidence, self._settings.max_reference_chars) if record.evidence else ""
+        reference = reference_excerpt(record.evidence, self._config.max_reference_chars) if record.evidence else ""
         return self._services.prompts.get(_TEMPLATES + _FEEDBACK[record.action]).render(
             query=record.query, answer=record.answer or "", question=self._question, reference=reference
         )
@@ -259,10 +248,14 @@ class ChainRun:
     async def _complete(self, messages: list[Message], stop: tuple[str, ...] | None, schema: Schema) -> Completion:
         completion = await self._services.llm.complete(
             messages,
-            max_tokens=self._settings.max_tokens,
+            max_tokens=self._config.max_tokens,
             stop=stop,
             timeout_s=self._llm_timeout(),
             schema=schema if self._structured else None,
         )
-        self._result.usage.add(completion)
+        self._result.usage.add(
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            millis=completion.millis,
+        )
         return completion

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
-
-from answerbox.contract import Answer, ChainCitation, ChainReport, Citation, LLMUsageReport, PassagePiece
+from answerbox.contract import Answer, ChainCitation, ChainReport, Citation, PassagePiece
 from answerbox.errors import ModelError
 from answerbox.models.confidence import signals_record
-from answerbox.pipeline.base import JSON, LLMTokens, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult, RunSettings
+from answerbox.pipeline.base import JSON, PipelineContext, ResponseProcessor, SearchRequest
+from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult
+from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
 from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
 from answerbox.processors.chain_of_query.verify import NodeRecord
 from answerbox.processors.cited_answer.evidence import EvidenceFields, answer_evidence, evidence_from_references
@@ -31,22 +30,6 @@ if TYPE_CHECKING:
     from answerbox.models import Models
 
 __all__ = ["ChainOfQuery", "ChainOfQueryConfig"]
-
-
-class ChainOfQueryConfig(ProcessorConfig):
-    index: str | None = Field(default=None, min_length=1)  # where nodes are checked; default: the searched index
-    text_field: str = Field(default="text", min_length=1)  # the passage field the reader reads
-    r_max: int = Field(default=5, ge=1, le=20)  # the paper's maximum number of rounds
-    budget_s: float = Field(default=20.0, gt=0)  # wall clock for all rounds; the engine's share may cut it shorter
-    theta: float | None = None  # the reader-confidence gate; default: the model manifest's calibrated θ
-    max_tokens: LLMTokens = Field(default=256, ge=16, le=4096)
-    # Two queries are the same when their normalised word sets overlap this much (Jaccard).
-    duplicate_overlap: float = Field(default=0.8, gt=0, le=1)
-    max_reference_chars: int = Field(default=800, ge=100)
-    abstain_text: str = Field(default="No answer could be verified against the searched documents.", min_length=1)
-    # The chain (and its LLM) runs only when the reader's own answer from the hits is less
-    # confident than this; None: the model's calibrated threshold (cited_answer's rule).
-    skip_llm_above: float | None = Field(default=None, ge=0, le=1)
 
 
 class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
@@ -61,13 +44,13 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         if not question:
             return response
         if not self.services.llm.configured:
-            ctx.report.warn("chain_of_query: no LLM is configured; the chain was skipped")
+            self.warn(ctx, "no LLM is configured; the chain was skipped")
             return response
         try:
             # Loaded before the budget starts: the first search pays the model load, not the chain.
             models = await self.services.models()
         except ModelError as exc:
-            ctx.report.warn(f"chain_of_query: the reader is unavailable ({exc.reason}); the chain was skipped")
+            self.warn(ctx, f"the reader is unavailable ({exc.reason}); the chain was skipped")
             return response
         if await self._reader_is_sure(question, response, models, ctx):
             ctx.report.llm_skipped.append(self.type_name)
@@ -75,11 +58,18 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         theta = self.config.theta if self.config.theta is not None else models.manifest.theta
         # Its share of the pipeline's time, less a margin for tracing and the report.
         deadline = ctx.deadline.within(min(self.config.budget_s, ctx.deadline.for_work()))
-        result = await ChainRun(
-            self.services, self._settings(request, theta), search=ctx.search, question=question, deadline=deadline
-        ).run()
+        chain = ChainRun(
+            self.services,
+            self.config,
+            index=self.config.index or request.index,
+            theta=theta,
+            search=ctx.search,
+            question=question,
+            deadline=deadline,
+        )
+        result = await chain.run()
         for warning in result.warnings:
-            ctx.report.warn(warning)
+            self.warn(ctx, warning)
         report = _report(question, result, theta, self.config.max_reference_chars)
         ctx.report.chain = report
         if ctx.report.answer is None:
@@ -97,18 +87,6 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             question, answer_evidence(ctx.report, hits_of(response), fields, size=5, snippet_chars=1000), models
         )
         return found is not None and calibrator.confidence(found.signals) >= threshold
-
-    def _settings(self, request: SearchRequest, theta: float) -> RunSettings:
-        c = self.config
-        return RunSettings(
-            index=c.index or request.index,
-            field=c.text_field,
-            r_max=c.r_max,
-            theta=theta,
-            max_tokens=c.max_tokens,
-            duplicate_overlap=c.duplicate_overlap,
-            max_reference_chars=c.max_reference_chars,
-        )
 
     async def _answer(self, question: str, report: ChainReport, models: Models) -> Answer:
         """The chain's answer for RAG clients: only verified citations, or an abstention.
@@ -196,7 +174,6 @@ def _report(question: str, result: RunResult, theta: float, max_reference_chars:
     abstained = content is None or not any(record.verified for _, record in cited)
     citations = [] if abstained else [c for k, record in cited if (c := _citation(k, record, by)) is not None]
     position = {id(r): i for i, r in enumerate(result.records)}
-    usage = result.usage
     return ChainReport(
         question=question,
         rounds=len(result.tree),
@@ -212,10 +189,5 @@ def _report(question: str, result: RunResult, theta: float, max_reference_chars:
         verified=not abstained and all(r.verified for r in result.path),
         abstained=abstained,
         tree=[b.report() for b in result.tree],
-        llm=LLMUsageReport(
-            calls=usage.calls,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            millis=round(usage.millis, 1),
-        ),
+        llm=result.usage,
     )

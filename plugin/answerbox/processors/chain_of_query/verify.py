@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from answerbox.contract import ChainNodeReport
+from answerbox.contract import ChainNodeReport, ChainSource
 from answerbox.processors.chain_of_query.node_evidence import NodeEvidence
 from answerbox.processors.chain_of_query.parser import ChainNode
 from answerbox.processors.text.normalize import contains_answer
@@ -30,7 +30,12 @@ class Action(StrEnum):
     NOT_FOUND = "not_found"  # an unsolved query IR found no answer for
 
 
-_SOURCE = {Action.PASS: "llm", Action.CORRECT: "corrected", Action.COMPLETE: "completed", Action.NOT_FOUND: "llm"}
+_SOURCE: dict[Action, ChainSource] = {
+    Action.PASS: "llm",
+    Action.CORRECT: "corrected",
+    Action.COMPLETE: "completed",
+    Action.NOT_FOUND: "llm",
+}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,7 @@ abstains and is kept as ``answer.candidate``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
@@ -105,7 +105,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         reader's snippet, then the LLM's tokens, as they come."""
         question = ctx.question
         if not question or not question.strip():
-            ctx.report.warn("cited_answer: the search has no question text; no answer")
+            self.warn(ctx, "the search has no question text; no answer")
             return response
         blocks = self._evidence(response, ctx)
         mode: AnswerMode = "generative" if self._uses_llm else "extractive"
@@ -154,7 +154,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         if not auto or snippet is None:
             return generated
         if generated.abstained:
-            ctx.report.warn("cited_answer: no claim of the LLM's answer held up; answering extractively")
+            self.warn(ctx, "no claim of the LLM's answer held up; answering extractively")
             return snippet.model_copy(update={"llm": "used", "flagged": generated.flagged})
         if self.config.prefer == "generative" or (generated.confidence or 0.0) > (snippet.confidence or 0.0):
             return generated
@@ -191,7 +191,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             if not "".join(parts).strip():
                 raise LLMError("the LLM returned no text")
         except LLMError as exc:
-            ctx.report.warn(f"cited_answer: the LLM failed ({exc.reason}); answering extractively")
+            self.warn(ctx, f"the LLM failed ({exc.reason}); answering extractively")
             if ctx.listener is not None:
                 ctx.listener.failed(exc)
             return None
@@ -211,7 +211,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     def _evidence(self, response: JSON, ctx: PipelineContext) -> list[Evidence]:
         size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
         if ctx.report.chain is not None and not ctx.report.chain.references:
-            ctx.report.warn("cited_answer: the chain verified nothing; answering from the search results")
+            self.warn(ctx, "the chain verified nothing; answering from the search results")
         return answer_evidence(
             ctx.report, hits_of(response), self.config.fields, size=size, snippet_chars=self.config.snippet_chars
         )
@@ -285,7 +285,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         try:
             return await self.services.models()
         except ModelError as exc:
-            ctx.report.warn(f"cited_answer: no citation can be checked, the evaluator is unavailable: {exc.reason}")
+            self.warn(ctx, f"no citation can be checked, the evaluator is unavailable: {exc.reason}")
             return None
 
     async def _checked(self, text: str, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer:
@@ -308,9 +308,9 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
                 spans = await models.reader.read(question, [b.snippet for b in blocks])
                 verdicts += await checker.attributed(uncited, blocks, [s.text for s in spans])
         except ModelError as exc:
-            ctx.report.warn(f"cited_answer: no citation can be checked, the evaluator failed: {exc.reason}")
+            self.warn(ctx, f"no citation can be checked, the evaluator failed: {exc.reason}")
             verdicts = await Check(scorer=None, **options).cited(cited, by_marker)
-        flagged = _flag(verdicts, ctx)
+        flagged = _flag(verdicts, lambda message: self.warn(ctx, message))
         kept = [v for v in verdicts if v.supported]
         if not kept:
             return self._abstain("generative", "unsupported", llm="used", flagged=flagged)
@@ -333,10 +333,10 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
                 models = await self.services.models()
                 found = await featured_snippet(question, blocks, models)
         except ModelError as exc:
-            ctx.report.warn(f"cited_answer: the reader is unavailable, no extractive answer: {exc.reason}")
+            self.warn(ctx, f"the reader is unavailable, no extractive answer: {exc.reason}")
             return None
         except TimeoutError:
-            ctx.report.warn("cited_answer: the reader did not finish in the time left; no extractive answer")
+            self.warn(ctx, "the reader did not finish in the time left; no extractive answer")
             return None
         if found is None:
             return None
@@ -374,7 +374,7 @@ def _block(evidence: Evidence) -> dict[str, Any]:
     }
 
 
-def _flag(verdicts: Sequence[ClaimVerdict], ctx: PipelineContext) -> list[FlaggedClaim]:
+def _flag(verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None]) -> list[FlaggedClaim]:
     """The claims whose citation the check removed, for ``answer.flagged`` and as warnings."""
     flagged = []
     for verdict in (v for v in verdicts if not v.supported):
@@ -394,21 +394,21 @@ def _flag(verdicts: Sequence[ClaimVerdict], ctx: PipelineContext) -> list[Flagge
             support=round(verdict.support, 4) if verdict.support is not None else None,
         )
         if reason == "no_evidence":
-            ctx.report.warn(
-                f"cited_answer: citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}"
+            warn(
+                f"citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}"
             )
         elif reason == "instructions":
-            ctx.report.warn(
-                f"cited_answer: block [{claim.marker}] gives the model instructions, so it supports nothing; "
+            warn(
+                f"block [{claim.marker}] gives the model instructions, so it supports nothing; "
                 f"removed from: {claim.sentence!r}"
             )
         elif reason == "unchecked":
-            ctx.report.warn(
-                f"cited_answer: citation [{claim.marker}] could not be checked; removed from: {claim.sentence!r}"
+            warn(
+                f"citation [{claim.marker}] could not be checked; removed from: {claim.sentence!r}"
             )
         else:
-            ctx.report.warn(
-                f"cited_answer: citation [{claim.marker}] does not support the sentence"
+            warn(
+                f"citation [{claim.marker}] does not support the sentence"
                 f" (support {verdict.support:.2f}); removed from: {claim.sentence!r}"
             )
         flagged.append(claim)

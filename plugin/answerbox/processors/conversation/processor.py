@@ -121,15 +121,16 @@ class Conversation(RequestProcessor[ConversationConfig]):
                 schema=_SCHEMA if structured else None,
             )
         except LLMError as exc:
-            ctx.report.warn(f"[{self.name}] the rules made the question standalone: the LLM failed: {exc.reason}")
+            self.warn(ctx, f"the rules made the question standalone: the LLM failed: {exc.reason}")
             return None
         reply = from_json(_Reply, completion.text) if structured else None
         text = " ".join((reply.question if reply is not None else completion.text.split("\n")[0]).split())[
             :_MAX_QUESTION
         ]
         if not _about(text, question, rules):
-            ctx.report.warn(
-                f"[{self.name}] the rules made the question standalone: the LLM's rewrite was not about this question"
+            self.warn(
+                ctx,
+                "the rules made the question standalone: the LLM's rewrite was not about this question"
             )
             return None
         return text

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from answerbox.contract import QueryExpansionReport
+from answerbox.contract import ExpansionMethod, ExpansionMode, QueryExpansionReport
 from answerbox.digest import json_digest
 from answerbox.errors import ConfigError, LLMError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import (
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Example", "LLMQueryExpansion", "QueryExpansionConfig"]
 
-Method = Literal["q2d", "q2e", "cot"]
-Mode = Literal["zs", "fs", "prf"]
 
 # Few-shot and PRF prompts end in "Query: ...\n<Label>:"; a small model tends to go on
 # inventing the next example.
@@ -105,8 +103,8 @@ class QueryExpansionConfig(ProcessorConfig):
     # q2d zero-shot: of the eight prompts, with SmolLM2-135M on 300 SQuAD questions
     # (bench/retrieval_eval.py), the only one that beats BM25 significantly (R@10 .937 vs
     # .910, sign test p = 0.008); few-shot and PRF did not help that model.
-    method: Method = "q2d"
-    mode: Mode = "zs"
+    method: ExpansionMethod = "q2d"
+    mode: ExpansionMode = "zs"
     # Jinja2 text replacing templates/query_expansion/<method>_<mode>.j2 for this pipeline.
     prompt: Override[str | None] = None
     examples: Override[tuple[Example, ...]] = ()
@@ -279,7 +277,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
 
     def _fall_back(self, report: QueryExpansionReport, ctx: PipelineContext, reason: str) -> str:
         report.fallback = True
-        ctx.report.warn(f"[{self.name}] searched with the original query: {reason}")
+        self.warn(ctx, f"searched with the original query: {reason}")
         return ""
 
     def _cache_key(self, question: str, request: SearchRequest, ctx: PipelineContext) -> str:
@@ -318,8 +316,9 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         ]
         kept = [t for t in texts if not addresses_the_model(t)]
         if len(kept) < len(texts):
-            ctx.report.warn(
-                f"[{self.name}] {len(texts) - len(kept)} feedback hit(s) give the model instructions; left "
+            self.warn(
+                ctx,
+                f"{len(texts) - len(kept)} feedback hit(s) give the model instructions; left "
                 f"out of the prompt"
             )
         return kept

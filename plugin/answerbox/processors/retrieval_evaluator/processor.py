@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from answerbox.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalReport
+from answerbox.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalAction, RetrievalReport
 from answerbox.errors import ConfigError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors.retrieval_evaluator.corrective import (
@@ -123,7 +123,7 @@ def judge(scores: Sequence[float], upper: float, lower: float) -> Verdict:
     return Verdict.AMBIGUOUS
 
 
-_ACTIONS = {
+_ACTIONS: dict[tuple[Verdict, bool], RetrievalAction] = {
     (Verdict.CORRECT, True): "refine",
     (Verdict.CORRECT, False): "refine",
     (Verdict.AMBIGUOUS, True): "refine+corrective_search",
@@ -205,7 +205,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         question = (ctx.question or "").strip()
         if not question:
-            ctx.report.warn(f"{self.name}: the search has no question text; retrieval was not evaluated")
+            self.warn(ctx, "the search has no question text; retrieval was not evaluated")
             return response
         hits = hits_of(response)
         scored = hits[: min(self.config.top_n, self.services.settings.limits.max_hits_processed)]
@@ -231,11 +231,12 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
                     else _no_corrective(),
                 )
         except ModelError as exc:
-            ctx.report.warn(f"{self.name}: the retrieval evaluator failed; hits are unchanged: {exc.reason}")
+            self.warn(ctx, f"the retrieval evaluator failed; hits are unchanged: {exc.reason}")
             return response
         except TimeoutError:
-            ctx.report.warn(
-                f"{self.name}: the evaluator did not finish in its share of the pipeline's time; hits are unchanged"
+            self.warn(
+                ctx,
+                "the evaluator did not finish in its share of the pipeline's time; hits are unchanged"
             )
             return response
         ranking = self._rank_scores(scored, scores, models.manifest, ctx) if self.config.rerank else scores
@@ -267,7 +268,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
                 threshold=self.config.strip_threshold,
             )
         except ModelError as exc:
-            ctx.report.warn(f"{self.name}: knowledge refinement failed: {exc.reason}")
+            self.warn(ctx, f"knowledge refinement failed: {exc.reason}")
             return []
 
     async def _corrective(
@@ -286,24 +287,24 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             self.services.llm, prompt, question, config, self._rewrite_timeout(config, ctx)
         )
         if rewrite.failure:
-            ctx.report.warn(f"{self.name}: keyword rewrite used the question's own words: {rewrite.failure}")
+            self.warn(ctx, f"keyword rewrite used the question's own words: {rewrite.failure}")
         index = config.index or request.index
         details = CorrectiveReport(index=index, keywords=list(rewrite.keywords), keywords_source=rewrite.source)
         if not rewrite.keywords:
-            ctx.report.warn(f"{self.name}: the question has no keywords; no corrective search")
+            self.warn(ctx, "the question has no keywords; no corrective search")
             return _Corrective(details=details)
         query = corrective_query(config, rewrite.query, config.fields or self.config.text_fields)
         try:
             found = await ctx.search.search(query, size=config.size, fields=self.config.text_fields, index=index)
         except (UpstreamError, UpstreamUnavailable, OutOfScope) as exc:
-            ctx.report.warn(f"{self.name}: the corrective search failed: {exc.reason}")
+            self.warn(ctx, f"the corrective search failed: {exc.reason}")
             return _Corrective(query=rewrite.query, details=details)
         hits = [hit for hit in hits_of(found) if hit_key(hit) not in seen]
         passages = [passages_of(hit, self.config.text_fields) for hit in hits]
         try:
             scores = await _score_hits(evaluator, question, passages)
         except ModelError as exc:
-            ctx.report.warn(f"{self.name}: scoring the corrective hits failed: {exc.reason}")
+            self.warn(ctx, f"scoring the corrective hits failed: {exc.reason}")
             return _Corrective(query=rewrite.query, details=details)
         details.scores = _score_list(hits, scores.hits)
         strips = await self._refine(evaluator, question, scores, lower, ctx)
@@ -316,8 +317,9 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         weight = manifest.rerank_fusion_weight if self.config.fusion_weight is None else self.config.fusion_weight
         fused = fuse(scores, [hit.get("_score") for hit in scored], weight)
         if fused is None:
-            ctx.report.warn(
-                f"{self.name}: the hits have no comparable engine scores; reranked by the evaluator's score alone"
+            self.warn(
+                ctx,
+                "the hits have no comparable engine scores; reranked by the evaluator's score alone"
             )
             return list(scores)
         return fused
