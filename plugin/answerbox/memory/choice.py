@@ -45,6 +45,8 @@ class Memory:
 
     async def in_cluster(self) -> bool:
         """Whether the cluster keeps memories itself (ml-commons)."""
+        if self._in_cluster is not None:
+            return self._in_cluster
         async with self._lock:
             if self._in_cluster is None:
                 plugins = await translate(self._service.cat.plugins(params={"format": "json"}))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from answerbox.errors import ModelError, ProcessorError
@@ -49,6 +49,8 @@ class Pipeline:
     # What rewrites a follow-up (a search with ``memory_id``): the pipeline's own ``conversation``
     # processor, else one with its defaults, which runs first for such searches only.
     conversation: RequestProcessor[Any] | None = None
+    # Set once every processor has warmed up: a search then awaits nothing more.
+    _warm: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def native_rag(self) -> bool:
@@ -69,13 +71,18 @@ class Pipeline:
     async def warm_up(self) -> None:
         """Every processor's ``warm_up``: what a model needs loads here, never within a search's
         budget. A model that cannot load is left to its processors, which degrade and say why."""
+        if self._warm:
+            return
         processors = [*self.request_processors, *self.response_processors]
         if self.conversation is not None:
             processors.append(self.conversation)
         try:
             await asyncio.gather(*(p.warm_up() for p in processors))
         except ModelError as exc:
+            # Not warm: the next search tries the load again.
             logger.warning("pipeline %s: its models cannot load: %s", self.id, exc.reason)
+            return
+        self._warm = True
 
     def for_conversation(self) -> Pipeline:
         """This pipeline as a search with a memory runs it: its ``conversation`` processor first."""

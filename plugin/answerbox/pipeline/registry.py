@@ -38,6 +38,9 @@ NATIVE_TYPES: dict[str, frozenset[str]] = {
 class ProcessorRegistry:
     def __init__(self, processors: list[type[Processor[Any]]] | None = None) -> None:
         self._types: dict[str, type[Processor[Any]]] = {}
+        # The defaults' conversation processor, built once for the services it was built with:
+        # every pipeline without its own shares it (it holds no state of a search).
+        self._default_conversation: tuple[Services, RequestProcessor[Any] | None] | None = None
         for cls in processors or []:
             self.register(cls)
 
@@ -119,6 +122,8 @@ class ProcessorRegistry:
                     f"pipeline [{pipeline_id}]: [{CONVERSATION}] must be the first request processor, and the only one"
                 )
             return declared[0]
-        cls = self._types.get(CONVERSATION)
-        default = cls.from_dict({}, services, context) if cls is not None else None
-        return default if isinstance(default, RequestProcessor) else None
+        if self._default_conversation is None or self._default_conversation[0] is not services:
+            cls = self._types.get(CONVERSATION)
+            default = cls.from_dict({}, services, context) if cls is not None else None
+            self._default_conversation = (services, default if isinstance(default, RequestProcessor) else None)
+        return self._default_conversation[1]

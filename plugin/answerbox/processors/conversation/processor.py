@@ -28,9 +28,8 @@ from answerbox.pipeline.base import (
     SearchRequest,
 )
 from answerbox.pipeline.pipeline import CONVERSATION
-from answerbox.processors.conversation.rules import Rewrite, entities, standalone
+from answerbox.processors.conversation.rules import Rewrite, content_words, entities, standalone
 from answerbox.processors.text.instructions import addresses_the_model
-from answerbox.processors.text.words import FUNCTION_WORDS
 from answerbox.query_text import find_text_clauses
 
 if TYPE_CHECKING:
@@ -43,7 +42,6 @@ _SCHEMA = Schema("standalone_question", object_schema(question=string(_MAX_QUEST
 _TEMPLATE = "conversation/standalone.j2"
 # Earlier answers shown to the LLM are cut to this: the question's context, not its evidence.
 _MAX_ANSWER_CHARS = 300
-_MARKS = "?,.;:!\"'()“”‘’"
 
 
 class _Reply(BaseModel):
@@ -137,7 +135,7 @@ class Conversation(RequestProcessor[ConversationConfig]):
 
 
 def _content_words(text: str) -> set[str]:
-    return {b for w in text.split() if (b := w.strip(_MARKS).lower()) and b not in FUNCTION_WORDS}
+    return {w.lower() for w in content_words(text)}
 
 
 def _about(written: str, question: str, rules: Rewrite) -> bool:

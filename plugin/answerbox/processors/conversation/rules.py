@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from answerbox.processors.text.words import FUNCTION_WORDS
 
-__all__ = ["Rewrite", "entities", "standalone"]
+__all__ = ["Rewrite", "content_words", "entities", "standalone"]
 
 # Stand for the earlier question's subject; replaced by it.
 _PRONOUNS = frozenset({"it", "he", "she", "they", "him", "them", "this", "that", "these", "those"})
@@ -46,7 +46,8 @@ def _bare(word: str) -> str:
     return word[:-2] if word.lower().endswith(("'s", "’s")) else word
 
 
-def _content(text: str) -> list[str]:
+def content_words(text: str) -> list[str]:
+    """The words that carry what ``text`` asks, bare (edge marks and a possessive's ``'s`` cut), in order."""
     return [b for w in text.split() if (b := _bare(w)) and b.lower() not in FUNCTION_WORDS]
 
 
@@ -73,7 +74,7 @@ def entities(text: str) -> list[str]:
 
 def _refers_back(question: str) -> bool:
     words = [_bare(w).lower() for w in question.split()]
-    return any(w in _REFERS for w in words) or len(_content(question)) < _MIN_CONTENT_WORDS
+    return any(w in _REFERS for w in words) or len(content_words(question)) < _MIN_CONTENT_WORDS
 
 
 def _substituted(question: str, subject: str) -> str | None:
@@ -98,9 +99,9 @@ def standalone(question: str, previous: str) -> Rewrite:
     rewritten = _substituted(question, subject) if subject else None
     if rewritten is None:
         # Nothing to substitute: the subject goes with the question, so the reader sees it too.
-        carried = subject or " ".join(_content(previous))
+        carried = subject or " ".join(content_words(previous))
         rewritten = f"{question} ({carried})" if carried else question
-    has = {w.lower() for w in _content(rewritten)}
-    extra = [w for w in _content(" ".join([*names, previous])) if w.lower() not in has]
+    has = {w.lower() for w in content_words(rewritten)}
+    extra = [w for w in content_words(" ".join([*names, previous])) if w.lower() not in has]
     query = " ".join([rewritten, *dict.fromkeys(extra)])
     return Rewrite(rewritten, query, rewritten != question)
