@@ -87,6 +87,8 @@ def _pipeline(args: argparse.Namespace) -> dict[str, Any]:
         "demonstrations": args.demonstrations,
         "timeout_s": 240,
     }
+    if args.min_confidence is not None:
+        config["min_confidence"] = args.min_confidence
     return {"response_processors": [{"cited_answer": config}]}
 
 
@@ -275,6 +277,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--snippet-chars", type=int, default=1000)
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--demonstrations", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--min-confidence",
+        type=float,
+        default=None,
+        help="cited_answer's gate (default: the manifest's; 0: every candidate answers, as before the gate)",
+    )
     parser.add_argument("--search-sample", type=int, default=10, help="questions also timed through plain _search")
     parser.add_argument("--llm-url", default="http://127.0.0.1:8081/v1")
     parser.add_argument("--report-only", action="store_true")
