@@ -15,7 +15,8 @@ from answerbox.contract import TextSpan
 from answerbox.models import ReaderSpan
 from answerbox.pipeline.scope import ScopedSearch
 from answerbox.processors.text.instructions import addresses_the_model
-from answerbox.processors.text.passages import Passage, hits_of, passages_of
+from answerbox.processors.text.passages import hits_of, passages_of
+from answerbox.processors.text.spans import Passage
 from answerbox.services import Services
 
 __all__ = ["NodeEvidence", "gather_evidence", "reference_excerpt"]

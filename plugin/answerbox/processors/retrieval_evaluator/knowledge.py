@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from answerbox.contract import KnowledgeStrip
-from answerbox.processors.text.passages import Passage
 from answerbox.processors.text.sentences import sentence_spans
+from answerbox.processors.text.spans import Passage
 
 if TYPE_CHECKING:
     from answerbox.models import Evaluator
