@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from answerbox.contract import TextSpan
 from answerbox.models import ReaderSpan
 from answerbox.pipeline.scope import ScopedSearch
 from answerbox.processors.text.instructions import addresses_the_model
-from answerbox.processors.text.passages import Passage, hits_of, passages_of
+from answerbox.processors.text.passages import hits_of, passages_of
+from answerbox.processors.text.spans import Passage, Span
 from answerbox.services import Services
 
 __all__ = ["NodeEvidence", "gather_evidence", "reference_excerpt"]
@@ -26,20 +26,21 @@ class NodeEvidence:
     """The top-1 passage of a node's query and what the reader found in it."""
 
     passage: Passage
-    span: ReaderSpan
+    span: ReaderSpan  # offsets in ``passage.text``; its confidence is SearChain's f
 
-    def window(self, max_chars: int) -> tuple[int, int]:
-        """Offsets of at most ``max_chars`` of the passage, centred on the span."""
+    @property
+    def found(self) -> Span:
+        """The reader's span, as a span of the hit."""
+        return self.passage.span(self.span.start, self.span.end)
+
+    def window(self, max_chars: int) -> Span:
+        """At most ``max_chars`` of the passage, centred on the reader's span."""
         length = len(self.passage.text)
         if length <= max_chars:
-            return 0, length
+            return self.passage.span(0, length)
         middle = (self.span.start + self.span.end) // 2 if self.span.text else 0
         start = max(0, min(middle - max_chars // 2, length - max_chars))
-        return start, start + max_chars
-
-    def reference(self) -> TextSpan:
-        p = self.passage
-        return TextSpan(index=p.index, id=p.id, field=p.field, start=self.span.start, end=self.span.end)
+        return self.passage.span(start, start + max_chars)
 
 
 def _top_passage(response: Any, field: str) -> Passage | None:
@@ -69,5 +70,4 @@ async def gather_evidence(
 def reference_excerpt(evidence: NodeEvidence, max_chars: int) -> str:
     """The passage around the span, as data for a prompt: brackets become parentheses so a
     document cannot open a chain marker, and whitespace is collapsed."""
-    start, end = evidence.window(max_chars)
-    return " ".join(evidence.passage.text[start:end].replace("[", "(").replace("]", ")").split())
+    return " ".join(evidence.window(max_chars).text.replace("[", "(").replace("]", ")").split())

@@ -25,6 +25,7 @@ from answerbox.processors.cited_answer.evidence import EvidenceFields, answer_ev
 from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
 from answerbox.processors.text.normalize import contains_answer
 from answerbox.processors.text.passages import hits_of
+from answerbox.processors.text.spans import Span
 
 if TYPE_CHECKING:
     from answerbox.models import Models
@@ -125,27 +126,19 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
 def _citation(marker: int, record: NodeRecord, by: Literal["marker", "answer"]) -> ChainCitation | None:
     if record.evidence is None:
         return None
-    return ChainCitation(
-        marker=marker,
-        by=by,
-        query=record.query,
-        **record.evidence.reference().model_dump(),
-        quote=record.evidence.span.text,
-        verified=record.verified,
+    found = record.evidence.found
+    return found.wire(
+        ChainCitation, marker=marker, by=by, query=record.query, quote=found.text, verified=record.verified
     )
 
 
 def _references(records: list[NodeRecord], max_chars: int) -> list[PassagePiece]:
     """The passages IR verified nodes with, once each: the evidence ``cited_answer`` takes."""
-    found: dict[tuple[str, str, str, int, int], PassagePiece] = {}
+    found: dict[Span, PassagePiece] = {}
     for record in records:
         if record.verified and record.evidence is not None:
-            p = record.evidence.passage
-            start, end = record.evidence.window(max_chars)
-            found.setdefault(
-                (p.index, p.id, p.field, start, end),
-                PassagePiece(index=p.index, id=p.id, field=p.field, start=start, end=end, text=p.text[start:end]),
-            )
+            window = record.evidence.window(max_chars)
+            found.setdefault(window, window.wire(PassagePiece, text=window.text))
     return list(found.values())
 
 

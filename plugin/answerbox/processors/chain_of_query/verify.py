@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from answerbox.contract import ChainNodeReport, ChainSource
+from answerbox.contract import ChainNodeReport, ChainSource, TextSpan
 from answerbox.processors.chain_of_query.node_evidence import NodeEvidence
 from answerbox.processors.chain_of_query.parser import ChainNode
 from answerbox.processors.text.normalize import contains_answer
@@ -67,7 +67,7 @@ class NodeRecord:
             source=_SOURCE[self.action],
             action=self.action.value,
             verified=self.verified,
-            reference=self.evidence.reference() if self.evidence is not None else None,
+            reference=self.evidence.found.wire(TextSpan) if self.evidence is not None else None,
         )
 
 

@@ -23,7 +23,8 @@ from pydantic import BaseModel
 
 from answerbox.contract import Citation
 from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
-from answerbox.processors.cited_answer.evidence import Evidence, Sentence
+from answerbox.processors.cited_answer.evidence import Evidence
+from answerbox.processors.text.spans import Span
 from answerbox.processors.text.words import FUNCTION_WORDS
 
 __all__ = [
@@ -146,13 +147,13 @@ class ClaimVerdict:
     claim: Claim
     marker: int
     evidence: Evidence | None
-    quote: Sentence | None
+    quote: Span | None
     support: float | None  # None: no model was available to check it
     supported: bool
     attributed: bool = False  # the LLM left the claim uncited; the check found its block
 
 
-def _best_sentence(claim: str, evidence: Evidence) -> Sentence:
+def _best_sentence(claim: str, evidence: Evidence) -> Span:
     """The sentence of the block sharing the most words with the claim: the quote."""
     wanted = words(claim)
     sentences = evidence.sentences()

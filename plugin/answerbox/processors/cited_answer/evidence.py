@@ -1,13 +1,14 @@
 """FreshPrompt evidence: numbered blocks built from hits, refined strips or chain references.
 
-Every block keeps where its text lives (``_index``, ``_id``, field and absolute character
-offsets), so a citation of block ``[k]`` can point at the exact supporting text in the hit.
+Every block is one field of one hit (a ``HitField``) and its excerpts are ``Span``s of it
+(absolute character offsets), so a citation of block ``[k]`` can point at the exact
+supporting text in the hit.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 
@@ -17,13 +18,11 @@ from answerbox.contract import AnswerboxReport, Citation, PassagePiece
 from answerbox.pipeline.base import JSON
 from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hit_key, passages_of
-from answerbox.processors.text.sentences import sentence_spans
+from answerbox.processors.text.spans import HitField, Passage, Span
 
 __all__ = [
     "Evidence",
     "EvidenceFields",
-    "Excerpt",
-    "Sentence",
     "answer_evidence",
     "evidence_from_hits",
     "evidence_from_references",
@@ -54,32 +53,11 @@ class EvidenceFields(BaseModel):
         return value
 
 
-@dataclass(frozen=True, slots=True)
-class Sentence:
-    start: int  # absolute offsets in the hit's field
-    end: int
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Excerpt:
-    """A contiguous piece of the field: ``field_text[start:end] == text``."""
-
-    start: int
-    end: int
-    text: str
-
-    def sentences(self) -> Iterator[Sentence]:
-        for start, end in sentence_spans(self.text):
-            yield Sentence(self.start + start, self.start + end, self.text[start:end])
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Evidence:
-    index: str
-    id: str
-    field: str
-    excerpts: tuple[Excerpt, ...]
+class Evidence(HitField):
+    """A numbered block of the prompt: excerpts of one field of one hit, and how to present them."""
+
+    excerpts: tuple[Span, ...]  # spans of this field, in field order
     rank: int  # retrieval order, 0 first
     marker: int = 0  # [k], set by ``number``
     source: str = ""
@@ -100,22 +78,16 @@ class Evidence:
     def date_text(self) -> str:
         return written_date(self.published) if self.published else ""
 
-    def sentences(self) -> list[Sentence]:
-        return [s for p in self.excerpts for s in p.sentences()]
+    def sentences(self) -> list[Span]:
+        return [s for e in self.excerpts for s in e.sentences()]
 
-    def cite(self, quote: Sentence, support: float | None) -> Citation:
-        return Citation(
-            marker=self.marker,
-            index=self.index,
-            id=self.id,
-            field=self.field,
-            start=quote.start,
-            end=quote.end,
-            quote=quote.text,
-            support=None if support is None else round(support, 4),
+    def cite(self, quote: Span, support: float | None) -> Citation:
+        """The citation of this block's ``[marker]`` by one of its sentences."""
+        return quote.wire(
+            Citation, marker=self.marker, quote=quote.text, support=None if support is None else round(support, 4)
         )
 
-    def locate(self, start: int) -> Sentence:
+    def locate(self, start: int) -> Span:
         """The sentence holding ``snippet[start]``, in field offsets (the reader reads the snippet)."""
         offset = 0
         for excerpt in self.excerpts:
@@ -126,8 +98,7 @@ class Evidence:
                         return sentence
                 break
             offset += len(excerpt.text) + len(_SEPARATOR)
-        last = self.excerpts[-1]
-        return Sentence(last.start, last.end, last.text)
+        return self.excerpts[-1]
 
 
 def written_date(day: date) -> str:
@@ -148,49 +119,55 @@ def _parse_date(value: str) -> date | None:
         return None
 
 
-def _highlighted(field_text: str, fragments: Sequence[str]) -> list[Excerpt]:
+def _highlighted(passage: Passage, fragments: Sequence[str]) -> list[Span]:
     """OpenSearch's highlight fragments, found back in the field so they keep their offsets."""
     excerpts = []
     for fragment in fragments:
         plain = _TAG.sub("", fragment)
-        start = field_text.find(plain)
+        start = passage.text.find(plain)
         if plain.strip() and start >= 0:
-            excerpts.append(Excerpt(start, start + len(plain), plain))
+            excerpts.append(passage.span(start, start + len(plain)))
     return sorted(set(excerpts), key=lambda e: e.start)
 
 
-def _leading(field_text: str, max_chars: int) -> Excerpt:
+def _leading(passage: Passage, max_chars: int) -> Span:
     """The start of the field, cut at the last sentence end within ``max_chars`` when there is one."""
-    if len(field_text) <= max_chars:
-        return Excerpt(0, len(field_text), field_text)
-    cut = max(field_text.rfind(mark, 0, max_chars) for mark in (". ", "! ", "? "))
-    end = cut + 1 if cut > max_chars // 2 else max_chars
-    return Excerpt(0, end, field_text[:end])
+    text = passage.text
+    if len(text) <= max_chars:
+        return passage.span(0, len(text))
+    cut = max(text.rfind(mark, 0, max_chars) for mark in (". ", "! ", "? "))
+    return passage.span(0, cut + 1 if cut > max_chars // 2 else max_chars)
+
+
+def _evidence(
+    excerpts: Sequence[Span], hit: JSON, fields: EvidenceFields, *, rank: int, highlight: str = ""
+) -> Evidence:
+    """A block of ``excerpts`` (spans of one field); title, date and source come from ``hit``."""
+    where = excerpts[0]
+    return Evidence(
+        index=where.index,
+        id=where.id,
+        field=where.field,
+        excerpts=tuple(excerpts),
+        rank=rank,
+        source=_string(hit, fields.source) or where.index,
+        title=_string(hit, fields.title),
+        published=_parse_date(_string(hit, fields.date)),
+        highlight=highlight,
+    )
 
 
 def evidence_from_hits(hits: Sequence[JSON], fields: EvidenceFields, *, snippet_chars: int) -> list[Evidence]:
     """One block per hit with text in ``fields.text``; the snippet is the highlight when there is one."""
     found = []
     for rank, hit in enumerate(hits):
-        field_text = _string(hit, fields.text)
-        if not field_text.strip():
+        passages = passages_of(hit, [fields.text])
+        if not passages:
             continue
         fragments = (hit.get("highlight") or {}).get(fields.text) or []
-        excerpts = _highlighted(field_text, fragments) or [_leading(field_text, snippet_chars)]
+        excerpts = _highlighted(passages[0], fragments) or [_leading(passages[0], snippet_chars)]
         words = dict.fromkeys(w.strip() for f in fragments for w in _EM.findall(f) if w.strip())
-        found.append(
-            Evidence(
-                index=str(hit.get("_index", "")),
-                id=str(hit.get("_id", "")),
-                field=fields.text,
-                excerpts=tuple(excerpts),
-                rank=rank,
-                source=_string(hit, fields.source) or str(hit.get("_index", "")),
-                title=_string(hit, fields.title),
-                published=_parse_date(_string(hit, fields.date)),
-                highlight=" | ".join(words),
-            )
-        )
+        found.append(_evidence(excerpts, hit, fields, rank=rank, highlight=" | ".join(words)))
     return found
 
 
@@ -202,25 +179,16 @@ def evidence_from_references(
     Title, date and source come from the same document's hit when the response holds it.
     """
     by_id = {hit_key(h): h for h in hits}
-    found = []
-    for rank, ref in enumerate(references):
-        if not ref.text.strip():
-            continue
-        index, doc_id = ref.index, ref.id
-        hit = by_id.get((index, doc_id), {})
-        found.append(
-            Evidence(
-                index=index,
-                id=doc_id,
-                field=ref.field,
-                excerpts=(Excerpt(ref.start, ref.start + len(ref.text), ref.text),),
-                rank=rank,
-                source=_string(hit, fields.source) or index,
-                title=_string(hit, fields.title),
-                published=_parse_date(_string(hit, fields.date)),
-            )
+    return [
+        _evidence(
+            [Span(ref.index, ref.id, ref.field, ref.start, ref.start + len(ref.text), ref.text)],
+            by_id.get((ref.index, ref.id), {}),
+            fields,
+            rank=rank,
         )
-    return found
+        for rank, ref in enumerate(references)
+        if ref.text.strip()
+    ]
 
 
 def answer_evidence(

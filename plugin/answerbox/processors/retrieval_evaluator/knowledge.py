@@ -1,60 +1,42 @@
 """CRAG's knowledge refinement: decompose passages into strips, filter them with the evaluator, recompose.
 
-A passage of one or two sentences is one strip; a longer one is cut into strips of
-``sentences_per_strip`` consecutive sentences (CRAG, §4.3). All strips of a refinement are
-scored in one evaluator call; those scoring at least ``threshold`` compete for ``top_k``
-places, and the winners come back in document order (hit order, then field, then offset),
-each with the offsets that give back its exact text: ``_source[field][start:end] == text``.
+A strip is a ``Span`` of its passage. A passage of one or two sentences is one strip; a
+longer one is cut into strips of ``sentences_per_strip`` consecutive sentences (CRAG,
+§4.3). All strips of a refinement are scored in one evaluator call; those scoring at least
+``threshold`` compete for ``top_k`` places, and the winners come back in document order
+(hit order, then field, then offset), each with the offsets that give back its exact text:
+``_source[field][start:end] == text``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from answerbox.contract import KnowledgeStrip
-from answerbox.processors.text.passages import Passage
 from answerbox.processors.text.sentences import sentence_spans
+from answerbox.processors.text.spans import Passage, Span
 
 if TYPE_CHECKING:
     from answerbox.models import Evaluator
 
-__all__ = ["Strip", "decompose", "refine", "select"]
+__all__ = ["decompose", "refine", "select"]
 
 
-@dataclass(frozen=True, slots=True)
-class Strip:
-    passage: Passage
-    start: int
-    end: int
-
-    @property
-    def text(self) -> str:
-        return self.passage.text[self.start : self.end]
-
-
-def decompose(passage: Passage, sentences_per_strip: int) -> list[Strip]:
+def decompose(passage: Passage, sentences_per_strip: int) -> list[Span]:
     spans = sentence_spans(passage.text)
     step = len(spans) if len(spans) <= 2 else sentences_per_strip
     return [
-        Strip(passage, group[0][0], group[-1][1])
+        passage.span(group[0][0], group[-1][1])
         for group in (spans[i : i + step] for i in range(0, len(spans), step or 1))
     ]
 
 
-def select(strips: Sequence[Strip], scores: Sequence[float], *, top_k: int, threshold: float) -> list[KnowledgeStrip]:
+def select(strips: Sequence[Span], scores: Sequence[float], *, top_k: int, threshold: float) -> list[KnowledgeStrip]:
     """The ``top_k`` best strips scoring at least ``threshold``, back in their original order."""
     eligible = [i for i, score in enumerate(scores) if score >= threshold]
     best = sorted(eligible, key=lambda i: scores[i], reverse=True)[:top_k]
-    return [_kept(strips[i], scores[i]) for i in sorted(best)]
-
-
-def _kept(strip: Strip, score: float) -> KnowledgeStrip:
-    p = strip.passage
-    return KnowledgeStrip(
-        index=p.index, id=p.id, field=p.field, start=strip.start, end=strip.end, text=strip.text, score=round(score, 4)
-    )
+    return [strips[i].wire(KnowledgeStrip, text=strips[i].text, score=round(scores[i], 4)) for i in sorted(best)]
 
 
 async def refine(

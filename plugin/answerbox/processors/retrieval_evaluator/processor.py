@@ -73,7 +73,8 @@ from answerbox.processors.retrieval_evaluator.corrective import (
 )
 from answerbox.processors.retrieval_evaluator.fusion import fuse
 from answerbox.processors.retrieval_evaluator.knowledge import refine
-from answerbox.processors.text.passages import Passage, hit_key, hits_of, passages_of
+from answerbox.processors.text.passages import hit_key, hits_of, passages_of
+from answerbox.processors.text.spans import Passage
 from answerbox.prompts import Prompt
 
 if TYPE_CHECKING:

@@ -8,20 +8,11 @@ skipped: a passage must be one string so that offsets into it name the exact tex
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Passage", "hit_key", "hits_of", "passages_of"]
+from answerbox.processors.text.spans import Passage
 
-
-@dataclass(frozen=True, slots=True)
-class Passage:
-    """The text of ``_source[field]`` of the hit ``(index, id)``."""
-
-    index: str
-    id: str
-    field: str
-    text: str
+__all__ = ["hit_key", "hits_of", "passages_of"]
 
 
 def hits_of(response: Any) -> list[dict[str, Any]]:
