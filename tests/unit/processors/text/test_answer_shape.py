@@ -22,5 +22,6 @@ def test_what_the_question_asks_for_and_what_the_answer_has(question: str, answe
 
 def test_the_overlap_is_the_share_of_the_answers_content_words_the_question_says() -> None:
     # "golden" and "gate" are in the question, "strait" is not; "the" counts for neither.
-    assert answer_shape("Why is the Golden Gate red?", "the Golden Gate strait").question_overlap == pytest.approx(2 / 3)
+    shape = answer_shape("Why is the Golden Gate red?", "the Golden Gate strait")
+    assert shape.question_overlap == pytest.approx(2 / 3)
     assert answer_shape("Why is it red?", "the").question_overlap == 0.0  # no content word: nothing repeated
