@@ -23,10 +23,7 @@ that every answer shows its candidate):
 
 Each kind of answer gets an L2-regularised logistic regression over the signals the response
 shows in ``answer.signals`` (``answerbox.models.confidence`` turns them into features).
-The L2 weight (``--l2``) and the features were chosen by how well a model fitted on one
-training file is calibrated on the other (``cross_file_ece`` in the record): the shift from
-those articles to a user's index is what the calibration has to survive. Five-fold
-cross-validated probabilities choose the thresholds:
+Five-fold cross-validated probabilities choose the thresholds:
 
 - ``min_confidence``: the lowest at which the answered share of answerable + removed questions
   is right ``--precision`` of the time (85%), by the one-sided 95% Wilson lower bound
@@ -265,21 +262,6 @@ def skip_threshold(
     }
 
 
-def cross_file_ece(
-    rows: Sequence[Row], files: dict[str, str], kind: type[SnippetSignals], l2: float
-) -> dict[str, float]:
-    """ECE on each training file of the model fitted on the other(s); ``files``: question id → its file."""
-    _, x = features(rows, kind)
-    y = np.asarray([r["right"] for r in rows], dtype=float)
-    source = np.asarray([files[r["id"]] for r in rows])
-    found: dict[str, float] = {}
-    for name in sorted(set(source)):
-        coef, intercept = fit_logistic(x[source != name], y[source != name], l2)
-        probability = predict(x[source == name], coef, intercept)
-        found[name] = round(ece(list(probability), list(y[source == name] > 0)), 4)
-    return found
-
-
 def coverage_at(confidence: Sequence[float], right: Sequence[bool], threshold: float) -> dict[str, float]:
     answered = [ok for c, ok in zip(confidence, right, strict=True) if c >= threshold]
     return {
@@ -295,7 +277,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     questions = [q for _, q in sample]
     removed_sample = random.Random(args.seed + 1).sample(sample, int(len(sample) * args.removed_share))
     gone = {p.id for p, _ in removed_sample}
-    files = {q.id: p.id.split("/")[0] for p, q in sample}
     llm_questions = questions[: args.llm_questions]
     log.info(
         "%d paragraphs; %d held-out questions (%d with their gold removed, %d with the LLM)",
@@ -343,7 +324,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "wilson_z": args.z,
             "point_estimate_threshold": point_estimate,
             "at_point_estimate": coverage_at(list(cv), right, point_estimate),
-            "cross_file_ece": cross_file_ece(snippet_rows, files, SnippetSignals, args.l2),
         },
         "seconds_p50": round(float(np.median([r["seconds"] for r in answerable])), 4),
     }
@@ -408,7 +388,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=1.645,
         help="min_confidence meets --precision by the one-sided Wilson bound at z (0: point estimate)",
     )
-    parser.add_argument("--l2", type=float, default=0.1)
+    parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=45)
     parser.add_argument("--dry-run", action="store_true")
     return parser.parse_args(argv)

@@ -32,12 +32,6 @@ class SnippetSignals:
     rank: int  # the passage's place in the evidence, 0 first
     words: int  # the span's length
     agreement: float  # share of the other passages whose span says the same
-    # The span's shape against the question's (``processors/text/answer_shape.py``).
-    question_overlap: float  # share of the span's content words the question already says
-    asks_number: bool
-    has_number: bool
-    asks_person: bool
-    has_name: bool
 
     def features(self) -> dict[str, float]:
         return {
@@ -47,11 +41,6 @@ class SnippetSignals:
             "log_rank": math.log1p(self.rank),
             "log_words": math.log1p(self.words),
             "agreement": self.agreement,
-            "question_overlap": self.question_overlap,
-            "number_fits": float(self.asks_number and self.has_number),
-            "number_missing": float(self.asks_number and not self.has_number),
-            "person_fits": float(self.asks_person and self.has_name),
-            "person_missing": float(self.asks_person and not self.has_name),
         }
 
     def fallback(self) -> float:
@@ -104,7 +93,7 @@ class ConfidenceModel:
         return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-_SNIPPET_FEATURES = tuple(SnippetSignals(0, 0, 1, 0, 0, 0, 0, False, False, False, False).features())
+_SNIPPET_FEATURES = tuple(SnippetSignals(0, 0, 1, 0, 0, 0).features())
 _GENERATIVE_FEATURES = tuple(GenerativeSignals(0, 0, False).features())
 
 

@@ -12,19 +12,7 @@ from answerbox.errors import ModelError
 from answerbox.models.confidence import AnswerCalibrator, GenerativeSignals, SnippetSignals
 from answerbox.models.manifest import ModelManifest
 
-SNIPPET = SnippetSignals(
-    score=0.6,
-    margin=0.3,
-    span_probability=0.5,
-    rank=0,
-    words=2,
-    agreement=0.25,
-    question_overlap=0.5,
-    asks_number=True,
-    has_number=False,
-    asks_person=False,
-    has_name=True,
-)
+SNIPPET = SnippetSignals(score=0.6, margin=0.3, span_probability=0.5, rank=0, words=2, agreement=0.25)
 
 
 def _model(names: dict[str, float], intercept: float = -1.0) -> dict[str, Any]:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from answerbox.contract import Answer
 from answerbox.models.confidence import GenerativeSignals, SnippetSignals
 from answerbox.processors.cited_answer.evidence import Evidence
-from answerbox.processors.text.answer_shape import answer_shape
 from answerbox.processors.text.normalize import normalize_answer
 
 if TYPE_CHECKING:
@@ -54,7 +53,6 @@ async def featured_snippet(question: str, evidence: Sequence[Evidence], models: 
         rank=sorted(e.rank for e in evidence).index(block.rank),
         words=len(span.text.split()),
         agreement=len(same) / (len(evidence) - 1) if len(evidence) > 1 else 0.0,
-        **asdict(answer_shape(question, span.text)),
     )
     sentence = block.locate(span.start)
     return Snippet(Answer(text=span.text, citations=[block.cite(sentence, score)], mode="extractive"), signals)
