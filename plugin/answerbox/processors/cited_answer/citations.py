@@ -15,6 +15,7 @@ text the check reads, each sentence's markers before its stop ("... in 1889 [2].
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,13 @@ ANSWER_SCHEMA = Schema(
 )
 
 
+# A sentence object of ANSWER_SCHEMA whose text string closed, and its blocks if their list did.
+_WHOLE_SENTENCE = re.compile(
+    r'"text"\s*:\s*"(?P<text>(?:[^"\\]|\\.)*)"'  # a JSON string, escapes included
+    r'(?:\s*,\s*"blocks"\s*:\s*\[(?P<blocks>[\d\s,]*)\])?'
+)
+
+
 class _JSONSentence(BaseModel):
     text: str = ""
     blocks: list[int] = []
@@ -86,11 +94,19 @@ def _sentence(sentence: _JSONSentence) -> str | None:
 
 def read_answer(text: str, structured: bool) -> str:
     """The answer as ``parse_claims`` reads it: from JSON when ``structured`` was asked for and
-    came back, else the reply itself."""
+    came back, else the reply itself. JSON cut off (at ``max_tokens``) keeps its whole sentences:
+    shown raw, the braces and keys would be the answer."""
     answer = from_json(_JSONAnswer, text) if structured else None
+    if answer is None and structured and text.lstrip().startswith("{"):
+        answer = _JSONAnswer(sentences=[_salvaged(m) for m in _WHOLE_SENTENCE.finditer(text)])
     if answer is None:
         return text
     return " ".join(s for s in map(_sentence, answer.sentences) if s)
+
+
+def _salvaged(match: re.Match[str]) -> _JSONSentence:
+    blocks = [int(n) for n in _NUMBER.findall(match["blocks"] or "")]
+    return _JSONSentence(text=json.loads(f'"{match["text"]}"'), blocks=blocks)
 
 
 def without_echoed_fields(answer: str) -> str:

@@ -25,8 +25,17 @@ def test_a_json_answer_is_written_back_as_cited_sentences() -> None:
         ("It was published in 1965 [1].", [1]),
         ("Is it long?", []),
     ]
-    assert read_answer('{"sentences": [{"text": "Frank', structured=True) == '{"sentences": [{"text": "Frank'
     assert read_answer(reply, structured=False) == reply
+    assert read_answer("Frank Herbert wrote Dune [1].", structured=True) == "Frank Herbert wrote Dune [1]."
+
+
+def test_json_cut_off_at_max_tokens_keeps_its_whole_sentences_and_shows_no_json() -> None:
+    # SmolLM2 runs out of tokens mid-object; what closed is the answer, the rest is dropped.
+    cut = '{\n  "sentences": [\n {"text": "Frank \\"Dune\\" Herbert", "blocks": [2, 1]},\n {"text": "It sold a mill'
+    assert read_answer(cut, structured=True) == 'Frank "Dune" Herbert [2][1].'
+    unmarked = '{"sentences": [{"text": "Dune is a novel.", "blocks": [1'  # its blocks never closed
+    assert read_answer(unmarked, structured=True) == "Dune is a novel."
+    assert read_answer('{"sentences": [{"text": "Frank', structured=True) == ""
 
 
 def test_an_echoed_evidence_layout_leaves_only_the_snippets_text() -> None:
