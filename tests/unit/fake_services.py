@@ -3,9 +3,10 @@ cache, and the ``Services`` that hand them out. Scripted and recorded, in proces
 
 ``FakeLLM`` answers from a script (``replies``, used in order, the last repeating) and
 records every call as the processor made it; a reply may be an ``LLMError`` (raised) or
-``Slow`` (it takes that long on a ``FakeClock``, so a timeout fires without waiting, under
-``tests.unit.fakes.run_on``). ``FakeReader`` finds the first of its answers that stands in a
-passage; ``FakeEvaluator`` scores (question, passage) pairs by a function.
+``Slow``: it takes that long on a ``FakeClock`` (under ``tests.unit.fakes.run_on``, so a
+timeout fires without waiting), and past the call's ``timeout_s`` it fails as the client
+does. ``FakeReader`` finds the first of its answers that stands in a passage;
+``FakeEvaluator`` scores (question, passage) pairs by a function.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from answerbox.config import LLMSettings, Settings
-from answerbox.errors import LLMError, ModelError
+from answerbox.errors import LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, LLMClient, Message
 from answerbox.llm.structured import Schema
 from answerbox.models import Evaluator, ModelManifest, Models, Reader, ReaderSpan
@@ -148,6 +149,10 @@ class FakeLLM(LLMClient):
             raise reply
         if isinstance(reply, Slow):
             assert self.clock is not None, "a Slow reply needs the FakeLLM's clock"
+            if call.timeout_s is not None and reply.seconds > call.timeout_s:
+                # What the client does when a call outlasts its timeout.
+                await take(self.clock, call.timeout_s)
+                raise LLMTimeout(f"the LLM did not answer within {call.timeout_s:g}s")
             await take(self.clock, reply.seconds)
             return reply.text
         return reply(call.messages) if callable(reply) else reply
@@ -163,16 +168,28 @@ class Span:
 
 
 class FakeReader(Reader):
-    """Reads each passage as the first of ``answers`` standing in it (no span when none does)."""
+    """Reads each passage as the first of ``answers`` standing in it (no span when none does).
+    With ``clock``, each call takes ``latency_s`` of it."""
 
-    def __init__(self, answers: Sequence[str | Span] = (), *, failure: ModelError | None = None) -> None:
+    def __init__(
+        self,
+        answers: Sequence[str | Span] = (),
+        *,
+        failure: ModelError | None = None,
+        clock: FakeClock | None = None,
+        latency_s: float = 0.0,
+    ) -> None:
         # No encoder: read() is all a processor calls.
         self.answers = [a if isinstance(a, Span) else Span(a) for a in answers]
         self.failure = failure
+        self.clock = clock
+        self.latency_s = latency_s
         self.reads: list[tuple[str, list[str]]] = []
 
     async def read(self, question: str, passages: Sequence[str]) -> list[ReaderSpan]:
         self.reads.append((question, list(passages)))
+        if self.clock is not None:
+            await take(self.clock, self.latency_s)
         if self.failure is not None:
             raise self.failure
         return [self._found(passage) for passage in passages]
@@ -187,15 +204,27 @@ class FakeReader(Reader):
 
 
 class FakeEvaluator(Evaluator):
-    """Scores each (question, passage) pair by ``score``; records every call."""
+    """Scores each (question, passage) pair by ``score``; records every call. With ``clock``,
+    each call takes ``latency_s`` of it."""
 
-    def __init__(self, score: Callable[[str, str], float] = lambda q, p: 0.0, *, failure: ModelError | None = None):
+    def __init__(
+        self,
+        score: Callable[[str, str], float] = lambda q, p: 0.0,
+        *,
+        failure: ModelError | None = None,
+        clock: FakeClock | None = None,
+        latency_s: float = 0.0,
+    ) -> None:
         self._score = score
         self.failure = failure
+        self.clock = clock
+        self.latency_s = latency_s
         self.calls: list[tuple[str, list[str]]] = []
 
     async def score(self, question: str, passages: Sequence[str]) -> list[float]:
         self.calls.append((question, list(passages)))
+        if self.clock is not None:
+            await take(self.clock, self.latency_s)
         if self.failure is not None:
             raise self.failure
         return [self._score(question, passage) for passage in passages]

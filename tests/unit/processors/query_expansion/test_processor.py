@@ -268,7 +268,7 @@ def test_a_slow_llm_is_cut_at_the_time_it_has(seconds: float, timeout_s: float, 
     assert ctx.report.warnings == [
         f"[llm_query_expansion] searched with the original query: expansion took longer than {took}s"
     ]
-    assert clock.now == 1030.0  # the call took its 30 s; the timeout had fired at once
+    assert clock.now == 1000 + float(took)  # the search gave up at its timeout, at once
 
 
 async def test_a_cache_hit_makes_no_llm_call() -> None:
