@@ -15,6 +15,7 @@ from answerbox.pipeline.base import ConfigContext, PipelineContext, SearchReques
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
+from answerbox.processors.retrieval_evaluator.keywords import KEYWORDS_SCHEMA
 
 from tests.unit.fake_services import FakeEvaluator, FakeServices, LLMCall, Reply, Slow, by_words, fake_models
 from tests.unit.fakes import (
@@ -475,3 +476,33 @@ def test_invalid_config_is_rejected_when_the_pipeline_is_defined(config: dict[st
     with pytest.raises(ConfigError) as refused:
         RetrievalEvaluator.from_dict({"text_fields": ["text"], **config}, _services(), ConfigContext())
     assert problem in refused.value.reason
+
+
+@pytest.mark.parametrize(
+    ("structured", "reply"),
+    [
+        (True, '{"keywords": ["Mount Everest", "first recorded ascent"]}'),
+        (False, KEYWORDS),
+        (True, KEYWORDS),  # not JSON: read as text
+    ],
+    ids=["json", "text", "not-json"],
+)
+async def test_keyword_rewrite_reads_json_or_text_into_the_same_query(structured: bool, reply: str) -> None:
+    services = FakeServices(replies=[reply], structured=structured, models=fake_models(evaluator=FakeEvaluator(SCORES)))
+    backend = ScriptedBackend(lambda body: [])
+    _, ctx = await _judge(
+        _evaluator(services, corrective={"index": "wiki"}), EVEREST_Q, [hit("budget")], backend=backend
+    )
+    retrieval = _retrieval(ctx)
+    assert retrieval.corrective_query == "Mount Everest first recorded ascent"
+    assert retrieval.corrective is not None
+    assert retrieval.corrective.keywords_source == "llm"
+    (call,) = services.llm.calls
+    example = 'question: In what city was Billy Carlson born?\nquery: {"keywords": ["city", "Billy Carlson", "born"]}\n'
+    if structured:
+        assert (call.schema, call.stop) == (KEYWORDS_SCHEMA, None)  # a JSON reply ends with its schema
+        assert example in call.prompt
+    else:
+        assert (call.schema, call.stop) == (None, ["\nquestion:"])
+        assert "JSON" not in call.prompt
+        assert "question: In what city was Billy Carlson born?\nquery: city, Billy Carlson, born\n" in call.prompt
