@@ -1,6 +1,8 @@
 """Follow-up questions: a search with ``memory_id`` is read against the memory's earlier turns
 (the ``conversation`` processor makes it standalone, by the LLM or by the rules) and stored
-there after its answer, over real HTTP against osmem-server."""
+there after its answer, over real HTTP against osmem-server. How the processor rewrites (the
+LLM's prompt, its fallbacks to the rules, where a pipeline may hold it) is unit-tested in
+``tests/unit/processors/conversation``."""
 
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory, bulk_index, completions
 from tests.support.recording_proxy import RecordingProxy
-from tests.support.scripted_llm import ScriptedLLM
 
 MEMORY = "/_plugins/_ml/memory"
 DOCS = [
@@ -137,60 +138,6 @@ def test_every_pipeline_takes_a_memory_and_the_defaults_rewrite_without_an_llm(
     assert "conversation" not in alone["timings_ms"]
 
 
-def test_the_llm_writes_the_standalone_question_from_the_history(
-    books: str, make_answerbox: AnswerboxFactory, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client
-) -> None:
-    llm, llm_url = scripted_llm
-    llm.formats = ("json_schema",)
-    llm.replies = ['{"question": "At which stadium was Super Bowl 50 played?"}']
-    url = make_answerbox(llm={"base_url": llm_url, "structured_output": "json_schema"})
-    memory_id = _setup(client, url, {"llm": LLM})
-    _ask(client, url, "Who won Super Bowl 50?", "llm", memory_id).raise_for_status()
-    assert llm.calls == []  # no history yet: nothing to rewrite, no LLM call
-    follow_up = _ask(client, url, "Where was it played?", "llm", memory_id).json()
-    turn = follow_up["ext"]["answerbox"]["conversation"]
-    assert turn["method"] == "llm"
-    assert turn["standalone_question"] == "At which stadium was Super Bowl 50 played?"
-    assert follow_up["hits"]["hits"][0]["_id"] == "sb50"
-    (call,) = llm.calls
-    prompt = call["messages"][0]["content"]
-    assert "Question: Who won Super Bowl 50?" in prompt
-    assert "Last question: Where was it played?" in prompt
-    assert call["response_format"]["type"] == "json_schema"
-
-
-@pytest.mark.parametrize(
-    ("script", "warning"),
-    [
-        ({"fail": True}, "the LLM failed"),
-        ({"replies": ['{"question": "The Denver Broncos."}']}, "not about this question"),
-        ({"replies": ['{"question": "Where was the theatre play played?"}']}, "not about this question"),
-    ],
-)
-def test_when_the_llm_fails_or_strays_the_rules_make_it_standalone(
-    books: str,
-    make_answerbox: AnswerboxFactory,
-    scripted_llm: tuple[ScriptedLLM, str],
-    client: httpx.Client,
-    script: dict[str, Any],
-    warning: str,
-) -> None:
-    llm, llm_url = scripted_llm
-    llm.formats = ("json_schema",)
-    for name, value in script.items():
-        setattr(llm, name, value)
-    url = make_answerbox(llm={"base_url": llm_url, "structured_output": "json_schema"})
-    memory_id = _setup(client, url, {"llm": LLM})
-    _ask(client, url, "Who won Super Bowl 50?", "llm", memory_id).raise_for_status()
-    follow_up = _ask(client, url, "Where was it played?", "llm", memory_id)
-    assert follow_up.status_code == 200, follow_up.text
-    report = follow_up.json()["ext"]["answerbox"]
-    assert report["conversation"]["method"] == "rules"
-    assert report["conversation"]["standalone_question"] == "Where was Super Bowl 50 played?"
-    assert any(warning in w for w in report["warnings"])
-    assert follow_up.json()["hits"]["hits"][0]["_id"] == "sb50"
-
-
 @pytest.mark.parametrize(
     ("qa", "status", "words"),
     [
@@ -212,13 +159,6 @@ def test_bad_memory_parameters_fail_the_search_and_store_nothing(
     assert answer.status_code == status, answer.text
     assert words in answer.json()["error"]["reason"], answer.text
     assert client.get(f"{answerbox}{MEMORY}/{memory_id}/messages").json() == {"messages": []}
-
-
-def test_the_conversation_processor_must_come_first(answerbox: str, client: httpx.Client) -> None:
-    late: dict[str, Any] = {"request_processors": [{"llm_query_expansion": {}}, {"conversation": {}}]}
-    refused = client.put(f"{answerbox}/_search/pipeline/late", json=late)
-    assert refused.status_code == 400
-    assert "must be the first request processor" in refused.json()["error"]["reason"]
 
 
 def test_the_stream_takes_a_memory_and_ends_with_the_stored_turn(

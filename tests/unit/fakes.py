@@ -1,16 +1,21 @@
 """Stand-ins for what the unit layer never reaches: OpenSearch, seen through the one seam
-processors search by (``SearchBackend``)."""
+processors search by (``SearchBackend``), and time, on a clock that moves only when told
+(``FakeClock``; ``run_on`` moves asyncio's with it)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+import fnmatch
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from answerbox.opensearch import JSON, Caller, SearchBackend
 from answerbox.pipeline.base import PipelineContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -76,3 +81,102 @@ def pipeline_context(clock: FakeClock | None = None, **overrides: Any) -> Pipeli
     return PipelineContext(
         pipeline_id=overrides.pop("pipeline_id", "test"), question=overrides.pop("question", None), **overrides
     )
+
+
+def response_of(hits: Sequence[JSON]) -> JSON:
+    """A search response holding ``hits``, as OpenSearch shapes it."""
+    scores = [h["_score"] for h in hits if isinstance(h.get("_score"), int | float)]
+    return {
+        "took": 1,
+        "timed_out": False,
+        "hits": {
+            "total": {"value": len(hits), "relation": "eq"},
+            "max_score": max(scores) if scores else None,
+            "hits": [dict(h) for h in hits],
+        },
+    }
+
+
+def _source_filtered(hit: JSON, spec: Any) -> JSON:
+    """``hit`` with its ``_source`` filtered as a body's ``_source`` asks (top-level fields, wildcards)."""
+    if spec is True or "_source" not in hit:
+        return dict(hit)
+    if spec is False:
+        return {k: v for k, v in hit.items() if k != "_source"}
+    includes = [spec] if isinstance(spec, str) else list(spec) if isinstance(spec, list) else spec.get("includes")
+    excludes = spec.get("excludes", []) if isinstance(spec, dict) else []
+    source = {
+        name: value
+        for name, value in hit["_source"].items()
+        if (not includes or any(fnmatch.fnmatchcase(name, p) for p in includes))
+        and not any(fnmatch.fnmatchcase(name, p) for p in excludes)
+    }
+    return {**hit, "_source": source}
+
+
+class ScriptedBackend(RecordingBackend):
+    """Records every search and answers each (every ``_msearch`` line alike) with the hits
+    ``answer`` gives for its body, ``_source`` filtered as the body asks; ``answer`` may raise,
+    as OpenSearch may fail."""
+
+    def __init__(self, answer: Callable[[JSON], Sequence[JSON]]) -> None:
+        super().__init__()
+        self._answer = answer
+
+    async def search(
+        self, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, pipeline: JSON | None = None
+    ) -> JSON:
+        await super().search(index=index, body=body, params=params, caller=caller, pipeline=pipeline)
+        return self._response(body)
+
+    async def msearch(
+        self,
+        *,
+        searches: Sequence[tuple[JSON, JSON]],
+        params: Mapping[str, str],
+        caller: Caller,
+        pipeline: JSON | None = None,
+        inline: bool = True,
+    ) -> JSON:
+        await super().msearch(searches=searches, params=params, caller=caller, pipeline=pipeline, inline=inline)
+        return {"responses": [self._response(body) for _, body in searches]}
+
+    def _response(self, body: JSON) -> JSON:
+        return response_of([_source_filtered(hit, body.get("_source", True)) for hit in self._answer(body)])
+
+
+class ClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock also moves with a ``FakeClock``: advancing the fake clock makes
+    asyncio's timeouts and timers that fall within it due at once, so a test sees a timeout
+    fire without waiting it out."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self._origin = clock.now
+
+    def time(self) -> float:
+        return super().time() + (self.clock.now - self._origin)
+
+
+def run_on(clock: FakeClock, work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` on a ``ClockLoop`` moved by ``clock``."""
+    with asyncio.Runner(loop_factory=lambda: ClockLoop(clock)) as runner:
+        return runner.run(work)
+
+
+async def take(clock: FakeClock, seconds: float) -> None:
+    """Take ``seconds`` of ``clock`` (on a ``ClockLoop`` moved by it), at once: a timeout that
+    ends first fires here, as it would while waiting for real."""
+    loop = asyncio.get_running_loop()
+    if not isinstance(loop, ClockLoop) or loop.clock is not clock:
+        raise RuntimeError("take() needs run_on(clock, ...): on any other loop it would wait for real")
+    woken: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not woken.done():  # a timeout that fired first cancelled the wait
+            woken.set_result(None)
+
+    loop.call_later(seconds, wake)
+    clock.advance(seconds)
+    await woken
