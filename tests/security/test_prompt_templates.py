@@ -111,7 +111,7 @@ def test_the_server_answers_others_while_a_hostile_template_is_refused(answerbox
         {"llm_query_expansion": {"model": "smollm2"}},
         {"llm_query_expansion": {"shared_cache": True}},
         {"retrieval_evaluator": {"corrective": {"prompt": "{{ question }}"}}},
-        {"cited_answer": {"prompt": "{{ query }}"}},
+        {"cited_answer": {"prompt": "{{ question }}"}},
         {"cited_answer": {"model": "smollm2"}},
     ],
     ids=["qe_prompt", "qe_examples", "qe_model", "qe_shared_cache", "crag_prompt", "answer_prompt", "answer_model"],

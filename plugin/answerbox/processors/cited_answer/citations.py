@@ -45,6 +45,7 @@ __all__ = [
 _GROUP = r"\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\]"
 _MARKERS = re.compile(_GROUP)
 _NUMBER = re.compile(r"\d+")
+_SPACE_BEFORE_STOP = re.compile(r" ([.!?,;:])")  # left where a marker stood before the stop
 # A sentence ends at . ! ? (plus any markers placed after the stop) before whitespace or the end.
 # The stop run starts where a run starts and is never given back, so a long run of dots
 # costs one scan, not one per dot (which was quadratic).
@@ -142,7 +143,7 @@ class Claim:
     @property
     def plain(self) -> str:
         """The sentence without its markers: what the cited text must support."""
-        return " ".join(_MARKERS.sub(" ", self.text).split())
+        return _SPACE_BEFORE_STOP.sub(r"\1", " ".join(_MARKERS.sub(" ", self.text).split()))
 
 
 def parse_claims(answer: str) -> list[Claim]:

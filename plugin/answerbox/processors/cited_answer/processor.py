@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 from pydantic import Field
 
 from answerbox.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, LLMUse
-from answerbox.errors import LLMError, LLMTimeout, ModelError
+from answerbox.errors import ConfigError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.models.confidence import AnswerCalibrator, signals_record
 from answerbox.pipeline.base import (
@@ -49,6 +49,7 @@ from answerbox.processors.text.passages import hits_of
 
 if TYPE_CHECKING:
     from answerbox.models import Models
+    from answerbox.services import Services
 
 __all__ = ["CitedAnswer", "CitedAnswerConfig"]
 
@@ -58,6 +59,8 @@ _EVIDENCE_IS_DATA = "cited_answer/evidence_is_data.j2"
 # The LLM gets at most this share of the processor's time left: the rest is for the
 # citation check or the extractive fallback, so a slow LLM never costs the answer.
 _LLM_SHARE = 0.7
+# One block of every field, for the test render of a pipeline's prompt.
+_SAMPLE = Evidence(index="i", id="d", field="text", excerpts=(), rank=0, marker=1, source="s", title="t")
 
 
 class CitedAnswerConfig(ProcessorConfig):
@@ -99,6 +102,16 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     config_model: ClassVar[type[ProcessorConfig]] = CitedAnswerConfig
     budget_weight: ClassVar[float] = 2.0
     writes_answer: ClassVar[bool] = True
+
+    def __init__(self, config: CitedAnswerConfig, services: Services) -> None:
+        super().__init__(config, services)
+        # Loaded and test-rendered now, as query expansion's: an override that does not parse
+        # or uses an unknown variable is refused when the pipeline is defined, not at search time.
+        try:
+            self._prompt = services.prompts.get(_PROMPT, config.prompt)
+            self._user_prompt("q", [_block(_SAMPLE)], "January 1, 2026", "i", json=False)
+        except ConfigError as exc:
+            raise ConfigError(f"processor [{self.name}]: {exc.reason}") from exc
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         """The checked answer lands in ``ctx.report.answer``; a run's listener hears the
@@ -229,16 +242,23 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         )
         # A caller's own system prompt replaces ours, never the rule that evidence is data.
         system = f"{system}\n{self.services.prompts.get(_EVIDENCE_IS_DATA).render()}"
-        user = self.services.prompts.get(_PROMPT, self.config.prompt).render(
+        user = self._user_prompt(
+            question, [_block(e) for e in blocks], current, qa.user_instructions if qa else None, json=json
+        )
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def _user_prompt(
+        self, question: str, evidence: list[dict[str, Any]], current: str, instructions: str | None, *, json: bool
+    ) -> str:
+        return self._prompt.render(
             question=question,
-            evidence=[_block(e) for e in blocks],
+            evidence=evidence,
             current_date=current,
             demonstrations=self.config.demonstrations,
             premise_check=self.config.premise_check,
-            user_instructions=qa.user_instructions if qa else None,
+            user_instructions=instructions,
             json=json,
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     async def _generate(
         self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext

@@ -73,14 +73,14 @@ async def test_out_of_range_and_unsupported_markers_are_removed_and_flagged() ->
     answer, ctx = await answer_of(answerer(answer_services(reply)))
     assert answer.text == "Dune was written by Frank Herbert [1]. Herbert was born in Tacoma, Washington."
     assert answer.citations == [cite(1, "novel", "Dune is a 1965 science fiction novel by Frank Herbert.", 0.6)]
-    tacoma = "Herbert was born in Tacoma, Washington ."  # the sentence less its markers
+    tacoma = "Herbert was born in Tacoma, Washington."  # the sentence less its markers
     assert answer.flagged == [
-        FlaggedClaim(sentence="Dune was written by Frank Herbert .", marker=7, reason="no_evidence"),
+        FlaggedClaim(sentence="Dune was written by Frank Herbert.", marker=7, reason="no_evidence"),
         FlaggedClaim(sentence=tacoma, marker=0, reason="no_evidence"),
         FlaggedClaim(sentence=tacoma, marker=3, reason="unsupported", support=-0.95),
     ]
     assert ctx.report.warnings == [
-        "[cited_answer] citation [7] matches no evidence; removed from: 'Dune was written by Frank Herbert .'",
+        "[cited_answer] citation [7] matches no evidence; removed from: 'Dune was written by Frank Herbert.'",
         f"[cited_answer] citation [0] matches no evidence; removed from: {tacoma!r}",
         f"[cited_answer] citation [3] does not support the sentence (support -0.95); removed from: {tacoma!r}",
     ]
@@ -92,7 +92,7 @@ async def test_a_supported_block_is_cut_when_the_claims_words_are_not_in_it() ->
     answer, _ = await answer_of(answerer(services, mode="generative"))
     assert answer.abstained
     assert answer.flagged == [
-        FlaggedClaim(sentence="It was first published by Chilton Books .", marker=3, reason="unsupported", support=-0.2)
+        FlaggedClaim(sentence="It was first published by Chilton Books.", marker=3, reason="unsupported", support=-0.2)
     ]
 
 
@@ -123,7 +123,7 @@ async def test_generative_mode_abstains_without_a_supported_claim() -> None:
         llm="used",
         flagged=[
             FlaggedClaim(
-                sentence="Dune was written by Isaac Asimov in Boston .", marker=2, reason="unsupported", support=-0.95
+                sentence="Dune was written by Isaac Asimov in Boston.", marker=2, reason="unsupported", support=-0.95
             )
         ],
     )
@@ -292,7 +292,7 @@ async def test_without_models_no_citation_passes_unchecked_unless_the_check_is_o
         assert answer.citations == [cite(2, "author", "Herbert wrote Dune and five sequels.", None)]
         assert ctx.report.warnings == [
             reader,
-            "[cited_answer] citation [9] matches no evidence; removed from: 'It is set on Arrakis .'",
+            "[cited_answer] citation [9] matches no evidence; removed from: 'It is set on Arrakis.'",
         ]
 
 
@@ -438,6 +438,8 @@ async def test_without_a_question_or_evidence_there_is_no_answer_to_give() -> No
         ({"mode": "creative"}, "mode"),
         ({"fields": {"text": " "}}, "a field name must not be blank"),
         ({"max_tokens": 5000}, "max_tokens"),
+        ({"prompt": "{{ query }}"}, "'query' is undefined"),
+        ({"prompt": "{% if %}"}, "syntax error"),
     ],
 )
 def test_invalid_configs_are_rejected_when_defined(config: dict[str, Any], problem: str) -> None:
