@@ -1,7 +1,9 @@
 """answerbox in-process: the real app, its lifespan run, spoken to through httpx's ASGI transport.
 
 OpenSearch is a closed local port: whatever reaches it fails at once with a 502, so a unit
-test sees when a request it expected answerbox to settle got as far as OpenSearch.
+test sees when a request it expected answerbox to settle got as far as OpenSearch. Given a
+``FakeOpenSearch``, answerbox's own clients reach that instead (the passthrough still finds the
+closed port); given an LLM's ASGI app (``ScriptedLLM.app()``), the LLM is that app, in-process.
 """
 
 from __future__ import annotations
@@ -12,8 +14,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-from answerbox.app import create_app
+import httpx2
+from answerbox.app import Transports, create_app
 from answerbox.config import Settings
+from answerbox.pipeline.registry import ProcessorRegistry
+from starlette.types import ASGIApp
+
+from tests.unit.fake_opensearch import FakeOpenSearch
 
 __all__ = ["closed_port", "in_process", "opensearch_error"]
 
@@ -25,11 +32,27 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+LLM_URL = "http://llm.in-process/v1"
+
+
 @asynccontextmanager
-async def in_process(**overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
-    """A client for an app built from ``Settings(**overrides)``, OpenSearch unreachable."""
+async def in_process(
+    *,
+    opensearch: FakeOpenSearch | None = None,
+    llm: ASGIApp | None = None,
+    registry: ProcessorRegistry | None = None,
+    **overrides: Any,
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client for an app built from ``Settings(**overrides)``; OpenSearch unreachable unless
+    ``opensearch`` stands in for it, the LLM ``llm`` where given."""
     overrides.setdefault("opensearch", {}).setdefault("url", f"http://127.0.0.1:{closed_port()}")
-    app = create_app(Settings(**overrides))
+    if llm is not None:
+        overrides.setdefault("llm", {}).setdefault("base_url", LLM_URL)
+    transports = Transports(
+        opensearch=opensearch.connection() if opensearch is not None else None,
+        llm=httpx2.ASGITransport(app=llm) if llm is not None else None,
+    )
+    app = create_app(Settings(**overrides), registry, transports=transports)
     async with app.router.lifespan_context(app) as state:
 
         async def served(scope: Any, receive: Any, send: Any) -> None:
