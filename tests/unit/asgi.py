@@ -4,6 +4,8 @@ OpenSearch is a closed local port: whatever reaches it fails at once with a 502,
 test sees when a request it expected answerbox to settle got as far as OpenSearch. Given a
 ``FakeOpenSearch``, answerbox's own clients reach that instead (the passthrough still finds the
 closed port); given an LLM's ASGI app (``ScriptedLLM.app()``), the LLM is that app, in-process.
+No model loads: the model directory is one that does not exist, so a pipeline that needs the
+reader or the evaluator degrades as it does where a model cannot load.
 """
 
 from __future__ import annotations
@@ -33,24 +35,26 @@ def closed_port() -> int:
 
 
 LLM_URL = "http://llm.in-process/v1"
+NO_MODELS = "/nonexistent/answerbox-unit-layer-models"
 
 
 @asynccontextmanager
 async def in_process(
     *,
     opensearch: FakeOpenSearch | None = None,
-    llm: ASGIApp | None = None,
+    llm_app: ASGIApp | None = None,
     registry: ProcessorRegistry | None = None,
     **overrides: Any,
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A client for an app built from ``Settings(**overrides)``; OpenSearch unreachable unless
-    ``opensearch`` stands in for it, the LLM ``llm`` where given."""
+    ``opensearch`` stands in for it, the LLM ``llm_app`` where given."""
     overrides.setdefault("opensearch", {}).setdefault("url", f"http://127.0.0.1:{closed_port()}")
-    if llm is not None:
+    overrides.setdefault("models", {}).setdefault("dir", NO_MODELS)
+    if llm_app is not None:
         overrides.setdefault("llm", {}).setdefault("base_url", LLM_URL)
     transports = Transports(
         opensearch=opensearch.connection() if opensearch is not None else None,
-        llm=httpx2.ASGITransport(app=llm) if llm is not None else None,
+        llm=httpx2.ASGITransport(app=llm_app) if llm_app is not None else None,
     )
     app = create_app(Settings(**overrides), registry, transports=transports)
     async with app.router.lifespan_context(app) as state:

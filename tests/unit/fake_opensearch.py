@@ -4,7 +4,7 @@
 request to this object instead of a socket: answerbox's clients, their serialising and their error
 mapping run as they do against a cluster. It holds what answerbox's own indices and a test's seeded
 documents need: documents by id, search with the queries answerbox and its tests send (``match_all``,
-``match``, ``multi_match``, ``term``, ``terms``, ``ids``, ``exists``, ``range``, ``bool``), sorting,
+``match_none``, ``match``, ``multi_match``, ``term``, ``terms``, ``ids``, ``exists``, ``range``, ``bool``), sorting,
 paging, ``_msearch``, index settings, ``_cat/plugins`` and no security plugin. Anything else it is
 sent is refused with a 400, so a test never passes on a request the fake only pretended to serve.
 The passthrough does not come here (it is aiohttp's own, left unreachable in the unit layer).
@@ -331,6 +331,8 @@ def _matches(query: JSON | None, source: JSON, doc_id: str) -> tuple[bool, float
     match kind:
         case "match_all":
             return True, 1.0
+        case "match_none":
+            return False, 0.0
         case "match":
             ((name, text),) = spec.items()
             text = text["query"] if isinstance(text, dict) else text
