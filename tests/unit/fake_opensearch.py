@@ -29,6 +29,7 @@ __all__ = ["FakeOpenSearch", "Sent"]
 
 JSON = dict[str, Any]
 _WORD = re.compile(r"\w+")
+_READS = ("/_search", "/_msearch")
 _SEARCH_KEYS = frozenset(
     {"query", "size", "from", "sort", "_source", "track_total_hits", "search_pipeline", "post_filter", "ext", "timeout"}
 )
@@ -90,6 +91,10 @@ class FakeOpenSearch:
         return [
             r for r in self.requests if fnmatch.fnmatchcase(r.path, path) and (method is None or r.method == method)
         ]
+
+    def changes(self) -> list[Sent]:
+        """The requests that were not reads (a search, a get): writes, deletes, the rights probe."""
+        return [r for r in self.requests if r.method not in ("GET", "HEAD") and not r.path.endswith(_READS)]
 
     def connection(self) -> type[AsyncConnection]:
         cluster = self
