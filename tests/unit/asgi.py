@@ -41,19 +41,19 @@ NO_MODELS = "/nonexistent/answerbox-unit-layer-models"
 @asynccontextmanager
 async def in_process(
     *,
-    opensearch: FakeOpenSearch | None = None,
+    cluster: FakeOpenSearch | None = None,
     llm_app: ASGIApp | None = None,
     registry: ProcessorRegistry | None = None,
     **overrides: Any,
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A client for an app built from ``Settings(**overrides)``; OpenSearch unreachable unless
-    ``opensearch`` stands in for it, the LLM ``llm_app`` where given."""
+    ``cluster`` stands in for it, the LLM ``llm_app`` where given."""
     overrides.setdefault("opensearch", {}).setdefault("url", f"http://127.0.0.1:{closed_port()}")
     overrides.setdefault("models", {}).setdefault("dir", NO_MODELS)
     if llm_app is not None:
         overrides.setdefault("llm", {}).setdefault("base_url", LLM_URL)
     transports = Transports(
-        opensearch=opensearch.connection() if opensearch is not None else None,
+        opensearch=cluster.connection() if cluster is not None else None,
         llm=httpx2.ASGITransport(app=llm_app) if llm_app is not None else None,
     )
     app = create_app(Settings(**overrides), registry, transports=transports)

@@ -63,7 +63,7 @@ def cluster() -> FakeOpenSearch:
 
 @pytest.fixture
 async def client(cluster: FakeOpenSearch) -> AsyncIterator[httpx.AsyncClient]:
-    async with in_process(opensearch=cluster) as client:
+    async with in_process(cluster=cluster) as client:
         yield client
 
 
@@ -125,7 +125,7 @@ async def test_a_searchs_own_pipeline_may_not_set_prompts_examples_models_or_the
 
 async def test_the_admin_may_let_searches_set_their_own_prompts(cluster: FakeOpenSearch) -> None:
     llm = ScriptedLLM(replies=["treasure map"])
-    async with in_process(opensearch=cluster, llm_app=llm.app(), limits={"inline_overrides": True}) as client:
+    async with in_process(cluster=cluster, llm_app=llm.app(), limits={"inline_overrides": True}) as client:
         body = {"search_pipeline": _pipeline("Keywords for {{ query }}"), "query": {"match": {"text": "x"}}}
         response = await client.post("/docs/_search", json=body)
         assert response.status_code == 200, response.text
@@ -137,7 +137,7 @@ async def test_the_admin_may_let_searches_set_their_own_prompts(cluster: FakeOpe
 
 
 async def test_a_model_the_admin_did_not_allow_is_refused_in_any_pipeline(cluster: FakeOpenSearch) -> None:
-    async with in_process(opensearch=cluster, llm={"allowed_models": ["big"]}) as client:
+    async with in_process(cluster=cluster, llm={"allowed_models": ["big"]}) as client:
         for model, status in (("gpt-expensive", 400), ("big", 200)):
             stored = {"response_processors": [{"cited_answer": {"model": model}}]}
             response = await client.put("/_search/pipeline/m", json=stored)

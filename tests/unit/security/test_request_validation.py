@@ -24,7 +24,7 @@ def cluster() -> FakeOpenSearch:
 
 @pytest.fixture
 async def client(cluster: FakeOpenSearch) -> AsyncIterator[httpx.AsyncClient]:
-    async with in_process(opensearch=cluster) as client:
+    async with in_process(cluster=cluster) as client:
         yield client
 
 
