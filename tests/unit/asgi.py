@@ -24,7 +24,7 @@ from starlette.types import ASGIApp
 
 from tests.unit.fake_opensearch import FakeOpenSearch
 
-__all__ = ["closed_port", "in_process", "opensearch_error"]
+__all__ = ["LLM_URL", "NO_MODELS", "closed_port", "in_process", "in_process_app", "opensearch_error"]
 
 
 def closed_port() -> int:
@@ -39,15 +39,15 @@ NO_MODELS = "/nonexistent/answerbox-unit-layer-models"
 
 
 @asynccontextmanager
-async def in_process(
+async def in_process_app(
     *,
     cluster: FakeOpenSearch | None = None,
     llm_app: ASGIApp | None = None,
     registry: ProcessorRegistry | None = None,
     **overrides: Any,
-) -> AsyncIterator[httpx.AsyncClient]:
-    """A client for an app built from ``Settings(**overrides)``; OpenSearch unreachable unless
-    ``cluster`` stands in for it, the LLM ``llm_app`` where given."""
+) -> AsyncIterator[ASGIApp]:
+    """The app built from ``Settings(**overrides)``, its lifespan running, as a server calls it;
+    OpenSearch unreachable unless ``cluster`` stands in for it, the LLM ``llm_app`` where given."""
     overrides.setdefault("opensearch", {}).setdefault("url", f"http://127.0.0.1:{closed_port()}")
     overrides.setdefault("models", {}).setdefault("dir", NO_MODELS)
     if llm_app is not None:
@@ -63,7 +63,14 @@ async def in_process(
             # What a server does with the lifespan's state: a copy of it in every request's scope.
             await app({**scope, "state": dict(state or {})}, receive, send)
 
-        transport = httpx.ASGITransport(app=served)
+        yield served
+
+
+@asynccontextmanager
+async def in_process(**options: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """A client for ``in_process_app(**options)``."""
+    async with in_process_app(**options) as app:
+        transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://answerbox") as client:
             yield client
 

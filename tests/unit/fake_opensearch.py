@@ -74,10 +74,13 @@ class FakeOpenSearch:
 
     # --- what a test sets up and looks at --------------------------------------------------------
 
-    def index_docs(self, index: str, docs: Iterable[Mapping[str, Any]], **settings: str) -> None:
-        """Create ``index`` holding ``docs`` (each its ``_id`` or its position as id), as a bulk with refresh does."""
+    def index_docs(
+        self, index: str, docs: Iterable[Mapping[str, Any]], settings: Mapping[str, str] | None = None
+    ) -> None:
+        """Create ``index`` holding ``docs`` (each its ``_id`` or its position as id), as a bulk with
+        refresh does; ``settings`` in their flat form (``index.search.default_pipeline``)."""
         created = self.indices.setdefault(index, _Index())
-        created.settings.update(settings)
+        created.settings.update(settings or {})
         for position, doc in enumerate(docs):
             source = dict(doc)
             created.docs[str(source.pop("_id", position))] = source
