@@ -161,7 +161,7 @@ class FakeOpenSearch:
                 docs = self._index(index).docs
                 if doc_id not in docs:
                     raise _Refused(404, "document_missing_exception", f"[{doc_id}]: document missing")
-                docs[doc_id] = {**docs[doc_id], **body["doc"]}
+                docs[doc_id] = _merged(docs[doc_id], body["doc"])
                 return 200, self._written(index, doc_id, "updated")
             case [index, "_delete_by_query"] if method == "POST":
                 docs = self._index(index).docs
@@ -304,6 +304,15 @@ class _FakeConnection(AsyncConnection):
 
     async def close(self) -> None:
         return None
+
+
+def _merged(source: JSON, update: JSON) -> JSON:
+    """A partial update as OpenSearch applies one: objects merge, everything else is replaced."""
+    merged = dict(source)
+    for key, value in update.items():
+        old = merged.get(key)
+        merged[key] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return merged
 
 
 def basic(user: str, password: str = "x") -> dict[str, str]:
