@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any, ClassVar
 
 import httpx
@@ -90,7 +90,7 @@ async def test_a_caller_that_disconnects_stops_its_search(cluster: FakeOpenSearc
     Hold.started, Hold.cancelled = asyncio.Event(), []
     body = json.dumps({**QUERY, "search_pipeline": {"response_processors": [{"hold": {"tag": "held"}}]}}).encode()
     requests = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         if requests:
@@ -98,7 +98,7 @@ async def test_a_caller_that_disconnects_stops_its_search(cluster: FakeOpenSearc
         await Hold.started.wait()  # the caller leaves while its search runs
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     scope = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -103,7 +104,7 @@ async def test_errors_name_no_internal_host() -> None:
 async def test_warnings_never_repeat_an_llm_providers_words(cluster: FakeOpenSearch) -> None:
     llm = ScriptedLLM(fail=True, fail_status=401)
     async with in_process(cluster=cluster, llm_app=llm.app()) as client:
-        pipeline = {"request_processors": [{"llm_query_expansion": {}}]}
+        pipeline: dict[str, Any] = {"request_processors": [{"llm_query_expansion": {}}]}
         response = await client.post(
             "/books/_search", json={"search_pipeline": pipeline, "query": {"match": {"body": "spice"}}}
         )
