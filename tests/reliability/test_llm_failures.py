@@ -39,6 +39,5 @@ def test_a_stream_chunk_that_is_not_json_degrades_the_answer(
     with client.stream("POST", f"{url}/books/_answerbox/stream", json=body) as response:
         events = [line.removeprefix("event: ") for line in response.iter_lines() if line.startswith("event: ")]
     assert response.status_code == 200
-    assert events[:3] == ["search", "hits", "snippet"]
-    assert events[-2:] == ["answer", "done"]
-    assert "error" in events  # the LLM's failure is told, then the fallback answer follows
+    # The chunk before the broken one is a token; the LLM's failure is told, then the fallback answer follows.
+    assert events == ["search", "hits", "snippet", "token", "error", "answer", "done"]
