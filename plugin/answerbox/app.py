@@ -10,8 +10,9 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
+from opensearchpy import AsyncConnection
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -38,11 +39,23 @@ from answerbox.processors import default_registry
 from answerbox.services import Services
 from answerbox.ui import ui_routes
 
-__all__ = ["create_app"]
+if TYPE_CHECKING:
+    import httpx2  # openai's HTTP client
+
+__all__ = ["Transports", "create_app"]
 
 logger = logging.getLogger(__name__)
 
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transports:
+    """What carries answerbox's requests to OpenSearch (its clients; the passthrough always goes
+    over the network) and to the LLM. None: the network, as configured; a test gives in-process ones."""
+
+    opensearch: type[AsyncConnection] | None = None
+    llm: httpx2.AsyncBaseTransport | None = None
 
 
 @dataclass
@@ -59,10 +72,10 @@ class _State:
     warm_up: WarmUp
 
 
-def _build_state(settings: Settings, registry: ProcessorRegistry) -> _State:
-    clients = OpenSearchClients(settings.opensearch)
+def _build_state(settings: Settings, registry: ProcessorRegistry, transports: Transports) -> _State:
+    clients = OpenSearchClients(settings.opensearch, connection_class=transports.opensearch)
     passthrough = Passthrough(settings.opensearch)
-    services = Services.create(settings, clients.service)
+    services = Services.create(settings, clients.service, llm_transport=transports.llm)
     stats = PipelineStats()
     store = PipelineStore(
         service=clients.service,
@@ -205,13 +218,16 @@ _ROUTES = [
 ]
 
 
-def create_app(settings: Settings, registry: ProcessorRegistry | None = None) -> Starlette:
+def create_app(
+    settings: Settings, registry: ProcessorRegistry | None = None, *, transports: Transports | None = None
+) -> Starlette:
     registry = registry or default_registry()
+    transports = transports or Transports()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[AppState]:
         # Built here, not in create_app: the clients' connection pools belong to the server's loop.
-        parts = _build_state(settings, registry)
+        parts = _build_state(settings, registry, transports)
         # In the background: the passthrough serves at once; readiness waits for it.
         parts.warm_up.start()
         try:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opensearchpy import AsyncOpenSearch
+from opensearchpy import AsyncConnection, AsyncOpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
@@ -48,7 +48,9 @@ class Caller:
         return [h for h in self.headers if h[0] != "x-opaque-id"]
 
 
-def _client(settings: OpenSearchSettings, *, with_service_auth: bool) -> AsyncOpenSearch:
+def _client(
+    settings: OpenSearchSettings, *, with_service_auth: bool, connection_class: type[AsyncConnection] | None
+) -> AsyncOpenSearch:
     auth = None
     if with_service_auth and settings.service_username:
         password = settings.service_password.get_secret_value() if settings.service_password else ""
@@ -62,6 +64,7 @@ def _client(settings: OpenSearchSettings, *, with_service_auth: bool) -> AsyncOp
         max_retries=0,
         retry_on_timeout=False,
         maxsize=settings.max_connections,
+        connection_class=connection_class,  # None: opensearch-py's own (aiohttp)
     )
 
 
@@ -138,10 +141,11 @@ def with_pipeline(body: JSON, pipeline: JSON | None) -> JSON:
 class OpenSearchClients:
     """Owns both clients for the app's lifetime."""
 
-    def __init__(self, settings: OpenSearchSettings) -> None:
+    def __init__(self, settings: OpenSearchSettings, *, connection_class: type[AsyncConnection] | None = None) -> None:
+        """``connection_class`` carries both clients' requests instead of aiohttp (a test's in-process cluster)."""
         # No credentials of its own: every call carries the caller's headers.
-        self.caller = _client(settings, with_service_auth=False)
-        self.service = _client(settings, with_service_auth=True)
+        self.caller = _client(settings, with_service_auth=False, connection_class=connection_class)
+        self.service = _client(settings, with_service_auth=True, connection_class=connection_class)
         self.search = SearchBackend(self.caller)
 
     async def aclose(self) -> None:

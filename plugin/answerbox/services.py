@@ -18,6 +18,7 @@ from answerbox.prompts import PromptLibrary
 from answerbox.shared_cache import SharedCache
 
 if TYPE_CHECKING:
+    import httpx2  # openai's HTTP client
     from opensearchpy import AsyncOpenSearch
 
     from answerbox.models import Models
@@ -36,12 +37,14 @@ class Services:
         self._loading: asyncio.Task[Models] | None = None
 
     @classmethod
-    def create(cls, settings: Settings, service: AsyncOpenSearch) -> Services:
-        """The app's services: ``service`` is the OpenSearch client with the service credentials."""
+    def create(
+        cls, settings: Settings, service: AsyncOpenSearch, *, llm_transport: httpx2.AsyncBaseTransport | None = None
+    ) -> Services:
+        """The app's services: ``service`` is the OpenSearch client with the service credentials;
+        ``llm_transport``, where given, carries the LLM's requests instead of the network."""
         prompts = PromptLibrary(settings.templates_dir)
-        return cls(
-            settings, LLMClient(settings.llm, prompts), prompts, SharedCache(service, settings.opensearch.cache_index)
-        )
+        llm = LLMClient(settings.llm, prompts, transport=llm_transport)
+        return cls(settings, llm, prompts, SharedCache(service, settings.opensearch.cache_index))
 
     async def models(self) -> Models:
         """The reader and evaluator, loaded once (sessions are expensive to create). A caller that

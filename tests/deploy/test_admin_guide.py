@@ -26,16 +26,19 @@ def test_admin_requests_register_default_ask_and_watch(osmem_url: str, client: h
             assert response.status_code == 200, f"{request.method} {request.path}: {response.text}"
             answers[(request.method, request.path.split("?")[0])] = response
     search = answers[("POST", f"/{SAMPLE_INDEX}/_search")].json()
-    # The index default ran: the question was expanded and answered.
+    # The index default ran: the question was expanded (by the oracle's keywords) and answered.
     report = search["ext"]["answerbox"]
-    assert report["query_expansion"]["expansion"]
-    # prefer generative: the LLM's sentence when its citation held up (held back as the candidate
-    # below the model's min_confidence), else the reader's snippet, the LLM having been asked.
+    assert report["query_expansion"]["expansion"] == stack.oracle.keywords
+    assert report["query_expansion"]["fallback"] is False
+    assert report["warnings"] == []
+    # prefer generative: the LLM's sentence, its citation held up, is held back as the candidate
+    # below the model's min_confidence (the search abstains, saying why).
     answer = report["answer"]
-    shown = answer["candidate"] or answer
-    assert shown["text"] == stack.oracle.answers[0] or (shown["mode"] == "extractive" and answer["llm"] == "used")
-    assert answer["abstained"] == (answer["candidate"] is not None)
     assert answer["llm"] == "used"
+    assert (answer["abstained"], answer["reason"], answer["mode"]) == (True, "low_confidence", "generative")
+    candidate = answer["candidate"]
+    assert (candidate["text"], candidate["mode"]) == (stack.oracle.answers[0], "generative")
+    assert [c["marker"] for c in candidate["citations"]] == [1]
     stream = answers[("POST", f"/{SAMPLE_INDEX}/_answerbox/stream")]
     assert stream.headers["content-type"].startswith("text/event-stream")
     events = re.findall(r"^event: (\w+)$", stream.text, re.MULTILINE)

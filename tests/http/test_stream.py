@@ -1,4 +1,5 @@
-"""``POST /{index}/_answerbox/stream``: hits first, then tokens, then the checked answer, as server-sent events."""
+"""``POST /{index}/_answerbox/stream``: hits first, then tokens, then the checked answer, as server-sent events.
+What it refuses before any search starts is told in-process (tests/unit/http/test_stream.py)."""
 
 from __future__ import annotations
 
@@ -121,20 +122,6 @@ def test_without_an_llm_the_stream_has_no_tokens(
     snippet, answer = events[2][1], events[3][1]["answer"]
     assert answer["mode"] == "extractive"
     assert snippet == answer
-
-
-def test_stream_needs_a_pipeline_with_cited_answer(
-    books: OpenSearch, make_answerbox: AnswerboxFactory, client: httpx.Client  # noqa: F811
-) -> None:
-    url = make_answerbox()
-    response = client.post(f"{url}/books/_answerbox/stream", json={"query": {"match_all": {}}})
-    assert response.status_code == 400
-    assert "cited_answer" in response.json()["error"]["reason"]
-    broken = client.post(
-        f"{url}/books/_answerbox/stream", content=b"{not json", headers={"content-type": "application/json"}
-    )
-    assert broken.status_code == 400
-    assert broken.json()["error"]["type"] == "parsing_exception"
 
 
 @pytest.mark.parametrize("ignore", [True, False])

@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 from openai.types.chat import ChatCompletion
@@ -19,6 +19,9 @@ from answerbox.errors import LLMError, LLMTimeout
 from answerbox.llm.admission import LLMSlots
 from answerbox.llm.structured import PROBE, Schema, StructuredMode, from_json, response_format
 from answerbox.prompts import PromptLibrary
+
+if TYPE_CHECKING:
+    import httpx2  # openai's HTTP client
 
 __all__ = ["Completion", "LLMClient", "Message"]
 
@@ -49,7 +52,10 @@ class Completion:
 class LLMClient:
     """Chat completions with the configured model, temperature, token cap and timeout."""
 
-    def __init__(self, settings: LLMSettings, prompts: PromptLibrary) -> None:
+    def __init__(
+        self, settings: LLMSettings, prompts: PromptLibrary, *, transport: httpx2.AsyncBaseTransport | None = None
+    ) -> None:
+        """``transport`` carries the requests instead of the network (a test's in-process server)."""
         self.settings = settings
         self._prompts = prompts
         # None until auto's probe has an answer; a probe cut short by an error decides nothing.
@@ -63,6 +69,7 @@ class LLMClient:
                 api_key=settings.api_key.get_secret_value(),
                 timeout=settings.timeout_s,
                 max_retries=0,
+                http_client=openai.DefaultAsyncHttpxClient(transport=transport) if transport is not None else None,
             )
             if settings.base_url
             else None

@@ -1,8 +1,10 @@
+"""The micro-batcher with fake models: batches shared and cut, failures and cancellations kept to their callers,
+the queue bounded, overall and per owner."""
+
 from __future__ import annotations
 
 import asyncio
 import threading
-from typing import cast
 
 import pytest
 from answerbox.models.batching import MicroBatcher, QueueFull, partition
@@ -118,15 +120,17 @@ async def test_work_for_callers_who_gave_up_is_not_done() -> None:
 
 
 async def test_a_full_queue_refuses_at_once() -> None:
+    started = threading.Event()
     release = threading.Event()
-    batcher: MicroBatcher[str, str] = MicroBatcher(
-        lambda items: cast(list[str], release.wait(5) and [i.upper() for i in items]),
-        max_batch=2,
-        max_wait_s=0,
-        max_pending=3,
-    )
+
+    def held(items: list[str]) -> list[str]:
+        started.set()
+        release.wait(5)
+        return [i.upper() for i in items]
+
+    batcher: MicroBatcher[str, str] = MicroBatcher(held, max_batch=2, max_wait_s=0, max_pending=3)
     running = asyncio.ensure_future(batcher.submit(["a", "b"]))
-    await asyncio.sleep(0.05)  # the worker took a and b
+    await asyncio.to_thread(started.wait, 5)  # the worker took a and b
     queued = asyncio.ensure_future(batcher.submit(["c", "d", "e"]))
     await asyncio.sleep(0)
     with pytest.raises(QueueFull):
