@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import openai
 from openai.types.chat import ChatCompletion
@@ -23,7 +23,7 @@ from answerbox.prompts import PromptLibrary
 if TYPE_CHECKING:
     import httpx2  # openai's HTTP client
 
-__all__ = ["Completion", "LLMClient", "Message"]
+__all__ = ["CallOptions", "Completion", "LLMClient", "Message"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,15 @@ class Completion:
     completion_tokens: int
     millis: float
     cut_off: bool = False  # the reply ran into max_tokens
+
+
+class CallOptions(TypedDict, total=False):
+    """What one call may set; each left out (or None) is the configured value."""
+
+    max_tokens: int | None
+    stop: Sequence[str] | None
+    model: str | None
+    timeout_s: float | None
 
 
 class LLMClient:
@@ -79,23 +88,17 @@ class LLMClient:
     def configured(self) -> bool:
         return self._client is not None
 
-    def _request(
-        self,
-        messages: Sequence[Message],
-        max_tokens: int | None,
-        stop: Sequence[str] | None,
-        model: str | None,
-        timeout_s: float | None,
-    ) -> tuple[openai.AsyncOpenAI, dict[str, Any]]:
+    def _request(self, messages: Sequence[Message], options: CallOptions) -> tuple[openai.AsyncOpenAI, dict[str, Any]]:
         if self._client is None:
             raise LLMError("no LLM is configured (llm.base_url is unset)")
+        stop = options.get("stop")
         return self._client, {
-            "model": model or self.settings.model,
+            "model": options.get("model") or self.settings.model,
             "messages": list(messages),
             "temperature": self.settings.temperature,
-            "max_tokens": max_tokens or self.settings.max_tokens,
+            "max_tokens": options.get("max_tokens") or self.settings.max_tokens,
             "stop": list(stop) if stop else None,
-            "timeout": timeout_s or self.settings.timeout_s,
+            "timeout": options.get("timeout_s") or self.settings.timeout_s,
         }
 
     async def models(self) -> list[str]:
@@ -136,7 +139,9 @@ class LLMClient:
         """True: the server answered the probe with its JSON; False: it refused the form or
         ignored it (prose back); None: no answer (down, slow, overloaded)."""
         message = self._prompts.get(_PROBE_TEMPLATE).render()
-        client, args = self._request([{"role": "user", "content": message}], _PROBE_TOKENS, None, None, timeout_s)
+        client, args = self._request(
+            [{"role": "user", "content": message}], {"max_tokens": _PROBE_TOKENS, "timeout_s": timeout_s}
+        )
         args["response_format"] = response_format(mode, PROBE)
         try:
             async with asyncio.timeout(args["timeout"]):
@@ -165,17 +170,11 @@ class LLMClient:
             raise LLMError(f"the LLM sent a malformed reply ({type(exc).__name__})") from exc
 
     async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        model: str | None = None,
-        timeout_s: float | None = None,
-        schema: Schema | None = None,
+        self, messages: Sequence[Message], *, schema: Schema | None = None, **options: Unpack[CallOptions]
     ) -> Completion:
         """The reply; with ``schema``, JSON fitting it where the endpoint supports that (see :meth:`structured`)."""
-        client, args = self._request(messages, max_tokens, stop, model, timeout_s)
+        client, args = self._request(messages, options)
+        timeout_s = options.get("timeout_s")
         mode = await self._structured_mode(timeout_s) if schema is not None else "none"
         started = time.perf_counter()
         async with self._slots.admitted(args["timeout"]) as args["timeout"]:
@@ -226,20 +225,12 @@ class LLMClient:
         self._caps_taken = True
         return response
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        model: str | None = None,
-        timeout_s: float | None = None,
-    ) -> AsyncIterator[str]:
+    async def stream(self, messages: Sequence[Message], **options: Unpack[CallOptions]) -> AsyncIterator[str]:
         """Yield text deltas as they arrive."""
-        client, args = self._request(messages, max_tokens, stop, model, timeout_s)
+        client, args = self._request(messages, options)
         finished = False
         async with self._slots.admitted(args["timeout"]) as args["timeout"]:
-            with self._translated(timeout_s):
+            with self._translated(options.get("timeout_s")):
                 chunks = await client.chat.completions.create(**args, stream=True)
                 async for chunk in chunks:
                     if not chunk.choices:

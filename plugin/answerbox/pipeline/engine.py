@@ -334,20 +334,13 @@ class SearchEngine:
                     f"ext.generative_qa_parameters.{name} is longer than limits.max_prompt_chars "
                     f"({limits.max_prompt_chars})"
                 )
-        if qa.context_size is not None and qa.context_size > limits.max_context_size:
-            raise InvalidRequest(
-                f"ext.generative_qa_parameters.context_size is above limits.max_context_size "
-                f"({limits.max_context_size})"
-            )
+        for name, limit in (("context_size", limits.max_context_size), ("message_size", limits.max_message_size)):
+            if (getattr(qa, name) or 0) > limit:
+                raise InvalidRequest(f"ext.generative_qa_parameters.{name} is above limits.max_{name} ({limit})")
         if qa.llm_model is not None and qa.llm_model not in (settings.llm.model, *settings.llm.allowed_models):
             raise InvalidRequest(
                 f"ext.generative_qa_parameters.llm_model [{qa.llm_model}] is not one callers may choose "
                 f"(llm.allowed_models)"
-            )
-        if qa.message_size is not None and qa.message_size > limits.max_message_size:
-            raise InvalidRequest(
-                f"ext.generative_qa_parameters.message_size is above limits.max_message_size "
-                f"({limits.max_message_size})"
             )
         if qa.memory_id is not None and not (0 < len(qa.memory_id) <= _MAX_MEMORY_ID and qa.memory_id.isprintable()):
             raise InvalidRequest(

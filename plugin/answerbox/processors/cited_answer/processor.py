@@ -157,13 +157,15 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             and snippet.confidence >= skip_above
         ):
             return snippet.model_copy(update={"llm": "skipped"})
-        generated = await self._generative(question, blocks, snippet, calibrator, ctx)
+        generated = await self._generative(question, blocks, ctx)
         if generated is None:  # the LLM failed: the snippet, whatever the mode
             return (
                 snippet.model_copy(update={"llm": "failed"})
                 if snippet is not None
                 else self._abstain("generative", "unavailable", llm="failed")
             )
+        if not generated.abstained:
+            generated = _scored(generated, snippet, calibrator)
         if not auto or snippet is None:
             return generated
         if generated.abstained:
@@ -186,15 +188,8 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         held = self._abstain(answer.mode, "low_confidence", llm=answer.llm, flagged=answer.flagged)
         return held.model_copy(update={"candidate": candidate, "signals": answer.signals})
 
-    async def _generative(
-        self,
-        question: str,
-        blocks: Sequence[Evidence],
-        snippet: Answer | None,
-        calibrator: AnswerCalibrator,
-        ctx: PipelineContext,
-    ) -> Answer | None:
-        """The LLM's checked answer, scored; None when the LLM failed."""
+    async def _generative(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer | None:
+        """The LLM's checked answer; None when the LLM failed."""
         parts: list[str] = []
         try:
             async for text in self._generate(question, blocks, ctx):
@@ -208,18 +203,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             if ctx.listener is not None:
                 ctx.listener.failed(exc)
             return None
-        answer = await self._checked("".join(parts), question, blocks, ctx)
-        if answer.abstained:
-            return answer
-        signals = beside_the_snippet(
-            answer.text,
-            support=max((c.support for c in answer.citations if c.support is not None), default=0.0),
-            snippet=snippet.text if snippet is not None else "",
-            snippet_confidence=(snippet.confidence or 0.0) if snippet is not None else 0.0,
-        )
-        return answer.model_copy(
-            update={"confidence": calibrator.confidence(signals), "signals": signals_record(signals)}
-        )
+        return await self._checked("".join(parts), question, blocks, ctx)
 
     def _evidence(self, response: JSON, ctx: PipelineContext) -> list[Evidence]:
         size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
@@ -379,6 +363,17 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
 
 async def _whole(completion: Awaitable[Completion], structured: bool) -> AsyncGenerator[str, None]:
     yield read_answer((await completion).text, structured)
+
+
+def _scored(answer: Answer, snippet: Answer | None, calibrator: AnswerCalibrator) -> Answer:
+    """The LLM's held-up ``answer`` with its confidence, read beside the reader's ``snippet``."""
+    signals = beside_the_snippet(
+        answer.text,
+        support=max((c.support for c in answer.citations if c.support is not None), default=0.0),
+        snippet=snippet.text if snippet is not None else "",
+        snippet_confidence=(snippet.confidence or 0.0) if snippet is not None else 0.0,
+    )
+    return answer.model_copy(update={"confidence": calibrator.confidence(signals), "signals": signals_record(signals)})
 
 
 def _block(evidence: Evidence) -> dict[str, Any]:
