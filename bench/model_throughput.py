@@ -87,9 +87,7 @@ def main() -> None:
         "onnx_fp32": onnx_runner(manifest.model_path(args.model_dir, "fp32"), args.threads),
         "torch_eager": torch_runner(args.checkpoint, args.threads),
     }
-    configs = {
-        f"{name}/batch_{b}": Timed(run, b) for name, run in engines.items() if run is not None for b in (1, 16)
-    }
+    configs = {f"{name}/batch_{b}": Timed(run, b) for name, run in engines.items() if run is not None for b in (1, 16)}
     int8 = engines["onnx_int8"]
     assert int8 is not None
     configs["onnx_int8/batch_16/fixed_max_length"] = Timed(int8, 16, pad_to=manifest.max_length)

@@ -168,7 +168,6 @@ def contains_gold(text: str, answers: Sequence[str]) -> bool:
     return any(normalize_answer(a) and normalize_answer(a) in normalized for a in answers)
 
 
-
 def exact_match(prediction: str, golds: Sequence[str]) -> float:
     return max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds)
 

@@ -29,6 +29,9 @@ from tests.support.servers import serve
 
 AnswerboxFactory = Callable[..., str]
 
+# Fixtures several test modules share, each in its own module.
+pytest_plugins = ["tests.support.books"]
+
 UNIT_DIR = Path(__file__).parent / "unit"
 
 

@@ -30,5 +30,6 @@ done
 export ANSWERBOX_TEST_LLM_URL="http://127.0.0.1:$LLM_PORT/v1"
 # Lint and types first (seconds); their configuration is in pyproject.toml.
 "$VENV/bin/ruff" check .
+"$VENV/bin/ruff" format --check .
 "$VENV/bin/mypy"
 "$VENV/bin/python" -m pytest "$@"

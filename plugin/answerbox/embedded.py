@@ -44,9 +44,7 @@ SAMPLE_PIPELINE: dict[str, Any] = {
     "budget_s": 12,
     "response_processors": [{"retrieval_evaluator": {"top_n": 10, "rerank": True}}, {"cited_answer": {"size": 5}}],
 }
-_MAPPINGS = {
-    "properties": {"title": {"type": "text"}, "text": {"type": "text"}, "source": {"type": "keyword"}}
-}
+_MAPPINGS = {"properties": {"title": {"type": "text"}, "text": {"type": "text"}, "source": {"type": "keyword"}}}
 
 
 def wait_until_up(url: str, process: subprocess.Popen[bytes] | None, timeout_s: float) -> None:

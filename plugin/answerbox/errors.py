@@ -1,22 +1,22 @@
 """Errors answerbox raises, each rendered in OpenSearch's error shape.
 
-    AnswerboxError (500, exception)
-    ├── InvalidRequest (400, illegal_argument_exception)
-    │   ├── ParseError (400, parsing_exception)
-    │   └── OutOfScope: a processor's search the caller's scope cannot bound
-    ├── ResourceNotFound (404, resource_not_found_exception)
-    ├── RequestTimeout (408, timeout_exception): the body did not arrive in time
-    ├── RequestTooLarge (413, content_too_long_exception)
-    ├── RejectedExecution (429, rejected_execution_exception): too many runs in flight
-    ├── ClientClosedRequest (499, task_cancelled_exception): the caller left; its work was stopped
-    ├── ConfigError (400, illegal_argument_exception): a pipeline or processor config is invalid
-    ├── ProcessorError (500, search_pipeline_exception): a processor failed without ignore_failure
-    ├── ModelError (500, model_exception)
-    ├── LLMError (502, llm_exception)
-    │   └── LLMTimeout (504, llm_timeout_exception)
-    ├── UpstreamError (OpenSearch's status and body, kept unchanged)
-    └── UpstreamUnavailable (502, OpenSearch cannot be reached)
-        └── UpstreamTimeout (504, timeout_exception: OpenSearch did not answer in time)
+AnswerboxError (500, exception)
+├── InvalidRequest (400, illegal_argument_exception)
+│   ├── ParseError (400, parsing_exception)
+│   └── OutOfScope: a processor's search the caller's scope cannot bound
+├── ResourceNotFound (404, resource_not_found_exception)
+├── RequestTimeout (408, timeout_exception): the body did not arrive in time
+├── RequestTooLarge (413, content_too_long_exception)
+├── RejectedExecution (429, rejected_execution_exception): too many runs in flight
+├── ClientClosedRequest (499, task_cancelled_exception): the caller left; its work was stopped
+├── ConfigError (400, illegal_argument_exception): a pipeline or processor config is invalid
+├── ProcessorError (500, search_pipeline_exception): a processor failed without ignore_failure
+├── ModelError (500, model_exception)
+├── LLMError (502, llm_exception)
+│   └── LLMTimeout (504, llm_timeout_exception)
+├── UpstreamError (OpenSearch's status and body, kept unchanged)
+└── UpstreamUnavailable (502, OpenSearch cannot be reached)
+    └── UpstreamTimeout (504, timeout_exception: OpenSearch did not answer in time)
 """
 
 from __future__ import annotations

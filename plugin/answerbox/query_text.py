@@ -87,4 +87,3 @@ def question_of(body: Mapping[str, Any], params: Mapping[str, str]) -> str | Non
     if clauses:
         return clauses[0].text
     return params.get("q")
-

@@ -27,9 +27,7 @@ __all__ = ["Services"]
 
 
 class Services:
-    def __init__(
-        self, settings: Settings, llm: LLMClient, prompts: PromptLibrary, shared_cache: SharedCache
-    ) -> None:
+    def __init__(self, settings: Settings, llm: LLMClient, prompts: PromptLibrary, shared_cache: SharedCache) -> None:
         self.settings = settings
         self.shared_cache = shared_cache
         self.llm = llm

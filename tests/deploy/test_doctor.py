@@ -144,7 +144,9 @@ def test_health_is_the_same_checks_for_probes(make_answerbox: AnswerboxFactory, 
     assert llm_down.json()["status"] == "yellow"
     assert [c["check"] for c in llm_down.json()["checks"] if c["status"] == "fail"] == ["llm"]
     # Without OpenSearch no search can run: not ready.
-    cluster_down = client.get(f"{make_answerbox(opensearch={'url': f'http://127.0.0.1:{free_port()}'})}/_answerbox/health")
+    cluster_down = client.get(
+        f"{make_answerbox(opensearch={'url': f'http://127.0.0.1:{free_port()}'})}/_answerbox/health"
+    )
     assert cluster_down.status_code == 503
     assert cluster_down.json()["status"] == "red"
     [failed] = [c for c in cluster_down.json()["checks"] if c["status"] == "fail"]

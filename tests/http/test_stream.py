@@ -13,12 +13,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory
-from tests.processors.test_cited_answer import (  # noqa: F401 - fixtures
-    QUESTION,
-    answer_search,
-    books,
-    generative,
-)
+from tests.support.books import QUESTION, answer_search
 from tests.support.processors import registry_with_test_processors
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import serve
@@ -60,7 +55,8 @@ class BreaksMidStream(ScriptedLLM):
 
 
 def test_stream_sends_hits_then_tokens_then_checked_answer(
-    generative: tuple[ScriptedLLM, str], client: httpx.Client  # noqa: F811
+    generative: tuple[ScriptedLLM, str],
+    client: httpx.Client,
 ) -> None:
     scripted, url = generative
     scripted.replies = ["Dune was written by Frank Herbert [1, 2]. Herbert was born in Tacoma [3]."]
@@ -95,7 +91,9 @@ def test_stream_sends_hits_then_tokens_then_checked_answer(
 
 
 def test_llm_failure_mid_stream_sends_error_then_the_extractive_answer(
-    books: OpenSearch, make_answerbox: AnswerboxFactory, client: httpx.Client  # noqa: F811
+    books: OpenSearch,
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
 ) -> None:
     broken = BreaksMidStream(replies=["Frank Herbert wrote the novel Dune [2]."])
     with serve(broken.app()) as llm_url:
@@ -114,7 +112,9 @@ def test_llm_failure_mid_stream_sends_error_then_the_extractive_answer(
 
 
 def test_without_an_llm_the_stream_has_no_tokens(
-    books: OpenSearch, make_answerbox: AnswerboxFactory, client: httpx.Client  # noqa: F811
+    books: OpenSearch,
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
 ) -> None:
     url = make_answerbox()
     events = stream(client, url, answer_search())
@@ -126,7 +126,10 @@ def test_without_an_llm_the_stream_has_no_tokens(
 
 @pytest.mark.parametrize("ignore", [True, False])
 def test_the_stream_runs_the_response_processors_through_the_engine(
-    books: OpenSearch, make_answerbox: AnswerboxFactory, client: httpx.Client, ignore: bool  # noqa: F811
+    books: OpenSearch,
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
+    ignore: bool,
 ) -> None:
     """The same path as _search: a failing processor is skipped with ignore_failure, and fails
     the answer (told as an error event, the stream still ends) without it."""
@@ -147,7 +150,9 @@ def test_the_stream_runs_the_response_processors_through_the_engine(
 
 
 def test_the_stream_honours_the_pipelines_budget(
-    books: OpenSearch, make_answerbox: AnswerboxFactory, client: httpx.Client  # noqa: F811
+    books: OpenSearch,
+    make_answerbox: AnswerboxFactory,
+    client: httpx.Client,
 ) -> None:
     """A processor past its share of ``budget_s`` times out as in _search; skipped with
     ignore_failure, it leaves the rest of the budget to the answer."""

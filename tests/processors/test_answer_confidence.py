@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.processors.test_cited_answer import answer_search, books, search  # noqa: F401 - fixtures
+from tests.support.books import answer_search, search
 
 
 def answer_of(client: httpx.Client, url: str, **config: Any) -> dict[str, Any]:

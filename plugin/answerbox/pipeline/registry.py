@@ -85,7 +85,7 @@ class ProcessorRegistry:
             ("phase_results_processors", None, None),
         ):
             for entry in getattr(definition, section):
-                (type_name, config), = entry.items()
+                ((type_name, config),) = entry.items()
                 cls = self._types.get(type_name)
                 if cls is None:
                     if type_name not in NATIVE_TYPES[section]:

@@ -110,7 +110,7 @@ class PipelineStats:
                 "total_request": self._total["request"].as_json(),
                 "total_response": self._total["response"].as_json(),
                 "pipelines": pipelines,
-            }
+            },
         }
         return {"_nodes": {"total": 1, "successful": 1, "failed": 0}, "nodes": {self.node_id: node}}
 

@@ -76,4 +76,3 @@ def test_a_manifest_with_a_bad_calibrator_does_not_load(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text(text)
     with pytest.raises(ModelError, match="min_confidence"):
         ModelManifest.load(tmp_path)
-

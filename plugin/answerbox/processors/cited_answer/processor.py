@@ -409,18 +409,14 @@ def _flag(verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None]) -> list
             support=round(verdict.support, 4) if verdict.support is not None else None,
         )
         if reason == "no_evidence":
-            warn(
-                f"citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}"
-            )
+            warn(f"citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}")
         elif reason == "instructions":
             warn(
                 f"block [{claim.marker}] gives the model instructions, so it supports nothing; "
                 f"removed from: {claim.sentence!r}"
             )
         elif reason == "unchecked":
-            warn(
-                f"citation [{claim.marker}] could not be checked; removed from: {claim.sentence!r}"
-            )
+            warn(f"citation [{claim.marker}] could not be checked; removed from: {claim.sentence!r}")
         else:
             warn(
                 f"citation [{claim.marker}] does not support the sentence"

@@ -126,10 +126,7 @@ class Conversation(RequestProcessor[ConversationConfig]):
             :_MAX_QUESTION
         ]
         if not _about(text, question, rules):
-            self.warn(
-                ctx,
-                "the rules made the question standalone: the LLM's rewrite was not about this question"
-            )
+            self.warn(ctx, "the rules made the question standalone: the LLM's rewrite was not about this question")
             return None
         return text
 

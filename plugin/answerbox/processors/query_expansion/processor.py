@@ -317,9 +317,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         kept = [t for t in texts if not addresses_the_model(t)]
         if len(kept) < len(texts):
             self.warn(
-                ctx,
-                f"{len(texts) - len(kept)} feedback hit(s) give the model instructions; left "
-                f"out of the prompt"
+                ctx, f"{len(texts) - len(kept)} feedback hit(s) give the model instructions; left out of the prompt"
             )
         return kept
 

@@ -235,10 +235,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             self.warn(ctx, f"the retrieval evaluator failed; hits are unchanged: {exc.reason}")
             return response
         except TimeoutError:
-            self.warn(
-                ctx,
-                "the evaluator did not finish in its share of the pipeline's time; hits are unchanged"
-            )
+            self.warn(ctx, "the evaluator did not finish in its share of the pipeline's time; hits are unchanged")
             return response
         ranking = self._rank_scores(scored, scores, models.manifest, ctx) if self.config.rerank else scores
         dropped = self._apply_to_hits(response, hits, scores, ranking, lower)
@@ -318,10 +315,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         weight = manifest.rerank_fusion_weight if self.config.fusion_weight is None else self.config.fusion_weight
         fused = fuse(scores, [hit.get("_score") for hit in scored], weight)
         if fused is None:
-            self.warn(
-                ctx,
-                "the hits have no comparable engine scores; reranked by the evaluator's score alone"
-            )
+            self.warn(ctx, "the hits have no comparable engine scores; reranked by the evaluator's score alone")
             return list(scores)
         return fused
 
