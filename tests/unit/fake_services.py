@@ -38,7 +38,6 @@ __all__ = [
     "FakeSharedCache",
     "LLMCall",
     "Slow",
-    "Span",
     "by_words",
     "fake_models",
 ]
@@ -158,52 +157,58 @@ class FakeLLM(LLMClient):
         return reply(call.messages) if callable(reply) else reply
 
 
-@dataclass(frozen=True)
-class Span:
-    """An answer the fake reader finds wherever it stands in a passage, with its scores."""
+class _FakeModel:
+    """What every fake model call does before it answers: takes ``latency_s`` of ``clock``
+    (when given), then raises ``failure`` (when given)."""
 
-    text: str
-    confidence: float = 5.0  # the relevance logit: above θ unless a test sets θ above it
-    probability: float = 0.5
+    def __init__(self, *, failure: ModelError | None, clock: FakeClock | None, latency_s: float) -> None:
+        # No encoder: the one method a processor calls is all a fake answers.
+        self.failure = failure
+        self.clock = clock
+        self.latency_s = latency_s
+
+    async def _called(self) -> None:
+        if self.clock is not None:
+            await take(self.clock, self.latency_s)
+        if self.failure is not None:
+            raise self.failure
 
 
-class FakeReader(Reader):
-    """Reads each passage as the first of ``answers`` standing in it (no span when none does).
-    With ``clock``, each call takes ``latency_s`` of it."""
+class FakeReader(_FakeModel, Reader):
+    """Reads each passage as the first of ``answers`` standing in it (no span when none does),
+    with a relevance logit above θ unless a test sets θ above it. With ``clock``, each call
+    takes ``latency_s`` of it."""
+
+    CONFIDENCE = 5.0
+    PROBABILITY = 0.5
 
     def __init__(
         self,
-        answers: Sequence[str | Span] = (),
+        answers: Sequence[str] = (),
         *,
         failure: ModelError | None = None,
         clock: FakeClock | None = None,
         latency_s: float = 0.0,
     ) -> None:
-        # No encoder: read() is all a processor calls.
-        self.answers = [a if isinstance(a, Span) else Span(a) for a in answers]
-        self.failure = failure
-        self.clock = clock
-        self.latency_s = latency_s
+        super().__init__(failure=failure, clock=clock, latency_s=latency_s)
+        self.answers = list(answers)
         self.reads: list[tuple[str, list[str]]] = []
 
     async def read(self, question: str, passages: Sequence[str]) -> list[ReaderSpan]:
         self.reads.append((question, list(passages)))
-        if self.clock is not None:
-            await take(self.clock, self.latency_s)
-        if self.failure is not None:
-            raise self.failure
+        await self._called()
         return [self._found(passage) for passage in passages]
 
     def _found(self, passage: str) -> ReaderSpan:
         for answer in self.answers:
-            start = passage.find(answer.text)
-            if answer.text and start >= 0:
-                end = start + len(answer.text)
-                return ReaderSpan(answer.text, start, end, confidence=answer.confidence, probability=answer.probability)
+            start = passage.find(answer)
+            if answer and start >= 0:
+                end = start + len(answer)
+                return ReaderSpan(answer, start, end, confidence=self.CONFIDENCE, probability=self.PROBABILITY)
         return ReaderSpan("", 0, 0, confidence=-10.0)
 
 
-class FakeEvaluator(Evaluator):
+class FakeEvaluator(_FakeModel, Evaluator):
     """Scores each (question, passage) pair by ``score``; records every call. With ``clock``,
     each call takes ``latency_s`` of it."""
 
@@ -215,18 +220,13 @@ class FakeEvaluator(Evaluator):
         clock: FakeClock | None = None,
         latency_s: float = 0.0,
     ) -> None:
+        super().__init__(failure=failure, clock=clock, latency_s=latency_s)
         self._score = score
-        self.failure = failure
-        self.clock = clock
-        self.latency_s = latency_s
         self.calls: list[tuple[str, list[str]]] = []
 
     async def score(self, question: str, passages: Sequence[str]) -> list[float]:
         self.calls.append((question, list(passages)))
-        if self.clock is not None:
-            await take(self.clock, self.latency_s)
-        if self.failure is not None:
-            raise self.failure
+        await self._called()
         return [self._score(question, passage) for passage in passages]
 
 
