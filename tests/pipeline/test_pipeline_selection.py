@@ -10,16 +10,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory, bulk_index
-from tests.support.processors import registry_with_test_processors
-
-DOCS = [
-    {"_id": "1", "title": "dune", "body": "spice on a desert planet"},
-    {"_id": "2", "title": "emma", "body": "a desert of manners and spice"},
-    {"_id": "3", "title": "ulysses", "body": "one day in dublin"},
-]
-FILTER_DUNE = {"request_processors": [{"only_title": {"title": "dune"}}]}
-LABEL = {"response_processors": [{"label_hits": {"tag": "lab", "label": "seen"}}]}
-QUERY = {"query": {"match": {"body": "desert spice"}}}
+from tests.support.processors import DOCS, FILTER_DUNE, LABEL, QUERY, registry_with_test_processors
 
 
 @pytest.fixture

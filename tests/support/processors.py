@@ -17,6 +17,16 @@ from answerbox.pipeline.base import (
 from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.processors import default_registry
 
+# What the pipeline-selection tests index and search, with pipelines of these processors.
+DOCS = [
+    {"_id": "1", "title": "dune", "body": "spice on a desert planet"},
+    {"_id": "2", "title": "emma", "body": "a desert of manners and spice"},
+    {"_id": "3", "title": "ulysses", "body": "one day in dublin"},
+]
+FILTER_DUNE = {"request_processors": [{"only_title": {"title": "dune"}}]}
+LABEL = {"response_processors": [{"label_hits": {"tag": "lab", "label": "seen"}}]}
+QUERY = {"query": {"match": {"body": "desert spice"}}}
+
 
 class OnlyTitleConfig(ProcessorConfig):
     title: str

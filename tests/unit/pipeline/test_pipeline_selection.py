@@ -14,18 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.processors import registry_with_test_processors
+from tests.support.processors import DOCS, FILTER_DUNE, LABEL, QUERY, registry_with_test_processors
 from tests.unit.asgi import in_process, opensearch_error
 from tests.unit.fake_opensearch import FakeOpenSearch, basic
 
-DOCS = [
-    {"_id": "1", "title": "dune", "body": "spice on a desert planet"},
-    {"_id": "2", "title": "emma", "body": "a desert of manners and spice"},
-    {"_id": "3", "title": "ulysses", "body": "one day in dublin"},
-]
-FILTER_DUNE = {"request_processors": [{"only_title": {"title": "dune"}}]}
-LABEL = {"response_processors": [{"label_hits": {"tag": "lab", "label": "seen"}}]}
-QUERY = {"query": {"match": {"body": "desert spice"}}}
 NDJSON = {"content-type": "application/x-ndjson"}
 
 
