@@ -139,6 +139,15 @@ def aurc(rows: Sequence[dict[str, Any]]) -> float:
     return float(np.mean(wrong / np.arange(1, len(ranked) + 1)))
 
 
+def chance_ece(confidence: Sequence[float], draws: int = 1000, seed: int = 0) -> float:
+    """The ECE a perfectly calibrated confidence shows on this many questions, by chance alone:
+    the mean over ``draws`` outcomes drawn right with probability ``confidence``. A measured
+    ECE near it is as good as these questions can tell."""
+    rng = np.random.default_rng(seed)
+    p = np.asarray(confidence, dtype=float)
+    return float(np.mean([ece(list(p), list(rng.random(len(p)) < p)) for _ in range(draws)]))
+
+
 def _share(flags: Sequence[bool]) -> str:
     return f"{100 * sum(flags) / len(flags):5.1f}%" if flags else "  n/a"
 
@@ -156,9 +165,11 @@ def report(name: str, rows: list[dict[str, Any]], removed: list[dict[str, Any]],
     cover = "  ".join(f"@{int(p * 100)}%: {100 * coverage_at(rows, p):5.1f}%" for p in (0.8, 0.85, 0.9))
     print(f"coverage at precision {cover}; AURC {aurc(rows):.4f}")
     if scored:
+        confidence = [r["confidence"] for r in scored]
         print(
             f"ECE (10 bins, {len(scored)} with a confidence): "
-            f"{ece([r['confidence'] for r in scored], [r['best_right'] for r in scored]):.4f}"
+            f"{ece(confidence, [r['best_right'] for r in scored]):.4f} (perfectly calibrated, by chance: "
+            f"{chance_ece(confidence):.4f})"
         )
     if removed:
         gone = [r["confidence"] is not None if ungated else r["answered"] for r in removed]

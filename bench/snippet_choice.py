@@ -77,8 +77,7 @@ async def _candidates(question: str, evidence: Sequence[Evidence], models: Model
         tokens = best_span(read, models.manifest.max_answer_tokens)
         if tokens is None or not span.text.strip() or read.start_logits is None or read.end_logits is None:
             continue
-        first, last, _ = tokens
-        span_logit = float(read.start_logits[first] + read.end_logits[last])
+        span_logit = float(read.start_logits[tokens.first] + read.end_logits[tokens.last])
         null = float(read.start_logits[0] + read.end_logits[0])
         found.append(Candidate(block.id, block.rank, span.text, score, read.relevance, span_logit, null))
     return found

@@ -32,6 +32,9 @@ Five-fold cross-validated probabilities choose the thresholds:
   no right answer in ``auto`` (its answer replaces the snippet only when more confident);
   with no LLM rows it stays 1 (the LLM is always asked).
 
+The record (``calibration.answer_confidence``) also says what a shift of domain costs: the
+snippet model fitted on one training file and applied to the other (``across_files``).
+
 Rows are kept in ``$ANSWERBOX_DATA_DIR/answer_confidence/*.jsonl`` so a run resumes;
 ``--dry-run`` prints what it would write (the fit's record goes to ``calibration``).
 """
@@ -230,6 +233,24 @@ def fit(
     return model, cross_validated(x, y, l2, seed)
 
 
+def across_files(rows: Sequence[Row], file_of: dict[str, str], l2: float) -> dict[str, dict[str, float]]:
+    """The snippet model fitted on every other training file and applied to each: the nearest
+    thing the training data has to a new domain. Its ECE and how far its mean confidence
+    overshoots the share right there say how much calibration a shift of domain costs."""
+    _, x = features(rows, SnippetSignals)
+    y = np.asarray([r["right"] for r in rows], dtype=float)
+    files = np.asarray([file_of[r["id"]] for r in rows])
+    found = {}
+    for name in sorted(set(files)):
+        coef, intercept = fit_logistic(x[files != name], y[files != name], l2)
+        p = predict(x[files == name], coef, intercept)
+        found[name] = {
+            "ece": round(ece(list(p), list(y[files == name] > 0)), 4),
+            "overconfidence": round(float(p.mean() - y[files == name].mean()), 4),
+        }
+    return found
+
+
 def skip_threshold(
     snippets: dict[str, tuple[float, bool]], generated: Sequence[tuple[Row, float]]
 ) -> tuple[float, dict[str, Any]]:
@@ -275,6 +296,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pool = held_out(paragraphs, args.holdout)
     sample = sample_questions(pool, args.questions, args.seed)
     questions = [q for _, q in sample]
+    file_of = {q.id: p.id.split("/")[0] for p, q in sample}
     removed_sample = random.Random(args.seed + 1).sample(sample, int(len(sample) * args.removed_share))
     gone = {p.id for p, _ in removed_sample}
     llm_questions = questions[: args.llm_questions]
@@ -324,6 +346,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "wilson_z": args.z,
             "point_estimate_threshold": point_estimate,
             "at_point_estimate": coverage_at(list(cv), right, point_estimate),
+            "across_files": across_files(snippet_rows, file_of, args.l2),
         },
         "seconds_p50": round(float(np.median([r["seconds"] for r in answerable])), 4),
     }

@@ -29,5 +29,14 @@ def test_an_extractive_answer_carries_its_confidence_and_what_it_rests_on(answer
     assert 0 < answer["confidence"] < 1
     assert answer["reason"] is None
     assert answer["llm"] is None
-    assert set(answer["signals"]) == {"score", "margin", "span_probability", "rank", "words", "agreement"}
+    assert set(answer["signals"]) == {
+        "score",
+        "margin",
+        "span_probability",
+        "over_no_answer",
+        "question_overlap",
+        "rank",
+        "words",
+        "agreement",
+    }
     assert answer["signals"]["score"] == pytest.approx(answer["citations"][0]["support"], abs=1e-4)

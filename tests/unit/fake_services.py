@@ -181,6 +181,7 @@ class FakeReader(_FakeModel, Reader):
 
     CONFIDENCE = 5.0
     PROBABILITY = 0.5
+    OVER_NO_ANSWER = 4.0
 
     def __init__(
         self,
@@ -204,7 +205,14 @@ class FakeReader(_FakeModel, Reader):
             start = passage.find(answer)
             if answer and start >= 0:
                 end = start + len(answer)
-                return ReaderSpan(answer, start, end, confidence=self.CONFIDENCE, probability=self.PROBABILITY)
+                return ReaderSpan(
+                    answer,
+                    start,
+                    end,
+                    confidence=self.CONFIDENCE,
+                    probability=self.PROBABILITY,
+                    over_no_answer=self.OVER_NO_ANSWER,
+                )
         return ReaderSpan("", 0, 0, confidence=-10.0)
 
 

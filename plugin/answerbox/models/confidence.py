@@ -29,6 +29,8 @@ class SnippetSignals:
     score: float  # the evaluator's calibrated score of the snippet's passage, in [-1, 1]
     margin: float  # that score less the next passage's (the evaluator's doubt between two)
     span_probability: float  # the reader's softmax(start) × softmax(end) of the span
+    over_no_answer: float  # the span's start+end logit less the reader's no-answer logit
+    question_overlap: float  # share of the question's content words in the sentence holding the span
     rank: int  # the passage's place in the evidence, 0 first
     words: int  # the span's length
     agreement: float  # share of the other passages whose span says the same
@@ -38,6 +40,8 @@ class SnippetSignals:
             "score": self.score,
             "margin": self.margin,
             "log_span_probability": math.log(max(self.span_probability, 1e-6)),
+            "over_no_answer": self.over_no_answer,
+            "question_overlap": self.question_overlap,
             "log_rank": math.log1p(self.rank),
             "log_words": math.log1p(self.words),
             "agreement": self.agreement,
@@ -93,7 +97,7 @@ class ConfidenceModel:
         return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-_SNIPPET_FEATURES = tuple(SnippetSignals(0, 0, 1, 0, 0, 0).features())
+_SNIPPET_FEATURES = tuple(SnippetSignals(0, 0, 1, 0, 0, 0, 0, 0).features())
 _GENERATIVE_FEATURES = tuple(GenerativeSignals(0, 0, False).features())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -12,7 +13,7 @@ import numpy.typing as npt
 from answerbox.errors import ModelError
 from answerbox.models.encoder import PassageEncoder, WindowOutput
 
-__all__ = ["Reader", "ReaderSpan", "best_span"]
+__all__ = ["BestSpan", "Reader", "ReaderSpan", "best_span"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +24,8 @@ class ReaderSpan:
     whatever the confidence); whether to believe it is the caller's call:
     ``confidence`` is the relevance logit of the chosen window (SearChain's f, compare
     with ``manifest.theta``); ``probability`` is the span's own, softmax(start) ×
-    softmax(end) over that window's passage tokens (a signal of ``answer.confidence``).
+    softmax(end) over that window's passage tokens, and ``over_no_answer`` its start+end
+    logit less the window's no-answer logit (both signals of ``answer.confidence``).
     """
 
     text: str
@@ -31,11 +33,18 @@ class ReaderSpan:
     end: int
     confidence: float
     probability: float = 0.0
+    over_no_answer: float = 0.0
 
 
-def best_span(output: WindowOutput, max_answer_tokens: int) -> tuple[int, int, float] | None:
-    """(first token, last token, probability) of the span with the best start+end logit
-    inside the passage chunk; the probability is softmax(start) × softmax(end) over the chunk."""
+class BestSpan(NamedTuple):
+    first: int  # token indices in the window
+    last: int
+    probability: float  # softmax(start) × softmax(end) over the passage tokens
+    over_no_answer: float  # start+end logit less [CLS]'s: training points unanswerable windows there
+
+
+def best_span(output: WindowOutput, max_answer_tokens: int) -> BestSpan | None:
+    """The span with the best start+end logit inside the passage chunk."""
     w = output.window
     if output.start_logits is None or output.end_logits is None:
         raise ModelError("this model has no span head: it can score passages but not read them")
@@ -51,8 +60,10 @@ def best_span(output: WindowOutput, max_answer_tokens: int) -> tuple[int, int, f
     scores = np.where((offsets >= 0) & (offsets < max_answer_tokens), scores, -np.inf)
     flat = int(np.argmax(scores))
     s, e = divmod(flat, n)
-    log_probability = float(scores[s, e]) - _log_sum_exp(start) - _log_sum_exp(end)
-    return lo + s, lo + e, math.exp(log_probability)
+    best = float(scores[s, e])
+    log_probability = best - _log_sum_exp(start) - _log_sum_exp(end)
+    no_answer = float(output.start_logits[0] + output.end_logits[0])
+    return BestSpan(lo + s, lo + e, math.exp(log_probability), best - no_answer)
 
 
 def _log_sum_exp(logits: npt.NDArray[np.float32]) -> float:
@@ -78,7 +89,13 @@ class Reader:
         found = best_span(chosen, self._max_answer_tokens)
         if found is None:
             return ReaderSpan("", 0, 0, confidence=chosen.relevance)
-        first, last, probability = found
         offsets = chosen.window.offsets
-        start, end = offsets[first][0], offsets[last][1]
-        return ReaderSpan(passage[start:end], start, end, confidence=chosen.relevance, probability=probability)
+        start, end = offsets[found.first][0], offsets[found.last][1]
+        return ReaderSpan(
+            passage[start:end],
+            start,
+            end,
+            confidence=chosen.relevance,
+            probability=found.probability,
+            over_no_answer=found.over_no_answer,
+        )

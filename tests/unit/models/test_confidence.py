@@ -12,7 +12,9 @@ from answerbox.errors import ModelError
 from answerbox.models.confidence import AnswerCalibrator, GenerativeSignals, SnippetSignals
 from answerbox.models.manifest import ModelManifest
 
-SNIPPET = SnippetSignals(score=0.6, margin=0.3, span_probability=0.5, rank=0, words=2, agreement=0.25)
+SNIPPET = SnippetSignals(
+    score=0.6, margin=0.3, span_probability=0.5, over_no_answer=2.0, question_overlap=0.5, rank=0, words=2, agreement=0.25
+)
 
 
 def _model(names: dict[str, float], intercept: float = -1.0) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from answerbox.contract import Answer
 from answerbox.models.confidence import GenerativeSignals, SnippetSignals
 from answerbox.processors.cited_answer.evidence import Evidence
 from answerbox.processors.text.normalize import normalize_answer
+from answerbox.processors.text.words import QUESTION_WORDS, terms
 
 if TYPE_CHECKING:
     from answerbox.models import Models
@@ -46,15 +47,18 @@ async def featured_snippet(question: str, evidence: Sequence[Evidence], models: 
     block = evidence[chosen]
     said = normalize_answer(span.text)
     same = [n for n, other, _ in found if n != chosen and said and _overlaps(said, normalize_answer(other.text))]
+    sentence = block.locate(span.start)
+    asked = terms(question, QUESTION_WORDS)
     signals = SnippetSignals(
         score=score,
         margin=score - max((s for n, s in enumerate(scores) if n != chosen), default=-1.0),
         span_probability=span.probability,
+        over_no_answer=span.over_no_answer,
+        question_overlap=len(asked & terms(sentence.text)) / len(asked) if asked else 0.0,
         rank=sorted(e.rank for e in evidence).index(block.rank),
         words=len(span.text.split()),
         agreement=len(same) / (len(evidence) - 1) if len(evidence) > 1 else 0.0,
     )
-    sentence = block.locate(span.start)
     return Snippet(Answer(text=span.text, citations=[block.cite(sentence, score)], mode="extractive"), signals)
 
 

@@ -18,7 +18,7 @@ import re
 from pydantic import BaseModel
 
 from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
-from answerbox.processors.text.words import FUNCTION_WORDS
+from answerbox.processors.text.words import QUESTION_WORDS, terms, tokens
 
 __all__ = ["KEYWORDS_SCHEMA", "MAX_KEYWORDS", "fallback_keywords", "parse_keywords", "read_keywords"]
 
@@ -26,22 +26,15 @@ __all__ = ["KEYWORDS_SCHEMA", "MAX_KEYWORDS", "fallback_keywords", "parse_keywor
 MAX_KEYWORDS = 3
 KEYWORDS_SCHEMA = Schema("keywords", object_schema(keywords=array(STRING, MAX_KEYWORDS)))
 
-_TOKEN = re.compile(r"\w+(?:['’.-]\w+)*")
 _PREFIX = re.compile(r"^\s*(?:query|keywords?)\s*:\s*", re.IGNORECASE)
 _TRIM = " \t\"'`“”‘’.;:[]()"
-# A question's own framing words make no keyword either.
-_STOP_WORDS = FUNCTION_WORDS | frozenset("s name named called kind type many much tell give list describe".split())
-
-
-def _content_words(text: str) -> set[str]:
-    return {token.lower() for token in _TOKEN.findall(text)} - _STOP_WORDS
 
 
 def _from_question(keywords: list[str], question: str) -> list[str]:
     """The keywords that come from the question, at most ``MAX_KEYWORDS``."""
-    asked = _content_words(question)
+    asked = terms(question, QUESTION_WORDS)
     trimmed = (k.strip(_TRIM) for k in keywords)
-    return [k for k in dict.fromkeys(trimmed) if _content_words(k) & asked][:MAX_KEYWORDS]
+    return [k for k in dict.fromkeys(trimmed) if terms(k, QUESTION_WORDS) & asked][:MAX_KEYWORDS]
 
 
 def parse_keywords(completion: str, question: str) -> list[str]:
@@ -66,8 +59,8 @@ def read_keywords(completion: str, question: str, structured: bool) -> list[str]
 def fallback_keywords(question: str) -> list[str]:
     """The question's content-word phrases, in order; empty only when the question has none."""
     phrases: list[list[str]] = [[]]
-    for token in _TOKEN.findall(question):
-        if token.lower() in _STOP_WORDS:
+    for token in tokens(question):
+        if token.lower() in QUESTION_WORDS:
             if phrases[-1]:
                 phrases.append([])
         else:

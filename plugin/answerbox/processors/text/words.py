@@ -1,10 +1,10 @@
-"""Word-level text shared by the processors: function words, and the "final answer" sentence."""
+"""Word-level text shared by the processors: function words, content terms, and the "final answer" sentence."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["FINAL_ANSWER", "FUNCTION_WORDS"]
+__all__ = ["FINAL_ANSWER", "FUNCTION_WORDS", "QUESTION_WORDS", "terms", "tokens"]
 
 # English function words: they carry no claim and make no keyword. Each user adds words of
 # its own domain (a question's "name" or "kind", an answer's "according").
@@ -19,6 +19,22 @@ FUNCTION_WORDS = frozenset(
     yourself yourselves
     """.split()
 )
+
+# A question's own framing words say what it asks for, not what about.
+QUESTION_WORDS = FUNCTION_WORDS | frozenset("s name named called kind type many much tell give list describe".split())
+
+_TOKEN = re.compile(r"\w+(?:['’.-]\w+)*")
+
+
+def tokens(text: str) -> list[str]:
+    """The words of ``text``, in order (``don't``, ``U.S.`` and ``e-mail`` are one each)."""
+    return _TOKEN.findall(text)
+
+
+def terms(text: str, stop_words: frozenset[str] = FUNCTION_WORDS) -> set[str]:
+    """The lowercased words of ``text`` that are not ``stop_words``."""
+    return {token.lower() for token in tokens(text)} - stop_words
+
 
 # Chain-of-thought and chain answers end with "So the final answer is X." / "Final answer: X";
 # ``answer`` is X, up to the end of its line.

@@ -41,6 +41,8 @@ CALIBRATOR = {
             "score": 2.0,
             "margin": 0.0,
             "log_span_probability": 0.0,
+            "over_no_answer": 0.0,
+            "question_overlap": 0.0,
             "log_rank": 0.0,
             "log_words": 0.0,
             "agreement": 0.0,
@@ -84,7 +86,16 @@ async def test_an_extractive_answer_carries_its_confidence_and_what_it_rests_on(
         citations=[cite(2, "author", "Frank Herbert was an American science fiction author.", 0.8)],
         mode="extractive",
         confidence=SNIPPET,
-        signals={"score": 0.8, "margin": 0.2, "span_probability": 0.5, "rank": 1, "words": 2, "agreement": 0.5},
+        signals={
+            "score": 0.8,
+            "margin": 0.2,
+            "span_probability": 0.5,
+            "over_no_answer": 4.0,
+            "question_overlap": 0.0,
+            "rank": 1,
+            "words": 2,
+            "agreement": 0.5,
+        },
     )
 
 

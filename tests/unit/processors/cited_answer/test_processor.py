@@ -242,7 +242,16 @@ async def test_without_an_llm_the_answer_is_the_readers_cited_span() -> None:
         citations=[cite(2, "author", "Frank Herbert was an American science fiction author.", 0.8)],
         mode="extractive",
         confidence=0.9,
-        signals={"score": 0.8, "margin": 0.2, "span_probability": 0.5, "rank": 1, "words": 2, "agreement": 0.5},
+        signals={
+            "score": 0.8,
+            "margin": 0.2,
+            "span_probability": 0.5,
+            "over_no_answer": 4.0,
+            "question_overlap": 0.0,
+            "rank": 1,
+            "words": 2,
+            "agreement": 0.5,
+        },
     )
     assert services.llm.calls == []
     assert ctx.report.warnings == []
