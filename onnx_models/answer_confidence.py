@@ -58,7 +58,7 @@ import numpy.typing as npt
 from answerbox.app import create_app
 from answerbox.config import ModelSettings, Settings
 from answerbox.embedded import local_llm
-from answerbox.models.confidence import GenerativeSignals, SnippetSignals
+from answerbox.models.confidence import SNIPPET_FEATURES, GenerativeSignals, SnippetSignals
 from answerbox.models.manifest import ModelManifest
 from answerbox.server import free_port, serve_in_thread
 
@@ -212,32 +212,39 @@ def _wilson_lower(hits: int, n: int, z: float) -> float:
 
 
 def features(
-    rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals]
+    rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals], drop: Sequence[str] = ()
 ) -> tuple[list[str], npt.NDArray[np.float64]]:
+    """The features' names and values, less those in ``drop`` (the fit leaves them at 0)."""
     table = [kind(**r["signals"]).features() for r in rows]
-    names = list(table[0])
+    names = [n for n in table[0] if n not in drop]
     return names, np.asarray([[f[n] for n in names] for f in table], dtype=float)
 
 
 def fit(
-    rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals], l2: float, seed: int
+    rows: Sequence[Row],
+    kind: type[SnippetSignals] | type[GenerativeSignals],
+    l2: float,
+    seed: int,
+    drop: Sequence[str] = (),
 ) -> tuple[dict[str, Any], npt.NDArray[np.float64]]:
     """The model (as the manifest holds it) and the rows' cross-validated probabilities."""
-    names, x = features(rows, kind)
+    names, x = features(rows, kind, drop)
     y = np.asarray([r["right"] for r in rows], dtype=float)
     coef, intercept = fit_logistic(x, y, l2)
     model = {
-        "coefficients": {n: round(float(c), 6) for n, c in zip(names, coef, strict=True)},
+        "coefficients": {n: 0.0 for n in drop} | {n: round(float(c), 6) for n, c in zip(names, coef, strict=True)},
         "intercept": round(intercept, 6),
     }
     return model, cross_validated(x, y, l2, seed)
 
 
-def across_files(rows: Sequence[Row], file_of: dict[str, str], l2: float) -> dict[str, dict[str, float]]:
+def across_files(
+    rows: Sequence[Row], file_of: dict[str, str], l2: float, drop: Sequence[str] = ()
+) -> dict[str, dict[str, float]]:
     """The snippet model fitted on every other training file and applied to each: the nearest
     thing the training data has to a new domain. Its ECE and how far its mean confidence
     overshoots the share right there say how much calibration a shift of domain costs."""
-    _, x = features(rows, SnippetSignals)
+    _, x = features(rows, SnippetSignals, drop)
     y = np.asarray([r["right"] for r in rows], dtype=float)
     files = np.asarray([file_of[r["id"]] for r in rows])
     found = {}
@@ -322,7 +329,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     snippet_rows = [r for r in answerable + removed if r["signals"] is not None]
     unanswered = len(answerable) + len(removed) - len(snippet_rows)
-    extractive, cv = fit(snippet_rows, SnippetSignals, args.l2, args.seed)
+    extractive, cv = fit(snippet_rows, SnippetSignals, args.l2, args.seed, args.drop)
     right = [bool(r["right"]) for r in snippet_rows]
     min_confidence = lowest_threshold(list(cv), right, args.precision, args.z)
     point_estimate = lowest_threshold(list(cv), right, args.precision, 0.0)
@@ -334,6 +341,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "removed": len(removed_sample),
         "seed": args.seed,
         "l2": args.l2,
+        "dropped": args.drop,
         "pipeline": pipeline("extractive"),
         "right": "the answer contains a gold answer (SQuAD normalisation)",
         "no_span": unanswered,
@@ -346,7 +354,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "wilson_z": args.z,
             "point_estimate_threshold": point_estimate,
             "at_point_estimate": coverage_at(list(cv), right, point_estimate),
-            "across_files": across_files(snippet_rows, file_of, args.l2),
+            "across_files": across_files(snippet_rows, file_of, args.l2, args.drop),
         },
         "seconds_p50": round(float(np.median([r["seconds"] for r in answerable])), 4),
     }
@@ -412,6 +420,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="min_confidence meets --precision by the one-sided Wilson bound at z (0: point estimate)",
     )
     parser.add_argument("--l2", type=float, default=1.0)
+    parser.add_argument(
+        "--drop",
+        nargs="*",
+        default=[],
+        choices=SNIPPET_FEATURES,
+        help="snippet features left out (coefficient 0): what each adds, with --dry-run",
+    )
     parser.add_argument("--seed", type=int, default=45)
     parser.add_argument("--dry-run", action="store_true")
     return parser.parse_args(argv)

@@ -19,7 +19,16 @@ from typing import Any
 
 from answerbox.errors import ModelError
 
-__all__ = ["AnswerCalibrator", "ConfidenceModel", "GenerativeSignals", "Signals", "SnippetSignals", "signals_record"]
+__all__ = [
+    "GENERATIVE_FEATURES",
+    "SNIPPET_FEATURES",
+    "AnswerCalibrator",
+    "ConfidenceModel",
+    "GenerativeSignals",
+    "Signals",
+    "SnippetSignals",
+    "signals_record",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +106,8 @@ class ConfidenceModel:
         return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-_SNIPPET_FEATURES = tuple(SnippetSignals(0, 0, 1, 0, 0, 0, 0, 0).features())
-_GENERATIVE_FEATURES = tuple(GenerativeSignals(0, 0, False).features())
+SNIPPET_FEATURES = tuple(SnippetSignals(0, 0, 1, 0, 0, 0, 0, 0).features())
+GENERATIVE_FEATURES = tuple(GenerativeSignals(0, 0, False).features())
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +128,10 @@ class AnswerCalibrator:
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
                 raise ModelError(f"answer_confidence.{name} must be a number in [0, 1], not {value!r}")
         return cls(
-            extractive=ConfidenceModel.parse("extractive", data["extractive"], _SNIPPET_FEATURES)
+            extractive=ConfidenceModel.parse("extractive", data["extractive"], SNIPPET_FEATURES)
             if "extractive" in data
             else None,
-            generative=ConfidenceModel.parse("generative", data["generative"], _GENERATIVE_FEATURES)
+            generative=ConfidenceModel.parse("generative", data["generative"], GENERATIVE_FEATURES)
             if "generative" in data
             else None,
             **thresholds,

@@ -13,7 +13,14 @@ from answerbox.models.confidence import AnswerCalibrator, GenerativeSignals, Sni
 from answerbox.models.manifest import ModelManifest
 
 SNIPPET = SnippetSignals(
-    score=0.6, margin=0.3, span_probability=0.5, over_no_answer=2.0, question_overlap=0.5, rank=0, words=2, agreement=0.25
+    score=0.6,
+    margin=0.3,
+    span_probability=0.5,
+    over_no_answer=2.0,
+    question_overlap=0.5,
+    rank=0,
+    words=2,
+    agreement=0.25,
 )
 
 
