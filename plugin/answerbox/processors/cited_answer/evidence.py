@@ -127,7 +127,7 @@ def _highlighted(passage: Passage, fragments: Sequence[str]) -> list[Span]:
         start = passage.text.find(plain)
         if plain.strip() and start >= 0:
             excerpts.append(passage.span(start, start + len(plain)))
-    return sorted(set(excerpts), key=lambda e: e.start)
+    return sorted(set(excerpts), key=lambda e: (e.start, e.end))  # a set's order changes with the hash seed
 
 
 def _leading(passage: Passage, max_chars: int) -> Span:
