@@ -49,7 +49,7 @@ from bench.harness import (
     readme_pipeline,
     serve,
 )
-from onnx_models.answer_confidence import answer_of, ece
+from onnx_models.answer_confidence import answer_of, aurc, ece
 from onnx_models.rows import load_rows, resume
 from onnx_models.squad import Question, contains_gold, index_with_titles, sample_questions
 
@@ -131,12 +131,11 @@ def coverage_at(rows: Sequence[dict[str, Any]], precision: float) -> float:
     return best / len(rows)
 
 
-def aurc(rows: Sequence[dict[str, Any]]) -> float:
-    """Area under the risk-coverage curve, best confidence first (lower is better); a question
-    with no candidate at all is answered last, and wrong."""
-    ranked = sorted(rows, key=lambda r: -(r["confidence"] if r["confidence"] is not None else -1.0))
-    wrong = np.cumsum([not r["best_right"] for r in ranked])
-    return float(np.mean(wrong / np.arange(1, len(ranked) + 1)))
+def rows_aurc(rows: Sequence[dict[str, Any]]) -> float:
+    """AURC over the questions; one with no candidate at all is answered last, and wrong."""
+    return aurc(
+        [r["confidence"] if r["confidence"] is not None else -1.0 for r in rows], [r["best_right"] for r in rows]
+    )
 
 
 def chance_ece(confidence: Sequence[float], draws: int = 1000, seed: int = 0) -> float:
@@ -163,7 +162,7 @@ def report(name: str, rows: list[dict[str, Any]], removed: list[dict[str, Any]],
     )
     print(f"contains gold, all questions: {_share(right + [False] * (len(rows) - len(answered)))}")
     cover = "  ".join(f"@{int(p * 100)}%: {100 * coverage_at(rows, p):5.1f}%" for p in (0.8, 0.85, 0.9))
-    print(f"coverage at precision {cover}; AURC {aurc(rows):.4f}")
+    print(f"coverage at precision {cover}; AURC {rows_aurc(rows):.4f}")
     if scored:
         confidence = [r["confidence"] for r in scored]
         print(

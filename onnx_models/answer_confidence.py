@@ -187,6 +187,13 @@ def ece(probabilities: Sequence[float], right: Sequence[bool], bins: int = 10) -
     )
 
 
+def aurc(confidence: Sequence[float], right: Sequence[bool]) -> float:
+    """Area under the risk-coverage curve, most confident first (lower is better)."""
+    order = np.argsort(-np.asarray(confidence, dtype=float), kind="stable")
+    wrong = np.cumsum(~np.asarray(right, dtype=bool)[order])
+    return float(np.mean(wrong / np.arange(1, len(order) + 1)))
+
+
 def lowest_threshold(
     confidence: Sequence[float], right: Sequence[bool], precision: float, z: float, min_answered: int = 20
 ) -> float:
@@ -349,6 +356,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "rows": len(snippet_rows),
             "right": round(sum(right) / len(right), 4),
             "ece": round(ece(list(cv), right), 4),
+            "aurc": round(aurc(list(cv), right), 4),
             "at_min_confidence": coverage_at(list(cv), right, min_confidence),
             "precision_target": args.precision,
             "wilson_z": args.z,
