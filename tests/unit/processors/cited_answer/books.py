@@ -45,6 +45,19 @@ QUESTION = "Who wrote Dune?"
 ABSTAIN = "The search results do not support an answer."
 PASSAGE_SCORES = {"Herbert wrote": 0.8, "novel by Frank": 0.6, "film directed": -0.2}
 FALSE = ("Asimov", "Tacoma", "cheese", "HACKED")
+# The snippet's signals: the author's passage scores 0.8, 0.2 over the novel's; it is the
+# second hit; the fake reader's span probability and no-answer gap; the novel says the span too
+# (1 of the 2 other passages); "wrote Dune" is not in the sentence that names Frank Herbert.
+AUTHOR_SIGNALS = {
+    "score": 0.8,
+    "margin": 0.2,
+    "span_probability": FakeReader.PROBABILITY,
+    "over_no_answer": FakeReader.OVER_NO_ANSWER,
+    "question_overlap": 0.0,
+    "rank": 1,
+    "words": 2,
+    "agreement": 0.5,
+}
 
 
 def support(question: str, passage: str) -> float:

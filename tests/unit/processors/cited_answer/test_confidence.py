@@ -20,6 +20,7 @@ from tests.unit.fake_services import FakeEvaluator, FakeReader, FakeServices, Re
 from tests.unit.fakes import response_of
 from tests.unit.processors.cited_answer.books import (
     ABSTAIN,
+    AUTHOR_SIGNALS,
     HITS,
     answer_of,
     answer_services,
@@ -86,16 +87,7 @@ async def test_an_extractive_answer_carries_its_confidence_and_what_it_rests_on(
         citations=[cite(2, "author", "Frank Herbert was an American science fiction author.", 0.8)],
         mode="extractive",
         confidence=SNIPPET,
-        signals={
-            "score": 0.8,
-            "margin": 0.2,
-            "span_probability": 0.5,
-            "over_no_answer": 4.0,
-            "question_overlap": 0.0,
-            "rank": 1,
-            "words": 2,
-            "agreement": 0.5,
-        },
+        signals=AUTHOR_SIGNALS,
     )
 
 

@@ -29,6 +29,7 @@ from tests.unit.fake_services import FakeEvaluator, FakeReader, FakeServices, Re
 from tests.unit.fakes import FakeClock, response_of, run_on
 from tests.unit.processors.cited_answer.books import (
     ABSTAIN,
+    AUTHOR_SIGNALS,
     BOOKS,
     HITS,
     QUESTION,
@@ -242,16 +243,7 @@ async def test_without_an_llm_the_answer_is_the_readers_cited_span() -> None:
         citations=[cite(2, "author", "Frank Herbert was an American science fiction author.", 0.8)],
         mode="extractive",
         confidence=0.9,
-        signals={
-            "score": 0.8,
-            "margin": 0.2,
-            "span_probability": 0.5,
-            "over_no_answer": 4.0,
-            "question_overlap": 0.0,
-            "rank": 1,
-            "words": 2,
-            "agreement": 0.5,
-        },
+        signals=AUTHOR_SIGNALS,
     )
     assert services.llm.calls == []
     assert ctx.report.warnings == []
