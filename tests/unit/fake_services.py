@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from answerbox.config import LLMSettings, Settings
 from answerbox.errors import LLMError, LLMTimeout, ModelError
-from answerbox.llm.client import Completion, LLMClient, Message
+from answerbox.llm.client import CallOptions, Completion, LLMClient, Message
 from answerbox.llm.structured import Schema
 from answerbox.models import Evaluator, ModelManifest, Models, Reader, ReaderSpan
 from answerbox.models.encoder import PassageEncoder
@@ -66,6 +66,22 @@ class LLMCall:
     schema: Schema | None
     stream: bool = False
 
+    @classmethod
+    def of(
+        cls, messages: Sequence[Message], options: CallOptions, *, schema: Schema | None = None, stream: bool = False
+    ) -> LLMCall:
+        """The call as ``complete`` or ``stream`` received it, with the real client's options."""
+        stop = options.get("stop")
+        return cls(
+            [dict(m) for m in messages],
+            options.get("max_tokens"),
+            list(stop) if stop else None,
+            options.get("model"),
+            options.get("timeout_s"),
+            schema,
+            stream,
+        )
+
     @property
     def prompt(self) -> str:
         """The last message's text: what the processor asked."""
@@ -104,36 +120,20 @@ class FakeLLM(LLMClient):
         return self.available and self.structured_output
 
     async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        model: str | None = None,
-        timeout_s: float | None = None,
-        schema: Schema | None = None,
+        self, messages: Sequence[Message], *, schema: Schema | None = None, **options: Unpack[CallOptions]
     ) -> Completion:
-        call = LLMCall([dict(m) for m in messages], max_tokens, list(stop) if stop else None, model, timeout_s, schema)
+        call = LLMCall.of(messages, options, schema=schema)
         text = await self._reply(call)
         words = text.split()
-        cut = self.cut_at_max_tokens and max_tokens is not None and len(words) > max_tokens
+        cut = self.cut_at_max_tokens and call.max_tokens is not None and len(words) > call.max_tokens
         if cut:
-            text = " ".join(words[:max_tokens])
+            text = " ".join(words[: call.max_tokens])
         return Completion(
             text=text, prompt_tokens=10, completion_tokens=len(text.split()), millis=self.millis, cut_off=cut
         )
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        model: str | None = None,
-        timeout_s: float | None = None,
-    ) -> AsyncIterator[str]:
-        call = LLMCall([dict(m) for m in messages], max_tokens, list(stop) if stop else None, model, timeout_s, None)
-        text = await self._reply(replace(call, stream=True))
+    async def stream(self, messages: Sequence[Message], **options: Unpack[CallOptions]) -> AsyncIterator[str]:
+        text = await self._reply(LLMCall.of(messages, options, stream=True))
         for word in text.split(" "):
             yield word + " "
 
