@@ -21,7 +21,13 @@ from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult
 from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
 from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
 from answerbox.processors.chain_of_query.verify import NodeRecord
-from answerbox.processors.cited_answer.evidence import EvidenceFields, answer_evidence, evidence_from_references
+from answerbox.processors.cited_answer.evidence import (
+    READING_CHARS,
+    EvidenceFields,
+    answer_evidence,
+    evidence_from_references,
+    in_context,
+)
 from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
 from answerbox.processors.text.normalize import contains_answer
 from answerbox.processors.text.passages import hits_of
@@ -84,9 +90,9 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         if threshold >= 1:
             return False
         fields = EvidenceFields(text=self.config.text_field, title=None)
-        found = await featured_snippet(
-            question, answer_evidence(ctx.report, hits_of(response), fields, size=5, snippet_chars=1000), models
-        )
+        hits = hits_of(response)
+        evidence = answer_evidence(ctx.report, hits, fields, size=5, snippet_chars=1000)
+        found = await featured_snippet(question, in_context(evidence, hits, max_chars=READING_CHARS), models)
         return found is not None and calibrator.confidence(found.signals) >= threshold
 
     async def _answer(self, question: str, report: ChainReport, models: Models) -> Answer:

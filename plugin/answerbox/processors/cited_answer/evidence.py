@@ -18,14 +18,19 @@ from answerbox.contract import AnswerboxReport, Citation, PassagePiece
 from answerbox.pipeline.base import JSON
 from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hit_key, passages_of
+from answerbox.processors.text.sentences import sentence_spans
 from answerbox.processors.text.spans import HitField, Passage, Span
 
+READING_CHARS = 2000  # the reader's context around its excerpts: about two of its windows
+
 __all__ = [
+    "READING_CHARS",
     "Evidence",
     "EvidenceFields",
     "answer_evidence",
     "evidence_from_hits",
     "evidence_from_references",
+    "in_context",
     "number",
     "written_date",
 ]
@@ -211,3 +216,45 @@ def number(evidence: Sequence[Evidence], keep: int) -> list[Evidence]:
     ordered = sorted(evidence, key=lambda e: (e.published is not None, e.published or date.min, -e.rank))
     kept = ordered[-keep:] if keep else []
     return [replace(e, marker=k) for k, e in enumerate(kept, start=1)]
+
+
+def in_context(evidence: Sequence[Evidence], hits: Sequence[JSON], *, max_chars: int) -> list[Evidence]:
+    """What the reader reads: one block per field of a hit, its excerpts joined into one span of
+    the field and grown by whole sentences (the one before first) up to ``max_chars``.
+
+    The reader was trained on whole paragraphs; a CRAG strip or a highlight fragment cut out of
+    one loses the sentence that says who "he" is. A block keeps the marker and rank of its most
+    relevant excerpt. Blocks whose hit the response does not hold (a corrective search's
+    strips, a chain's references) are read as they are.
+    """
+    by_key = {hit_key(h): h for h in hits}
+    groups: dict[tuple[str, str, str], list[Evidence]] = {}
+    for block in evidence:
+        groups.setdefault((block.index, block.id, block.field), []).append(block)
+    read: list[Evidence] = []
+    for (index, doc_id, field), blocks in groups.items():
+        hit = by_key.get((index, doc_id))
+        passage = next(iter(passages_of(hit, [field])), None) if hit is not None else None
+        excerpts = [e for b in blocks for e in b.excerpts]
+        if passage is None or any(passage.text[e.start : e.end] != e.text for e in excerpts):
+            read.extend(blocks)  # its offsets are not this hit's: nothing to widen safely
+            continue
+        first = min(blocks, key=lambda b: b.rank)
+        span = _grown(passage, min(e.start for e in excerpts), max(e.end for e in excerpts), max_chars)
+        read.append(replace(first, excerpts=(span,)))
+    return read
+
+
+def _grown(passage: Passage, start: int, end: int, max_chars: int) -> Span:
+    """``passage[start:end]`` grown by whole sentences, alternately before and after, within ``max_chars``."""
+    sentences = sentence_spans(passage.text)
+    before = sorted((s for s, _ in sentences if s < start), reverse=True)
+    after = sorted(e for _, e in sentences if e > end)
+    grown = True
+    while grown:
+        grown = False
+        if before and end - before[0] <= max_chars:
+            start, grown = before.pop(0), True
+        if after and after[0] - start <= max_chars:
+            end, grown = after.pop(0), True
+    return passage.span(start, end)

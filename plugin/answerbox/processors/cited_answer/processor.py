@@ -43,7 +43,14 @@ from answerbox.processors.cited_answer.citations import (
     rewrite,
     without_echoed_fields,
 )
-from answerbox.processors.cited_answer.evidence import Evidence, EvidenceFields, answer_evidence, written_date
+from answerbox.processors.cited_answer.evidence import (
+    READING_CHARS,
+    Evidence,
+    EvidenceFields,
+    answer_evidence,
+    in_context,
+    written_date,
+)
 from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
 from answerbox.processors.text.passages import hits_of
 
@@ -74,6 +81,7 @@ class CitedAnswerConfig(ProcessorConfig):
     fields: EvidenceFields = EvidenceFields()
     size: int = Field(default=5, ge=1, le=50, description="evidence blocks (n); ext context_size overrides")
     snippet_chars: int = Field(default=1000, ge=100, le=20_000)
+    reading_chars: int = Field(default=READING_CHARS, ge=100, le=20_000)  # the reader's context per passage
     demonstrations: bool = True
     premise_check: bool = False  # helps strong models, hurts weak ones (FreshPrompt)
     current_date: date | None = None  # None: today (UTC)
@@ -127,7 +135,8 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             ctx.report.answer = self._abstain(mode, "retrieval_incorrect" if incorrect else "no_evidence")
             return response
         calibrator = await self._calibrator(ctx)
-        snippet = await self._snippet(question, blocks, calibrator, ctx)
+        reading = in_context(blocks, hits_of(response), max_chars=self.config.reading_chars)
+        snippet = await self._snippet(question, reading, calibrator, ctx)
         if snippet is not None and ctx.listener is not None:
             ctx.listener.snippet(self._gated(snippet, mode, calibrator))  # shown as the answer will be
         answer = await self._answer(question, blocks, snippet, calibrator, ctx) if self._uses_llm else snippet

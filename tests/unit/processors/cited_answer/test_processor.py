@@ -40,6 +40,7 @@ from tests.unit.processors.cited_answer.books import (
     context,
     hit,
     request,
+    support,
 )
 
 
@@ -322,6 +323,27 @@ async def test_refined_strips_are_the_evidence_when_retrieval_evaluator_ran() ->
     assert answer.abstained is False
     for citation in answer.citations:
         assert any(s.start <= citation.start and citation.end <= s.end for s in strips if s.id == citation.id)
+
+
+async def test_the_reader_reads_crags_strips_back_in_their_passages() -> None:
+    """CRAG keeps the sentence that answers; the reader gets it with the sentences around it,
+    and may find the answer in one of them."""
+    reader = FakeReader(["Frank Herbert"])
+    services = answer_services(models=fake_models(reader, FakeEvaluator(support), support_lower=-0.5))
+    ctx = context()
+    evaluator = RetrievalEvaluator.from_dict(
+        {"text_fields": ["text"], "corrective": None, "sentences_per_strip": 1, "lower": -0.95},
+        services,
+        ConfigContext(),
+    )
+    assert isinstance(evaluator, RetrievalEvaluator)
+    text = "Frank Herbert was born in 1920. He grew up in Tacoma. Herbert wrote Dune and five sequels."
+    biography = {"_index": "books", "_id": "bio", "_score": 1.0, "_source": {"title": "Frank Herbert", "text": text}}
+    response = await evaluator.process_response(request(), response_of([biography]), ctx)
+    assert [s.text for s in ctx.report.retrieval.knowledge] == ["Herbert wrote Dune and five sequels."]
+    answer, _ = await answer_of(answerer(services, mode="extractive"), response["hits"]["hits"], ctx)
+    assert reader.reads == [(QUESTION, [text])]
+    assert (answer.text, [c.quote for c in answer.citations]) == ("Frank Herbert", ["Frank Herbert was born in 1920."])
 
 
 async def test_auto_mode_answers_extractively_when_no_claim_holds_up() -> None:
