@@ -340,6 +340,7 @@ async def test_the_reader_reads_crags_strips_back_in_their_passages() -> None:
     text = "Frank Herbert was born in 1920. He grew up in Tacoma. Herbert wrote Dune and five sequels."
     biography = {"_index": "books", "_id": "bio", "_score": 1.0, "_source": {"title": "Frank Herbert", "text": text}}
     response = await evaluator.process_response(request(), response_of([biography]), ctx)
+    assert ctx.report.retrieval is not None
     assert [s.text for s in ctx.report.retrieval.knowledge] == ["Herbert wrote Dune and five sequels."]
     answer, _ = await answer_of(answerer(services, mode="extractive"), response["hits"]["hits"], ctx)
     assert reader.reads == [(QUESTION, [text])]
