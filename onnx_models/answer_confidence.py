@@ -45,7 +45,6 @@ import argparse
 import contextlib
 import json
 import logging
-import math
 import random
 import time
 from collections.abc import Iterator, Sequence
@@ -61,6 +60,7 @@ from answerbox.embedded import local_llm
 from answerbox.models.confidence import SNIPPET_FEATURES, GenerativeSignals, SnippetSignals
 from answerbox.models.manifest import ModelManifest
 from answerbox.server import free_port, serve_in_thread
+from answerbox.thresholds import answered_at, lowest_threshold
 
 from onnx_models.rows import Row, resume
 from onnx_models.squad import (
@@ -194,30 +194,6 @@ def aurc(confidence: Sequence[float], right: Sequence[bool]) -> float:
     return float(np.mean(wrong / np.arange(1, len(order) + 1)))
 
 
-def lowest_threshold(
-    confidence: Sequence[float], right: Sequence[bool], precision: float, z: float, min_answered: int = 20
-) -> float:
-    """The lowest threshold whose answered share (confidence ≥ it) is right ``precision`` of the
-    time, by the one-sided Wilson lower bound at ``z`` (0: the point estimate). Taking the lowest
-    threshold that meets a target picks where chance flattered the sample, so the point estimate
-    promises more precision than the threshold keeps on new questions; the bound does not."""
-    pairs = sorted(zip(confidence, right, strict=True), reverse=True)
-    best = 1.0
-    hits = 0
-    for n, (c, ok) in enumerate(pairs, 1):
-        hits += ok
-        if n >= min_answered and _wilson_lower(hits, n, z) >= precision:
-            best = c
-    return round(float(best), 4)
-
-
-def _wilson_lower(hits: int, n: int, z: float) -> float:
-    p = hits / n
-    centre = p + z * z / (2 * n)
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (centre - spread) / (1 + z * z / n)
-
-
 def features(
     rows: Sequence[Row], kind: type[SnippetSignals] | type[GenerativeSignals], drop: Sequence[str] = ()
 ) -> tuple[list[str], npt.NDArray[np.float64]]:
@@ -297,14 +273,6 @@ def skip_threshold(
     }
 
 
-def coverage_at(confidence: Sequence[float], right: Sequence[bool], threshold: float) -> dict[str, float]:
-    answered = [ok for c, ok in zip(confidence, right, strict=True) if c >= threshold]
-    return {
-        "coverage": round(len(answered) / len(right), 4),
-        "precision": round(sum(answered) / len(answered), 4) if answered else 0.0,
-    }
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     paragraphs = load_squad(TRAIN_FILES, args.data)
     pool = held_out(paragraphs, args.holdout)
@@ -357,11 +325,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "right": round(sum(right) / len(right), 4),
             "ece": round(ece(list(cv), right), 4),
             "aurc": round(aurc(list(cv), right), 4),
-            "at_min_confidence": coverage_at(list(cv), right, min_confidence),
+            "at_min_confidence": answered_at(list(cv), right, min_confidence),
             "precision_target": args.precision,
             "wilson_z": args.z,
             "point_estimate_threshold": point_estimate,
-            "at_point_estimate": coverage_at(list(cv), right, point_estimate),
+            "at_point_estimate": answered_at(list(cv), right, point_estimate),
             "across_files": across_files(snippet_rows, file_of, args.l2, args.drop),
         },
         "seconds_p50": round(float(np.median([r["seconds"] for r in answerable])), 4),

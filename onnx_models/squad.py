@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from answerbox.processors.text.normalize import normalize_answer  # the one SQuAD normalisation; re-exported
+from answerbox.processors.text.normalize import contains_gold, normalize_answer  # the one copy of each; re-exported
 
 __all__ = [
     "BM25",
@@ -160,12 +160,6 @@ def sample_questions(paragraphs: Sequence[Paragraph], limit: int, seed: int) -> 
 
 
 # --- SQuAD v1.1 official normalisation and metrics ---------------------------------
-
-
-def contains_gold(text: str, answers: Sequence[str]) -> bool:
-    """Whether ``text`` holds one of the gold ``answers``, both normalised as SQuAD scores."""
-    normalized = normalize_answer(text)
-    return any(normalize_answer(a) and normalize_answer(a) in normalized for a in answers)
 
 
 def exact_match(prediction: str, golds: Sequence[str]) -> float:

@@ -1,4 +1,4 @@
-"""The ``answerbox`` command: ``serve``, ``doctor``, ``demo``, ``local-llm`` and ``models``."""
+"""The ``answerbox`` command: ``serve``, ``doctor``, ``demo``, ``local-llm``, ``threshold`` and ``models``."""
 
 from __future__ import annotations
 
@@ -63,6 +63,30 @@ def _local_llm(args: argparse.Namespace) -> int:
             time.sleep(3600)
 
 
+def _threshold(args: argparse.Namespace) -> int:
+    from answerbox.errors import ConfigError
+    from answerbox.thresholds import run
+
+    user, _, password = (args.user or "").partition(":")
+    try:
+        chosen, shown = run(
+            args.url,
+            args.index,
+            args.pipeline,
+            args.questions,
+            field=args.field,
+            auth=(user, password) if args.user else None,
+            precision=args.precision,
+            z=args.z,
+            min_answered=args.min_answers,
+        )
+    except (ConfigError, OSError) as exc:
+        print(f"answerbox threshold: {exc}", file=sys.stderr)
+        return 2
+    print(shown)
+    return 0 if chosen is not None else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="answerbox", description=__doc__)
     parser.add_argument(
@@ -95,6 +119,20 @@ def main(argv: list[str] | None = None) -> int:
     llm.add_argument("--port", type=int, default=8081)
     llm.add_argument("--threads", type=int, default=2)
     llm.set_defaults(run=_local_llm)
+
+    threshold = commands.add_parser(
+        "threshold", help="choose cited_answer.min_confidence for your index from questions you labelled"
+    )
+    threshold.add_argument("questions", type=Path, help='JSON lines: {"question": "...", "answers": ["..."]}')
+    threshold.add_argument("--index", required=True)
+    threshold.add_argument("--pipeline", required=True, help="the search pipeline to measure (as stored)")
+    threshold.add_argument("--url", default="http://127.0.0.1:9400", help="a running answerbox")
+    threshold.add_argument("--field", default="text", help="the field the question is matched on")
+    threshold.add_argument("--user", help="NAME:PASSWORD, sent as basic auth (the caller's own rights)")
+    threshold.add_argument("--precision", type=float, default=0.85)
+    threshold.add_argument("--z", type=float, default=1.645, help="the Wilson bound's z (0: the point estimate)")
+    threshold.add_argument("--min-answers", type=int, default=20, help="answers a threshold must keep")
+    threshold.set_defaults(run=_threshold)
 
     from answerbox.models.commands import add_models_subcommand
 

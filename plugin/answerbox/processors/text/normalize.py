@@ -1,4 +1,5 @@
-"""SQuAD answer normalisation, and the containment test SearChain uses to compare answers.
+"""SQuAD answer normalisation, the containment test SearChain uses to compare answers, and what
+*right* means for ``answer.confidence`` (``contains_gold``).
 
 The one copy of the official SQuAD v1.1 normalisation: ``onnx_models`` (training, selection)
 and the benches import it from here, so what the models are chosen by is what the processors use.
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Sequence
 
-__all__ = ["contains_answer", "normalize_answer"]
+__all__ = ["contains_answer", "contains_gold", "normalize_answer"]
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -28,3 +30,10 @@ def contains_answer(span: str, answer: str) -> bool:
     """
     needle = normalize_answer(span)
     return bool(needle) and f" {needle} " in f" {normalize_answer(answer)} "
+
+
+def contains_gold(text: str, answers: Sequence[str]) -> bool:
+    """Whether ``text`` holds one of the gold ``answers``, both normalised as SQuAD scores: an
+    answer is *right* by this, in the calibrator's fit, the benches and ``answerbox threshold``."""
+    normalized = normalize_answer(text)
+    return any(normalize_answer(a) and normalize_answer(a) in normalized for a in answers)

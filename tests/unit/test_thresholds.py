@@ -1,0 +1,81 @@
+"""Choosing ``min_confidence`` from labelled questions: the bound, what counts as an answer, the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from answerbox.errors import ConfigError
+from answerbox.thresholds import Labelled, Outcome, lowest_threshold, outcome_of, read_labelled, report
+
+# Ten answers, most confident first: the first six right, then wrong, right, wrong, wrong.
+CONFIDENCE = [0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3]
+RIGHT = [True] * 6 + [False, True, False, False]
+
+
+def test_the_point_estimate_takes_the_lowest_threshold_that_meets_the_target() -> None:
+    # At 0.5: 7 of 8 right (87.5%); at 0.4: 7 of 9 (77.8%).
+    assert lowest_threshold(CONFIDENCE, RIGHT, 0.85, z=0, min_answered=1) == 0.5
+
+
+def test_the_wilson_bound_asks_for_more_than_the_sample_shows() -> None:
+    # 6 of 6 right has a one-sided 95% lower bound of 0.69; 7 of 8 is lower still.
+    assert lowest_threshold(CONFIDENCE, RIGHT, 0.85, z=1.645, min_answered=1) == 1.0
+    assert lowest_threshold(CONFIDENCE, RIGHT, 0.65, z=1.645, min_answered=1) == 0.7
+
+
+def test_a_threshold_must_keep_enough_answers() -> None:
+    assert lowest_threshold(CONFIDENCE, RIGHT, 0.85, z=0, min_answered=9) == 1.0
+
+
+def test_the_answer_or_the_candidate_held_back_is_what_the_pipeline_said() -> None:
+    item = Labelled("Who wrote Dune?", ("Frank Herbert",))
+
+    def said(answer: dict[str, object]) -> Outcome:
+        return outcome_of({"ext": {"answerbox": {"answer": answer}}}, item)
+
+    assert said({"text": "Frank Herbert", "confidence": 0.9, "abstained": False}) == Outcome(0.9, True)
+    held_back = {"text": "I cannot say.", "abstained": True, "candidate": {"text": "Herbert", "confidence": 0.2}}
+    assert said(held_back) == Outcome(0.2, False)  # "Herbert" does not hold "Frank Herbert"
+    assert said({"text": "I cannot say.", "abstained": True, "reason": "retrieval_incorrect"}) == Outcome(None, False)
+    assert outcome_of({"hits": {"hits": []}}, item) == Outcome(None, False)  # not an answerbox pipeline
+
+
+def test_a_question_without_an_answer_counts_against_coverage_never_as_answered() -> None:
+    outcomes = [Outcome(0.9, True)] * 3 + [Outcome(None, False)]
+    chosen, shown = report(outcomes, precision=0.85, z=0, min_answered=1)
+    assert chosen == 0.9
+    assert "4 questions: 3 with an answer or a candidate, 3 of them right" in shown
+    assert "answers 75.0%, 100.0% of them right" in shown
+    assert '{"cited_answer": {"min_confidence": 0.9}}' in shown
+
+
+def test_no_threshold_says_so() -> None:
+    chosen, shown = report([Outcome(0.9, False)] * 5, precision=0.85, z=0, min_answered=1)
+    assert chosen is None
+    assert "no threshold reaches 85% precision" in shown
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("not json", "2: not JSON"),
+        ('{"question": "", "answers": ["x"]}', "2: needs a non-empty string 'question'"),
+        ('{"question": "Who?", "answers": []}', "2: needs 'answers', a list of non-empty strings"),
+        ('["Who?", ["x"]]', "2: needs a non-empty string 'question'"),
+    ],
+)
+def test_a_bad_line_is_refused_by_its_number(tmp_path: Path, line: str, reason: str) -> None:
+    path = tmp_path / "questions.jsonl"
+    path.write_text('{"question": "Who wrote Dune?", "answers": ["Frank Herbert"]}\n' + line + "\n")
+    with pytest.raises(ConfigError, match=reason):
+        read_labelled(path)
+
+
+def test_a_file_of_questions_reads_back(tmp_path: Path) -> None:
+    path = tmp_path / "questions.jsonl"
+    path.write_text('{"question": "Who wrote Dune?", "answers": ["Frank Herbert", "Herbert"]}\n\n')
+    assert read_labelled(path) == [Labelled("Who wrote Dune?", ("Frank Herbert", "Herbert"))]
+    path.write_text("\n")
+    with pytest.raises(ConfigError, match="holds no question"):
+        read_labelled(path)
