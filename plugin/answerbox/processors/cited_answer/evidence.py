@@ -225,7 +225,8 @@ def in_context(evidence: Sequence[Evidence], hits: Sequence[JSON], *, max_chars:
     The reader was trained on whole paragraphs; a CRAG strip or a highlight fragment cut out of
     one loses the sentence that says who "he" is. A block keeps the marker and rank of its most
     relevant excerpt. Blocks whose hit the response does not hold (a corrective search's
-    strips, a chain's references) are read as they are.
+    strips, a chain's references), or whose excerpts lie more than ``max_chars`` apart, are
+    read as they are.
     """
     by_key = {hit_key(h): h for h in hits}
     groups: dict[tuple[str, str, str], list[Evidence]] = {}
@@ -236,12 +237,14 @@ def in_context(evidence: Sequence[Evidence], hits: Sequence[JSON], *, max_chars:
         hit = by_key.get((index, doc_id))
         passage = next(iter(passages_of(hit, [field])), None) if hit is not None else None
         excerpts = [e for b in blocks for e in b.excerpts]
+        start, end = min(e.start for e in excerpts), max(e.end for e in excerpts)
         if passage is None or any(passage.text[e.start : e.end] != e.text for e in excerpts):
             read.extend(blocks)  # its offsets are not this hit's: nothing to widen safely
-            continue
-        first = min(blocks, key=lambda b: b.rank)
-        span = _grown(passage, min(e.start for e in excerpts), max(e.end for e in excerpts), max_chars)
-        read.append(replace(first, excerpts=(span,)))
+        elif end - start > max_chars:
+            read.extend(blocks)  # far apart in a long field: the span between would cost more than it tells
+        else:
+            first = min(blocks, key=lambda b: b.rank)
+            read.append(replace(first, excerpts=(_grown(passage, start, end, max_chars),)))
     return read
 
 

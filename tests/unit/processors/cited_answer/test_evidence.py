@@ -70,6 +70,14 @@ def test_with_room_the_reader_reads_the_whole_field() -> None:
     assert read.snippet == LONG
 
 
+def test_strips_further_apart_than_the_reading_are_read_as_they_are() -> None:
+    strips = [_strip("Ann met Bo.", 0.9), _strip("The end came.", 0.4)]
+    blocks = evidence_from_references(strips, [HIT], EvidenceFields(title=None))
+    assert in_context(blocks, [HIT], max_chars=len(LONG) - 1) == blocks
+    (read,) = in_context(blocks, [HIT], max_chars=len(LONG))
+    assert read.snippet == LONG
+
+
 def test_strips_whose_hit_the_response_lacks_or_contradicts_are_read_as_they_are() -> None:
     # A corrective search's strip has no hit here; another's text no longer matches its offsets.
     other = {"_index": "people", "_id": "ann", "_source": {"text": "Rewritten since. " + LONG}}
