@@ -128,14 +128,15 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         if not question or not question.strip():
             self.warn(ctx, "the search has no question text; no answer")
             return response
-        blocks = self._evidence(response, ctx)
+        hits = hits_of(response)
+        blocks = self._evidence(hits, ctx)
         mode: AnswerMode = "generative" if self._uses_llm else "extractive"
         if not blocks:
             incorrect = ctx.report.retrieval is not None and ctx.report.retrieval.verdict == "incorrect"
             ctx.report.answer = self._abstain(mode, "retrieval_incorrect" if incorrect else "no_evidence")
             return response
         calibrator = await self._calibrator(ctx)
-        reading = in_context(blocks, hits_of(response), max_chars=self.config.reading_chars)
+        reading = in_context(blocks, hits, max_chars=self.config.reading_chars)
         snippet = await self._snippet(question, reading, calibrator, ctx)
         if snippet is not None and ctx.listener is not None:
             ctx.listener.snippet(self._gated(snippet, mode, calibrator))  # shown as the answer will be
@@ -214,13 +215,11 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             return None
         return await self._checked("".join(parts), question, blocks, ctx)
 
-    def _evidence(self, response: JSON, ctx: PipelineContext) -> list[Evidence]:
+    def _evidence(self, hits: Sequence[JSON], ctx: PipelineContext) -> list[Evidence]:
         size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
         if ctx.report.chain is not None and not ctx.report.chain.references:
             self.warn(ctx, "the chain verified nothing; answering from the search results")
-        return answer_evidence(
-            ctx.report, hits_of(response), self.config.fields, size=size, snippet_chars=self.config.snippet_chars
-        )
+        return answer_evidence(ctx.report, hits, self.config.fields, size=size, snippet_chars=self.config.snippet_chars)
 
     def _messages(
         self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, *, json: bool

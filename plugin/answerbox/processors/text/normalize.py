@@ -36,4 +36,4 @@ def contains_gold(text: str, answers: Sequence[str]) -> bool:
     """Whether ``text`` holds one of the gold ``answers``, both normalised as SQuAD scores: an
     answer is *right* by this, in the calibrator's fit, the benches and ``answerbox threshold``."""
     normalized = normalize_answer(text)
-    return any(normalize_answer(a) and normalize_answer(a) in normalized for a in answers)
+    return any(gold and gold in normalized for gold in map(normalize_answer, answers))
