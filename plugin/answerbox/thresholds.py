@@ -181,6 +181,9 @@ def run(
 
     async def ask() -> list[Outcome]:
         async with httpx.AsyncClient(base_url=url, auth=auth, timeout=300) as client:
-            return await collect(client, index, pipeline, field, labelled)
+            try:
+                return await collect(client, index, pipeline, field, labelled)
+            except httpx.TransportError as exc:
+                raise ConfigError(f"cannot reach answerbox at {url}: {exc!r}") from exc
 
     return report(asyncio.run(ask()), precision, z, min_answered)

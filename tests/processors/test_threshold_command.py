@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from answerbox.cli import main
+from answerbox.server import free_port
 from answerbox.thresholds import lowest_threshold
 
 LABELLED = [
@@ -71,3 +72,10 @@ def test_a_failed_search_stops_the_run(answerbox: str, tmp_path: Path, capsys: p
     assert "the search for 'Who wrote Dune?' failed (400)" in err
     assert "Pipeline answer is not defined" in err
     assert out == ""
+
+
+def test_no_answerbox_at_the_url_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    argv = ["threshold", str(_labelled(tmp_path)), "--index", "books", "--pipeline", "answers", "--url", url]
+    assert main(argv) == 2
+    assert f"cannot reach answerbox at {url}: ConnectError" in capsys.readouterr().err
