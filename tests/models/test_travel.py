@@ -1,6 +1,6 @@
 """What travels to a lent GPU and back: float16 shards under the size a file may come back at,
-the training files as a folder ``train --data`` reads, and a training checkpoint rebuilt from
-the tree's packed graph with no encoder weights."""
+the training files as a folder ``train --data`` reads, a training checkpoint rebuilt from the
+tree's packed graph with no encoder weights, and a clean start from the base encoder."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from safetensors.numpy import load_file
 from onnx_models.modeling import ReaderEvaluatorModel
 from onnx_models.packing import pack_fp32
 from onnx_models.squad import TRAIN_FILES, load_squad
-from onnx_models.travel import base_bundle, checkpoint_from_tree, extract_data, from_shards, to_shards
+from onnx_models.travel import base_bundle, checkpoint_from_tree, extract_data, fresh_start, from_shards, to_shards
 
 
 def test_shards_stay_under_the_limit_and_come_back_as_float16_rounded_weights(
@@ -83,3 +83,26 @@ def test_a_checkpoint_rebuilt_from_the_packed_graph_computes_what_its_fp32_graph
     for g, e in zip(got, expected, strict=True):
         g, e = g.numpy(), np.asarray(e)
         assert float(np.abs(g[mask] - e[mask]).max() if g.shape == mask.shape else np.abs(g - e).max()) < 1e-4
+
+
+def test_a_clean_start_is_the_base_encoder_with_the_same_new_heads_each_time(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    trained = ReaderEvaluatorModel.load(tiny_checkpoint)
+    encoder = tmp_path / "encoder"
+    trained.encoder.save_pretrained(encoder)
+    shutil.copyfile(tiny_checkpoint / "tokenizer.json", encoder / "tokenizer.json")
+
+    fresh_start(encoder, tmp_path / "start")
+    fresh_start(encoder, tmp_path / "again")
+    start = ReaderEvaluatorModel.load(from_shards(tmp_path / "start", tmp_path / "a", tokenizer=encoder))
+    again = ReaderEvaluatorModel.load(from_shards(tmp_path / "again", tmp_path / "b", tokenizer=encoder))
+
+    for name, value in trained.encoder.state_dict().items():
+        torch.testing.assert_close(start.encoder.state_dict()[name], value.half().float(), rtol=0, atol=0)
+    # The trained heads are gone: what starts clean has learned no answer.
+    assert not torch.equal(start.qa_outputs.weight, trained.qa_outputs.weight.half().float())
+    assert not start.relevance.bias.any()
+    # Every run of a call starts from the same heads, so their mean is a soup.
+    for name, value in start.state_dict().items():
+        torch.testing.assert_close(again.state_dict()[name], value, rtol=0, atol=0)
