@@ -22,7 +22,9 @@ from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
 from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
 from answerbox.processors.chain_of_query.verify import NodeRecord
 from answerbox.processors.cited_answer.evidence import (
+    EVIDENCE_SIZE,
     READING_CHARS,
+    SNIPPET_CHARS,
     EvidenceFields,
     answer_evidence,
     evidence_from_references,
@@ -91,7 +93,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             return False
         fields = EvidenceFields(text=self.config.text_field, title=None)
         hits = hits_of(response)
-        evidence = answer_evidence(ctx.report, hits, fields, size=5, snippet_chars=1000)
+        evidence = answer_evidence(ctx.report, hits, fields, size=EVIDENCE_SIZE, snippet_chars=SNIPPET_CHARS)
         found = await featured_snippet(question, in_context(evidence, hits, max_chars=READING_CHARS), models)
         return found is not None and calibrator.confidence(found.signals) >= threshold
 

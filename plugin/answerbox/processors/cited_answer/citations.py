@@ -26,7 +26,7 @@ from answerbox.contract import Citation
 from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
 from answerbox.processors.cited_answer.evidence import Evidence
 from answerbox.processors.text.spans import Span
-from answerbox.processors.text.words import FUNCTION_WORDS
+from answerbox.processors.text.words import FUNCTION_WORDS, terms
 
 __all__ = [
     "ANSWER_SCHEMA",
@@ -50,7 +50,6 @@ _SPACE_BEFORE_STOP = re.compile(r" ([.!?,;:])")  # left where a marker stood bef
 # The stop run starts where a run starts and is never given back, so a long run of dots
 # costs one scan, not one per dot (which was quadratic).
 _CLAIM = re.compile(rf"\S.*?(?:(?<![.!?])[.!?]++(?:\s*{_GROUP})*(?=\s|$)|$)", re.DOTALL)
-_WORD = re.compile(r"\w+")
 # The field labels of an evidence block (templates/cited_answer/freshprompt.j2) at a line's start.
 _ECHOED_FIELD = re.compile(
     r"^[ \t]*(?:(?:source|date|title|highlight)[ \t]*:[^\n]*(?:\n|$)|snippet[ \t]*:[ \t]*)", re.MULTILINE
@@ -117,7 +116,7 @@ def without_echoed_fields(answer: str) -> str:
 
 
 def words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
+    return terms(text, _STOPWORDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,10 +21,14 @@ from answerbox.processors.text.passages import hit_key, passages_of
 from answerbox.processors.text.sentences import sentence_spans
 from answerbox.processors.text.spans import HitField, Passage, Span
 
+EVIDENCE_SIZE = 5  # evidence blocks an answer reads (the papers' n)
+SNIPPET_CHARS = 1000  # a block's excerpt, at most
 READING_CHARS = 2000  # the reader's context around its excerpts: about two of its windows
 
 __all__ = [
+    "EVIDENCE_SIZE",
     "READING_CHARS",
+    "SNIPPET_CHARS",
     "Evidence",
     "EvidenceFields",
     "answer_evidence",

@@ -44,7 +44,9 @@ from answerbox.processors.cited_answer.citations import (
     without_echoed_fields,
 )
 from answerbox.processors.cited_answer.evidence import (
+    EVIDENCE_SIZE,
     READING_CHARS,
+    SNIPPET_CHARS,
     Evidence,
     EvidenceFields,
     answer_evidence,
@@ -79,8 +81,8 @@ class CitedAnswerConfig(ProcessorConfig):
     mode: Literal["auto", "generative", "extractive"] = "auto"
     prefer: Literal["confident", "generative"] = "confident"
     fields: EvidenceFields = EvidenceFields()
-    size: int = Field(default=5, ge=1, le=50, description="evidence blocks (n); ext context_size overrides")
-    snippet_chars: int = Field(default=1000, ge=100, le=20_000)
+    size: int = Field(default=EVIDENCE_SIZE, ge=1, le=50, description="evidence blocks (n); ext context_size overrides")
+    snippet_chars: int = Field(default=SNIPPET_CHARS, ge=100, le=20_000)
     reading_chars: int = Field(default=READING_CHARS, ge=100, le=20_000)  # the reader's context per passage
     demonstrations: bool = True
     premise_check: bool = False  # helps strong models, hurts weak ones (FreshPrompt)
