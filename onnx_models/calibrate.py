@@ -1,10 +1,14 @@
-"""Choose θ, CRAG's upper/lower thresholds and the score calibration on SQuAD v1.1 dev; write them to manifest.json.
+"""Choose θ, CRAG's upper/lower thresholds and the score calibration on training articles; write them to manifest.json.
 
     PYTHONPATH=plugin python -m onnx_models.calibrate --model-dir onnx_models/default
 
-Pairs: each sampled dev question with its gold paragraph and its top BM25 paragraphs
-from the rest of the dev corpus. A pair is *relevant* when the passage contains a gold
-answer (normalised), which is what CRAG's evaluator is meant to detect.
+Pairs: each sampled question of the held-out training articles (squad_shifts new_wiki + nyt,
+the ``--holdout`` articles ``onnx_models.train`` left out; SQuAD v1.1 dev, which the benches
+report on, is refused) with its gold paragraph and its top BM25 paragraphs among all the
+files' paragraphs. A manifest's ``calibration.data`` says which questions chose its
+constants; ``--dry-run`` prints them and leaves the manifest alone. A pair is *relevant* when
+the passage contains a gold answer (normalised), which is what CRAG's evaluator is meant to
+detect.
 
 1. score calibration: Platt scaling of the relevance logit z, P(relevant) = σ(a·z + b);
    the evaluator reports ``tanh((a·z + b) / 2) = 2·P - 1``, so scale = a/2, offset = b/2.
@@ -45,10 +49,13 @@ from answerbox.models.manifest import ModelManifest
 from onnx_models.squad import (
     BM25,
     DEV_FILE,
+    TRAIN_FILES,
     Paragraph,
     Question,
     default_tarball,
     f1_score,
+    held_out,
+    holdout_fraction,
     load_squad,
     normalize_answer,
     sample_questions,
@@ -155,8 +162,9 @@ def calibrate(args: argparse.Namespace) -> ModelManifest:
     if args.pairs_in:
         pairs = [Pair(*row) for row in json.loads(args.pairs_in.read_text())]
     else:
-        paragraphs = load_squad([DEV_FILE], args.data)
-        questions = sample_questions(paragraphs, args.limit, args.seed)
+        paragraphs = load_squad(args.files, args.data)
+        pool = held_out(paragraphs, args.holdout) if args.holdout else paragraphs
+        questions = sample_questions(pool, args.limit, args.seed)
         models = load_models(
             ModelSettings(dir=args.model_dir, variant=args.variant, providers=["CPUExecutionProvider"])
         )
@@ -184,7 +192,8 @@ def calibrate(args: argparse.Namespace) -> ModelManifest:
         score_scale=round(scale, 6),
         score_offset=round(offset, 6),
         calibration={
-            "data": f"squad_shifts/{DEV_FILE}",
+            "data": [f"squad_shifts/{name}" for name in args.files],
+            "holdout": args.holdout,
             "variant": args.variant,
             "questions": len(pairs) // (args.negatives + 1),
             "pairs": len(pairs),
@@ -205,7 +214,8 @@ def calibrate(args: argparse.Namespace) -> ModelManifest:
             "reader_correct_recall_at_theta": round(float((correct & (z >= theta)).sum() / max(1, correct.sum())), 4),
         },
     )
-    manifest.save(args.model_dir)
+    if not args.dry_run:
+        manifest.save(args.model_dir)
     return manifest
 
 
@@ -214,7 +224,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
     parser.add_argument("--variant", default="int8", help="calibrate the variant that is served")
     parser.add_argument("--data", type=Path, default=default_tarball())
-    parser.add_argument("--limit", type=int, default=1500, help="dev questions sampled (0 = all)")
+    parser.add_argument(
+        "--files", nargs="+", default=list(TRAIN_FILES), help="squad_shifts files to sample questions from"
+    )
+    parser.add_argument(
+        "--holdout",
+        type=holdout_fraction,
+        default=0.1,
+        help="sample only the articles a run with this --holdout never trained on (0: every article)",
+    )
+    parser.add_argument("--limit", type=int, default=1500, help="questions sampled (0 = all)")
     parser.add_argument("--negatives", type=int, default=3, help="BM25 negatives per question")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--upper-precision", type=float, default=0.9)
@@ -224,7 +243,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--pairs-out", type=Path, help="also save the scored pairs (relevance, relevant, correct) as JSON"
     )
     parser.add_argument("--pairs-in", type=Path, help="recompute thresholds from saved pairs without running the model")
-    return parser.parse_args(argv)
+    parser.add_argument("--dry-run", action="store_true", help="print the constants; leave the manifest alone")
+    args = parser.parse_args(argv)
+    if DEV_FILE in args.files:
+        parser.error(f"{DEV_FILE} is what the benches report on: choose the thresholds on other questions")
+    return args
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-"""The Platt fit behind the evaluator's score: it must converge however large the logits are."""
+"""The Platt fit behind the evaluator's score: it must converge however large the logits are;
+and the questions that choose the thresholds are the held-out training articles, never dev."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from onnx_models.calibrate import platt
+from onnx_models.calibrate import parse_args, platt
+from onnx_models.squad import DEV_FILE, TRAIN_FILES
 
 
 @pytest.mark.parametrize("spread", [1.0, 8.0, 40.0])
@@ -26,3 +28,14 @@ def test_platt_on_separable_scores_is_steep_but_finite() -> None:
     a, b = platt(z, y)
     assert np.isfinite([a, b]).all()
     assert a > 0
+
+
+def test_the_thresholds_are_chosen_on_held_out_training_articles_and_dev_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = parse_args([])
+    assert args.files == list(TRAIN_FILES)
+    assert args.holdout == 0.1
+    with pytest.raises(SystemExit):
+        parse_args(["--files", DEV_FILE, *TRAIN_FILES])
+    assert "the benches report on" in capsys.readouterr().err
