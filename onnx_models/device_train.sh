@@ -12,10 +12,11 @@
 #     typing-inspection==0.4.5 python-dotenv==1.2.4
 # A reader that never saw the held-out articles (the shipped one saw every article in its first
 # epochs, so the fits on "held-out" articles read it where it has learned the answers) starts
-# from the base encoder instead, 45 MB more (the last call's $OUT/trained shards, put in
+# from the base encoder instead, 44 MB more (the last call's $OUT/trained shards, put in
 # .gpu/start, go on from there in the next call):
 #   python -m onnx_models.travel start .gpu/start
-#   SEEDS="41 42 43 44 45 46" bash onnx_models/device_train.sh --epochs 4 --holdout 0.1 --bf16 --max-minutes 7
+#   SEEDS="41 42 43 44 45 46" bash onnx_models/device_train.sh --lr 1e-4 --epochs 4 --hard-negatives-from 4 \
+#     --holdout 0.1 --bf16 --max-minutes 7
 # Then run, with carry [".gpu"], e.g.:
 #   bash onnx_models/device_train.sh --lr 3e-5 --epochs 3 --train-embeddings --holdout 0.1 --keep-weights
 # The arguments go to onnx_models.train (after --device cuda). SEEDS="41 42 43" trains one run
