@@ -50,6 +50,14 @@ def test_a_question_without_an_answer_counts_against_coverage_never_as_answered(
     assert '{"cited_answer": {"min_confidence": 0.9}}' in shown
 
 
+def test_the_report_says_how_far_the_confidence_is_off_on_this_index() -> None:
+    outcomes = [Outcome(0.9, True), Outcome(0.8, False), Outcome(0.7, True), Outcome(0.6, False), Outcome(None, False)]
+    _, shown = report(outcomes, precision=0.85, z=0, min_answered=1)
+    assert "their confidence averages 0.75, and 0.50 of them are right: 25 points too high" in shown
+    _, shown = report([Outcome(0.2, True)] * 3, precision=0.85, z=0, min_answered=1)
+    assert "averages 0.20, and 1.00 of them are right: 80 points too low" in shown
+
+
 def test_no_threshold_says_so() -> None:
     chosen, shown = report([Outcome(0.9, False)] * 5, precision=0.85, z=0, min_answered=1)
     assert chosen is None
