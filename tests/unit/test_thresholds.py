@@ -50,12 +50,14 @@ def test_a_question_without_an_answer_counts_against_coverage_never_as_answered(
     assert '{"cited_answer": {"min_confidence": 0.9}}' in shown
 
 
-def test_the_report_says_how_far_the_confidence_is_off_on_this_index() -> None:
+def test_the_report_shows_the_mean_confidence_beside_the_share_right() -> None:
     outcomes = [Outcome(0.9, True), Outcome(0.8, False), Outcome(0.7, True), Outcome(0.6, False), Outcome(None, False)]
     _, shown = report(outcomes, precision=0.85, z=0, min_answered=1)
-    assert "their confidence averages 0.75, and 0.50 of them are right: 25 points too high" in shown
-    _, shown = report([Outcome(0.2, True)] * 3, precision=0.85, z=0, min_answered=1)
-    assert "averages 0.20, and 1.00 of them are right: 80 points too low" in shown
+    rows = {line.split()[0]: line.split()[1:] for line in shown.splitlines() if line.startswith("  0.")}
+    assert rows["0.90"] == ["20.0%", "100.0%", "90.0%"]
+    assert rows["0.80"] == ["40.0%", "50.0%", "85.0%"]  # said 85%, right 50%: too confident here
+    assert rows["0.60"] == ["80.0%", "50.0%", "75.0%"]
+    assert rows["0.50"] == rows["0.60"]
 
 
 def test_no_threshold_says_so() -> None:
