@@ -37,6 +37,7 @@ import numpy as np
 from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.embedded import SAMPLE_PIPELINE, local_llm
+from answerbox.thresholds import ece
 from osmem_server import OsmemServer
 
 from bench.harness import (
@@ -49,7 +50,7 @@ from bench.harness import (
     readme_pipeline,
     serve,
 )
-from onnx_models.answer_confidence import answer_of, aurc, ece
+from onnx_models.answer_confidence import answer_of, aurc
 from onnx_models.rows import load_rows, resume
 from onnx_models.squad import Question, contains_gold, index_with_titles, sample_questions
 

@@ -60,7 +60,7 @@ from answerbox.embedded import local_llm
 from answerbox.models.confidence import SNIPPET_FEATURES, GenerativeSignals, SnippetSignals
 from answerbox.models.manifest import ModelManifest
 from answerbox.server import free_port, serve_in_thread
-from answerbox.thresholds import answered_at, lowest_threshold
+from answerbox.thresholds import answered_at, ece, lowest_threshold
 
 from onnx_models.rows import Row, resume
 from onnx_models.squad import (
@@ -171,20 +171,6 @@ def cross_validated(
         coef, intercept = fit_logistic(x[train], y[train], l2)
         out[test] = predict(x[test], coef, intercept)
     return out
-
-
-def ece(probabilities: Sequence[float], right: Sequence[bool], bins: int = 10) -> float:
-    """Expected calibration error over ``bins`` equal-width bins."""
-    p, y = np.asarray(probabilities, dtype=float), np.asarray(right, dtype=float)
-    which = np.minimum((p * bins).astype(int), bins - 1)
-    return float(
-        sum(
-            abs(p[which == b].mean() - y[which == b].mean()) * (which == b).sum()
-            for b in range(bins)
-            if (which == b).any()
-        )
-        / len(p)
-    )
 
 
 def aurc(confidence: Sequence[float], right: Sequence[bool]) -> float:

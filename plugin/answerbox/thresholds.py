@@ -12,6 +12,11 @@ The threshold is the lowest at which the answered share is right ``precision`` o
 the one-sided Wilson lower bound: the lowest threshold that meets a target on a sample is where
 chance flattered it, and the bound keeps what it promises on new questions. The fit of the
 shipped calibrator (``onnx_models/answer_confidence.py``) chooses its default the same way.
+
+The same questions also correct the confidence's numbers for this index: Platt scaling of what
+the pipeline showed to what was right (``cited_answer.calibration``), pulled toward no
+correction so that a few questions move it little. It keeps the answers' order, so it changes
+which answers show only through the threshold, which is given on the corrected scale.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 import httpx
 
 from answerbox.errors import ConfigError
+from answerbox.models.confidence import Recalibration, logit, sigmoid
 from answerbox.processors.text.normalize import contains_gold
 
 __all__ = [
@@ -34,6 +40,9 @@ __all__ = [
     "Outcome",
     "answered_at",
     "collect",
+    "current_calibration",
+    "ece",
+    "fit_recalibration",
     "lowest_threshold",
     "outcome_of",
     "read_labelled",
@@ -98,6 +107,20 @@ async def collect(
     return outcomes
 
 
+async def current_calibration(client: httpx.AsyncClient, pipeline: str) -> Recalibration | None:
+    """The stored pipeline's own correction (``cited_answer.calibration``): the confidences it shows
+    are already corrected, and a new correction goes on top of it."""
+    response = await client.get(f"/_search/pipeline/{pipeline}")
+    if response.status_code != 200:
+        raise ConfigError(f"cannot read the pipeline {pipeline!r} ({response.status_code}): {response.text}")
+    definition = response.json().get(pipeline) or {}
+    for processor in definition.get("response_processors") or []:
+        found = (processor.get("cited_answer") or {}).get("calibration")
+        if found:
+            return Recalibration.model_validate(found)
+    return None
+
+
 def outcome_of(body: dict[str, Any], item: Labelled) -> Outcome:
     """What a search response said to ``item``: the answer, or the candidate held back."""
     answer = ((body.get("ext") or {}).get("answerbox") or {}).get("answer") or {}
@@ -139,8 +162,42 @@ def answered_at(confidence: Sequence[float], right: Sequence[bool], threshold: f
     }
 
 
-def report(outcomes: Sequence[Outcome], precision: float, z: float, min_answered: int) -> tuple[float | None, str]:
-    """The chosen threshold (None: no threshold meets the target) and what to show an admin."""
+def ece(probabilities: Sequence[float], right: Sequence[bool], bins: int = 10) -> float:
+    """Expected calibration error over ``bins`` equal-width bins."""
+    binned: dict[int, list[tuple[float, bool]]] = {}
+    for p, ok in zip(probabilities, right, strict=True):
+        binned.setdefault(min(int(p * bins), bins - 1), []).append((p, ok))
+    gaps = (abs(sum(p for p, _ in pairs) - sum(ok for _, ok in pairs)) for pairs in binned.values())
+    return sum(gaps) / len(probabilities)
+
+
+def fit_recalibration(confidence: Sequence[float], right: Sequence[bool], l2: float = 1.0) -> Recalibration:
+    """The Platt map ``σ(a · logit(c) + b)`` of ``confidence`` that best predicts ``right`` (log
+    loss by Newton's method), with ``l2 · ((a - 1)² + b²)`` pulling it toward no correction."""
+    xs = [logit(c) for c in confidence]
+    a, b = 1.0, 0.0
+    for _ in range(100):
+        grad_a, grad_b, h_aa, h_ab, h_bb = l2 * (a - 1), l2 * b, l2, 0.0, l2
+        for x, ok in zip(xs, right, strict=True):
+            p = sigmoid(a * x + b)
+            w = p * (1 - p)
+            grad_a += (p - ok) * x
+            grad_b += p - ok
+            h_aa, h_ab, h_bb = h_aa + w * x * x, h_ab + w * x, h_bb + w
+        det = h_aa * h_bb - h_ab * h_ab
+        step_a, step_b = (h_bb * grad_a - h_ab * grad_b) / det, (h_aa * grad_b - h_ab * grad_a) / det
+        a, b = a - step_a, b - step_b
+        if abs(step_a) + abs(step_b) < 1e-9:
+            break
+    # A scale at or below 0 would turn the order around: the confidence says nothing here.
+    return Recalibration(scale=round(min(max(a, 0.01), 100.0), 4), offset=round(min(max(b, -100.0), 100.0), 4))
+
+
+def report(
+    outcomes: Sequence[Outcome], precision: float, z: float, min_answered: int, current: Recalibration | None = None
+) -> tuple[float | None, str]:
+    """The chosen threshold (None: no threshold meets the target) and what to show an admin.
+    ``current`` is the pipeline's own correction, under the confidences it showed."""
     confidence = [o.confidence if o.confidence is not None else -1.0 for o in outcomes]
     right = [o.right for o in outcomes]
     shown = sum(o.confidence is not None for o in outcomes)
@@ -161,11 +218,24 @@ def report(outcomes: Sequence[Outcome], precision: float, z: float, min_answered
         lines.append(f"no threshold reaches {target}: label more questions, or aim lower")
         return None, "\n".join(lines)
     at = answered_at(confidence, right, chosen)
-    lines += [
+    lines.append(
         f"min_confidence for {target}: {chosen} (answers {100 * at['coverage']:.1f}%, "
-        f"{100 * at['precision']:.1f}% of them right, on these questions)",
-        "set it in the pipeline: " + json.dumps({"cited_answer": {"min_confidence": chosen}}),
-    ]
+        f"{100 * at['precision']:.1f}% of them right, on these questions)"
+    )
+    setting: dict[str, object] = {"min_confidence": chosen}
+    scored = [(c, ok) for c, ok in zip(confidence, right, strict=True) if c >= 0]
+    if len(scored) >= min_answered and 0 < sum(ok for _, ok in scored) < len(scored):
+        correction = fit_recalibration([c for c, _ in scored], [ok for _, ok in scored])
+        corrected = [correction(c) for c, _ in scored]
+        # Floored, so that the answer at the threshold still shows after rounding.
+        setting["min_confidence"] = math.floor(correction(chosen) * 10_000) / 10_000
+        setting["calibration"] = (current.then(correction) if current else correction).model_dump()
+        lines.append(
+            f"this index's correction of the confidence: scale {correction.scale:g}, offset {correction.offset:g} "
+            f"(ECE on these questions {ece([c for c, _ in scored], [ok for _, ok in scored]):.3f} → "
+            f"{ece(corrected, [ok for _, ok in scored]):.3f}); the threshold on its scale: {setting['min_confidence']}"
+        )
+    lines.append("set it in the pipeline: " + json.dumps({"cited_answer": setting}))
     return chosen, "\n".join(lines)
 
 
@@ -183,11 +253,14 @@ def run(
 ) -> tuple[float | None, str]:
     labelled = read_labelled(questions)
 
-    async def ask() -> list[Outcome]:
+    async def ask() -> tuple[list[Outcome], Recalibration | None]:
         async with httpx.AsyncClient(base_url=url, auth=auth, timeout=300) as client:
             try:
-                return await collect(client, index, pipeline, field, labelled)
+                return await collect(client, index, pipeline, field, labelled), await current_calibration(
+                    client, pipeline
+                )
             except httpx.TransportError as exc:
                 raise ConfigError(f"cannot reach answerbox at {url}: {exc!r}") from exc
 
-    return report(asyncio.run(ask()), precision, z, min_answered)
+    outcomes, current = asyncio.run(ask())
+    return report(outcomes, precision, z, min_answered, current)

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from answerbox.cli import main
+from answerbox.models.confidence import Recalibration
 from answerbox.server import free_port
 from answerbox.thresholds import lowest_threshold
 
@@ -35,7 +36,7 @@ def _said(client: httpx.Client, url: str, question: str) -> dict[str, Any]:
     )
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()["ext"]["answerbox"]["answer"]
-    return answer["candidate"] if answer["abstained"] else answer
+    return {**answer["candidate"], "shown": False} if answer["abstained"] else {**answer, "shown": True}
 
 
 @pytest.mark.usefixtures("books")
@@ -57,7 +58,15 @@ def test_the_threshold_comes_from_what_the_pipeline_said_to_each_question(
     shown = capsys.readouterr().out
     assert code == 0
     assert f"4 questions: 4 with an answer or a candidate, {sum(right)} of them right" in shown
-    assert json.dumps({"cited_answer": {"min_confidence": expected}}) in shown
+    assert f"at least 1 answers): {expected} (answers" in shown
+    # The suggested setting, stored: the same answers show, with the corrected numbers.
+    setting = json.loads(shown.split("set it in the pipeline: ")[1])["cited_answer"]
+    correction = Recalibration.model_validate(setting["calibration"])
+    corrected = {"response_processors": [{"cited_answer": {"mode": "extractive", **setting}}]}
+    assert client.put(f"{answerbox}/_search/pipeline/answers", json=corrected).status_code == 200
+    again = [_said(client, answerbox, question) for question, _ in LABELLED]
+    assert [a["confidence"] for a in again] == pytest.approx([correction(s["confidence"]) for s in said], abs=2e-4)
+    assert [a["shown"] for a in again] == [s["confidence"] >= expected for s in said]
     # The shipped default's bound over four questions promises nothing: it says so, and exits 1.
     assert main(argv) == 1
     assert "no threshold reaches 85% precision" in capsys.readouterr().out

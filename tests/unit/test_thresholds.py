@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from answerbox.errors import ConfigError
-from answerbox.thresholds import Labelled, Outcome, lowest_threshold, outcome_of, read_labelled, report
+from answerbox.models.confidence import Recalibration
+from answerbox.thresholds import (
+    Labelled,
+    Outcome,
+    ece,
+    fit_recalibration,
+    lowest_threshold,
+    outcome_of,
+    read_labelled,
+    report,
+)
 
 # Ten answers, most confident first: the first six right, then wrong, right, wrong, wrong.
 CONFIDENCE = [0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3]
@@ -47,7 +60,7 @@ def test_a_question_without_an_answer_counts_against_coverage_never_as_answered(
     assert chosen == 0.9
     assert "4 questions: 3 with an answer or a candidate, 3 of them right" in shown
     assert "answers 75.0%, 100.0% of them right" in shown
-    assert '{"cited_answer": {"min_confidence": 0.9}}' in shown
+    assert '{"cited_answer": {"min_confidence": 0.9}}' in shown  # all right: nothing to correct
 
 
 def test_the_report_shows_the_mean_confidence_beside_the_share_right() -> None:
@@ -89,3 +102,45 @@ def test_a_file_of_questions_reads_back(tmp_path: Path) -> None:
     path.write_text("\n")
     with pytest.raises(ConfigError, match="holds no question"):
         read_labelled(path)
+
+
+def test_the_calibration_error_weighs_each_bin_by_its_answers() -> None:
+    # Bin 0.9: said 0.9 twice, right once (gap 0.8 over 2); bin 0.2: said 0.2, wrong (gap 0.2).
+    assert ece([0.9, 0.9, 0.2], [True, False, False]) == pytest.approx((0.8 + 0.2) / 3)
+    assert ece([0.5, 0.5], [True, False]) == 0.0
+
+
+def test_the_correction_finds_how_far_the_confidence_is_off() -> None:
+    truth = Recalibration(scale=0.5, offset=-0.4)
+    rng = random.Random(3)
+    said = [rng.uniform(0.02, 0.98) for _ in range(4000)]
+    right = [rng.random() < truth(c) for c in said]
+    found = fit_recalibration(said, right)
+    assert found.scale == pytest.approx(0.5, abs=0.08)
+    assert found.offset == pytest.approx(-0.4, abs=0.12)
+    assert ece([found(c) for c in said], right) < ece(said, right) / 2
+
+
+def _setting(shown: str) -> dict[str, Any]:
+    line = next(line for line in shown.splitlines() if line.startswith("set it in the pipeline: "))
+    setting: dict[str, Any] = json.loads(line.removeprefix("set it in the pipeline: "))["cited_answer"]
+    return setting
+
+
+def test_the_report_gives_the_correction_and_the_threshold_on_its_scale() -> None:
+    rng = random.Random(5)
+    said = [round(rng.uniform(0.3, 0.99), 4) for _ in range(400)]
+    # Right far less often than said: the correction lowers the numbers.
+    outcomes = [Outcome(c, rng.random() < c - 0.25) for c in said]
+    chosen, shown = report(outcomes, precision=0.6, z=0, min_answered=20)
+    assert chosen is not None
+    setting = _setting(shown)
+    correction = Recalibration.model_validate(setting["calibration"])
+    assert correction(0.9) < 0.8
+    assert setting["min_confidence"] == pytest.approx(correction(chosen), abs=1e-4)
+    assert setting["min_confidence"] <= correction(chosen)  # the answer at the threshold still shows
+    assert "this index's correction of the confidence" in shown
+    # On a pipeline that has a correction already, the new one goes on top of it.
+    current = Recalibration(scale=2.0, offset=0.5)
+    _, again = report(outcomes, precision=0.6, z=0, min_answered=20, current=current)
+    assert Recalibration.model_validate(_setting(again)["calibration"]) == current.then(correction)

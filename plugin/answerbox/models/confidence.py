@@ -7,15 +7,18 @@ small calibrator on a QA model's own features the same way). Its coefficients li
 model manifest (``answer_confidence``), fitted with the pipeline in the loop by
 ``onnx_models/answer_confidence.py`` on held-out training articles; a manifest without them
 falls back to the evaluator's own calibrated probability that the cited passage holds the
-answer, ``(score + 1) / 2``.
+answer, ``(score + 1) / 2``. A pipeline may correct the probability for its own index with a
+``Recalibration`` that ``answerbox threshold`` fits on questions labelled there.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from answerbox.errors import ModelError
 
@@ -25,8 +28,11 @@ __all__ = [
     "AnswerCalibrator",
     "ConfidenceModel",
     "GenerativeSignals",
+    "Recalibration",
     "Signals",
     "SnippetSignals",
+    "logit",
+    "sigmoid",
     "signals_record",
 ]
 
@@ -102,8 +108,40 @@ class ConfidenceModel:
         return cls({k: float(v) for k, v in coefficients.items()}, float(intercept))
 
     def probability(self, features: Mapping[str, float]) -> float:
-        z = self.intercept + sum(w * features[name] for name, w in self.coefficients.items())
-        return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
+        return sigmoid(self.intercept + sum(w * features[name] for name, w in self.coefficients.items()))
+
+
+def sigmoid(z: float) -> float:
+    return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+def logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+class Recalibration(BaseModel):
+    """An index's own correction of the shipped probability ``p``: ``σ(scale · logit(p) +
+    offset)`` (Platt scaling). On text of another kind the shipped calibrator is right more or
+    less often than it says; this keeps its order and fixes its numbers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scale: float = Field(default=1.0, gt=0, le=100)  # > 0: a more confident answer stays more confident
+    offset: float = Field(default=0.0, ge=-100, le=100)
+
+    def __call__(self, p: float) -> float:
+        # 0 and 1 keep their meaning as thresholds: "always" and "never".
+        return p if p <= 0 or p >= 1 else sigmoid(self.scale * logit(p) + self.offset)
+
+    def undo(self, p: float) -> float:
+        return p if p <= 0 or p >= 1 else sigmoid((logit(p) - self.offset) / self.scale)
+
+    def then(self, other: Recalibration) -> Recalibration:
+        """This correction followed by ``other``: one Platt map."""
+        return Recalibration(
+            scale=round(other.scale * self.scale, 6), offset=round(other.scale * self.offset + other.offset, 6)
+        )
 
 
 SNIPPET_FEATURES = tuple(SnippetSignals(0, 0, 1, 0, 0, 0, 0, 0).features())
@@ -118,6 +156,7 @@ class AnswerCalibrator:
     generative: ConfidenceModel | None = None
     min_confidence: float = 0.5  # below it, an answer is a candidate, not the answer
     skip_llm_above: float = 1.0  # a snippet this confident is the answer without the LLM
+    recalibration: Recalibration = field(default_factory=Recalibration)  # none: the shipped numbers
 
     @classmethod
     def from_manifest(cls, data: Mapping[str, Any]) -> AnswerCalibrator:
@@ -137,10 +176,26 @@ class AnswerCalibrator:
             **thresholds,
         )
 
-    def confidence(self, signals: Signals) -> float:
+    def for_index(self, recalibration: Recalibration | None) -> AnswerCalibrator:
+        """This calibrator with a pipeline's correction for its index. The fitted thresholds move
+        with it, so that a correction alone changes the numbers shown, never which answers show."""
+        if recalibration is None:
+            return self
+        return replace(
+            self,
+            recalibration=self.recalibration.then(recalibration),
+            min_confidence=round(recalibration(self.min_confidence), 4),
+            skip_llm_above=round(recalibration(self.skip_llm_above), 4),
+        )
+
+    def probability(self, signals: Signals) -> float:
+        """The shipped calibrator's probability, before any correction for an index: what the
+        generative calibrator was fitted to read as the snippet's confidence."""
         model = self.extractive if isinstance(signals, SnippetSignals) else self.generative
-        found = model.probability(signals.features()) if model is not None else signals.fallback()
-        return round(found, 4)
+        return model.probability(signals.features()) if model is not None else signals.fallback()
+
+    def confidence(self, signals: Signals) -> float:
+        return round(self.recalibration(self.probability(signals)), 4)
 
 
 def signals_record(signals: Signals) -> dict[str, float]:

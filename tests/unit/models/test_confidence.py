@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from answerbox.errors import ModelError
-from answerbox.models.confidence import AnswerCalibrator, GenerativeSignals, SnippetSignals
+from answerbox.models.confidence import AnswerCalibrator, GenerativeSignals, Recalibration, SnippetSignals
 from answerbox.models.manifest import ModelManifest
 
 SNIPPET = SnippetSignals(
@@ -85,3 +85,33 @@ def test_a_manifest_with_a_bad_calibrator_does_not_load(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text(text)
     with pytest.raises(ModelError, match="min_confidence"):
         ModelManifest.load(tmp_path)
+
+
+def test_an_index_correction_is_a_platt_map_that_keeps_the_order() -> None:
+    correction = Recalibration(scale=0.5, offset=0.4)
+    said = [0.05, 0.3, 0.5, 0.7, 0.95]
+    corrected = [correction(p) for p in said]
+    assert corrected == sorted(corrected)
+    assert corrected[2] == pytest.approx(1 / (1 + math.exp(-0.4)))  # logit(0.5) = 0
+    assert [correction.undo(p) for p in corrected] == pytest.approx(said)
+    assert (correction(0.0), correction(1.0)) == (0.0, 1.0)  # "always" and "never" stay thresholds
+    twice = correction.then(Recalibration(scale=2.0, offset=-0.1))
+    assert twice(0.3) == pytest.approx(Recalibration(scale=2.0, offset=-0.1)(correction(0.3)))
+    with pytest.raises(ValueError, match="greater than 0"):
+        Recalibration(scale=0)  # a turned-around order would say nothing
+
+
+def test_a_corrected_calibrator_moves_its_thresholds_and_keeps_the_shipped_probability() -> None:
+    shipped = AnswerCalibrator.from_manifest(_fitted())
+    correction = Recalibration(scale=0.5, offset=-0.3)
+    corrected = shipped.for_index(correction)
+    assert corrected.probability(SNIPPET) == shipped.probability(SNIPPET)
+    assert corrected.confidence(SNIPPET) == round(correction(shipped.probability(SNIPPET)), 4)
+    assert (corrected.min_confidence, corrected.skip_llm_above) == (
+        round(correction(0.6), 4),
+        round(correction(0.8), 4),
+    )
+    assert shipped.for_index(None) is shipped
+    # A second correction goes on top of the first.
+    again = corrected.for_index(correction)
+    assert again.confidence(SNIPPET) == pytest.approx(correction(correction(shipped.probability(SNIPPET))), abs=1e-4)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from answerbox.models.confidence import Recalibration
 from answerbox.pipeline.base import LLMTokens, ProcessorConfig
 
 __all__ = ["ChainOfQueryConfig"]
@@ -23,3 +24,4 @@ class ChainOfQueryConfig(ProcessorConfig):
     # The chain (and its LLM) runs only when the reader's own answer from the hits is less
     # confident than this; None: the model's calibrated threshold (cited_answer's rule).
     skip_llm_above: float | None = Field(default=None, ge=0, le=1)
+    calibration: Recalibration | None = None  # this index's correction of the confidence, as cited_answer's

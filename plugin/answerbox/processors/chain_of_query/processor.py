@@ -87,7 +87,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
 
     async def _reader_is_sure(self, question: str, response: JSON, models: Models, ctx: PipelineContext) -> bool:
         """Whether the reader's featured snippet from the hits is confident enough to answer without the chain."""
-        calibrator = models.manifest.answer_calibrator
+        calibrator = models.manifest.answer_calibrator.for_index(self.config.calibration)
         threshold = self.config.skip_llm_above if self.config.skip_llm_above is not None else calibrator.skip_llm_above
         if threshold >= 1:
             return False
@@ -111,14 +111,14 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             for c in report.citations
             if c.verified
         ]
-        calibrator = models.manifest.answer_calibrator
+        calibrator = models.manifest.answer_calibrator.for_index(self.config.calibration)
         fields = EvidenceFields(text=self.config.text_field, title=None)
         snippet = await featured_snippet(question, evidence_from_references(report.references, [], fields), models)
         signals = beside_the_snippet(
             report.final_content,
             support=snippet.signals.score if snippet is not None else -1.0,
             snippet=snippet.answer.text if snippet is not None else "",
-            snippet_confidence=calibrator.confidence(snippet.signals) if snippet is not None else 0.0,
+            snippet_confidence=calibrator.probability(snippet.signals) if snippet is not None else 0.0,
         )
         confidence = calibrator.confidence(signals)
         return Answer(

@@ -22,7 +22,7 @@ from pydantic import Field
 from answerbox.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, LLMUse
 from answerbox.errors import ConfigError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
-from answerbox.models.confidence import AnswerCalibrator, signals_record
+from answerbox.models.confidence import AnswerCalibrator, Recalibration, signals_record
 from answerbox.pipeline.base import (
     JSON,
     LLMModel,
@@ -103,6 +103,9 @@ class CitedAnswerConfig(ProcessorConfig):
     # min_confidence for 85% precision, skip_llm_above where the LLM stops adding right answers.
     min_confidence: float | None = Field(default=None, ge=0, le=1)
     skip_llm_above: float | None = Field(default=None, ge=0, le=1)
+    # This index's correction of the shipped confidence (``answerbox threshold`` fits it); the
+    # thresholds above are then on the corrected scale, and the model's defaults move with it.
+    calibration: Recalibration | None = None
     abstain_text: str = Field(default="The search results do not support an answer.", min_length=1)
 
 
@@ -333,9 +336,10 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
 
     async def _calibrator(self, ctx: PipelineContext) -> AnswerCalibrator:
         try:
-            return (await self.services.models()).manifest.answer_calibrator
+            calibrator = (await self.services.models()).manifest.answer_calibrator
         except ModelError:
-            return AnswerCalibrator()  # the reader is unavailable too: _snippet says so
+            calibrator = AnswerCalibrator()  # the reader is unavailable too: _snippet says so
+        return calibrator.for_index(self.config.calibration)
 
     async def _snippet(
         self, question: str, blocks: Sequence[Evidence], calibrator: AnswerCalibrator, ctx: PipelineContext
@@ -381,7 +385,7 @@ def _scored(answer: Answer, snippet: Answer | None, calibrator: AnswerCalibrator
         answer.text,
         support=max((c.support for c in answer.citations if c.support is not None), default=0.0),
         snippet=snippet.text if snippet is not None else "",
-        snippet_confidence=(snippet.confidence or 0.0) if snippet is not None else 0.0,
+        snippet_confidence=calibrator.recalibration.undo(snippet.confidence or 0.0) if snippet is not None else 0.0,
     )
     return answer.model_copy(update={"confidence": calibrator.confidence(signals), "signals": signals_record(signals)})
 

@@ -194,3 +194,42 @@ def test_the_thresholds_are_validated(field: str) -> None:
     with pytest.raises(ConfigError) as refused:
         answerer(_services(), **{field: 1.5})
     assert refused.value.reason.startswith(f"processor [cited_answer]: [{field}]")
+
+
+async def test_an_index_correction_changes_the_numbers_not_which_answers_show() -> None:
+    correction = {"scale": 0.5, "offset": -1.0}
+    corrected = sigmoid(0.5 * (2 * 0.8) - 1.0)  # the shipped confidence's logit is 2 · 0.8
+    answer = await _answer(_services(), mode="extractive", calibration=correction)
+    assert (answer.abstained, answer.confidence) == (False, corrected)
+    # The calibrator's min_confidence moved with it: still answered, though below 0.6 now.
+    assert corrected < 0.6
+    # A threshold set beside the correction is on its scale.
+    held = await _answer(_services(), mode="extractive", calibration=correction, min_confidence=corrected + 0.0001)
+    assert held.candidate is not None
+    assert held.candidate.confidence == corrected
+    # The LLM's answer reads the snippet's shipped confidence, as its calibrator was fitted to.
+    services = _services("Dune was adapted as a film [3].")
+    generated = await _answer(services, prefer="generative", skip_llm_above=1, calibration=correction)
+    assert generated.signals is not None
+    assert generated.signals["snippet_confidence"] == pytest.approx(SNIPPET, abs=1e-3)
+    assert generated.confidence == sigmoid(0.5 * 3 * -0.2 - 1.0)
+
+
+def test_a_correction_that_turns_the_order_around_is_refused() -> None:
+    with pytest.raises(ConfigError) as refused:
+        answerer(_services(), calibration={"scale": -1, "offset": 0})
+    assert refused.value.reason.startswith("processor [cited_answer]: [calibration.scale]")
+
+
+@pytest.mark.parametrize(("above", "skipped"), [(0.0, True), (0.0001, False)])
+async def test_the_chain_reads_the_snippet_on_its_corrected_scale(above: float, skipped: bool) -> None:
+    services = _services()
+    correction = {"scale": 0.5, "offset": -1.0}
+    corrected = sigmoid(0.5 * (2 * 0.8) - 1.0)
+    chain = ChainOfQuery.from_dict(
+        {"skip_llm_above": corrected + above, "r_max": 1, "calibration": correction}, services, ConfigContext()
+    )
+    assert isinstance(chain, ChainOfQuery)
+    ctx = context()
+    await chain.process_response(request(), response_of(HITS), ctx)
+    assert (ctx.report.llm_skipped == ["chain_of_query"], len(services.llm.calls)) == (skipped, 0 if skipped else 1)
