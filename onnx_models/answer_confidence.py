@@ -35,7 +35,9 @@ Five-fold cross-validated probabilities choose the thresholds:
 The record (``calibration.answer_confidence``) also says what a shift of domain costs: the
 snippet model fitted on one training file and applied to the other (``across_files``).
 
-Rows are kept in ``$ANSWERBOX_DATA_DIR/answer_confidence/*.jsonl`` so a run resumes;
+The pipeline serves ``--model-dir``'s model, the one the fit is written to. Rows are kept in
+``$ANSWERBOX_DATA_DIR/answer_confidence/KEY/*.jsonl``, KEY a digest of that model and of the
+constants that shaped them (``rows_dir``), so a run resumes and another model starts afresh;
 ``--dry-run`` prints what it would write (the fit's record goes to ``calibration``).
 """
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import logging
 import random
@@ -115,19 +118,35 @@ def row(kind: str, question: Question, answer: dict[str, Any] | None, seconds: f
     }
 
 
-def collect(name: str, client: httpx.Client, url: str, index: str, questions: Sequence[Question]) -> list[Row]:
+def rows_dir(model_dir: Path) -> Path:
+    """Where the rows of ``model_dir``'s served model are kept. They belong to its weights and to
+    the constants that shaped what the pipeline saw (the score scale, CRAG's thresholds, the
+    fusion weight): another model, or a new ``calibrate`` or ``fusion``, starts afresh."""
+    manifest = ModelManifest.load(model_dir)
+    digest = hashlib.sha256((model_dir / manifest.variants[ModelSettings().variant]).read_bytes())
+    shaping = [manifest.score_scale, manifest.score_offset, manifest.crag_upper, manifest.crag_lower]
+    digest.update(json.dumps([*shaping, manifest.rerank_fusion_weight]).encode())
+    return data_dir() / "answer_confidence" / digest.hexdigest()[:12]
+
+
+def collect(
+    name: str, client: httpx.Client, url: str, index: str, questions: Sequence[Question], rows: Path
+) -> list[Row]:
     """The rows of ``name``, running the questions it does not have yet."""
-    path = data_dir() / "answer_confidence" / f"{name}.jsonl"
     return resume(
-        path, questions, lambda q: row(name, q, *answer_of(client, url, index, q.text)), label=name, every=100
+        rows / f"{name}.jsonl",
+        questions,
+        lambda q: row(name, q, *answer_of(client, url, index, q.text)),
+        label=name,
+        every=100,
     )
 
 
 @contextlib.contextmanager
-def answerbox(opensearch_url: str, llm_url: str | None, model: str | None, mode: str) -> Iterator[str]:
+def answerbox(opensearch_url: str, llm_url: str | None, model: str | None, mode: str, model_dir: Path) -> Iterator[str]:
     llm = {"base_url": llm_url, "model": model, "timeout_s": 120} if llm_url else {}
     limits = {"processor_timeout_s": 300, "pipeline_budget_s": 300}
-    settings = Settings.load(opensearch={"url": opensearch_url}, llm=llm, limits=limits)
+    settings = Settings.load(opensearch={"url": opensearch_url}, llm=llm, limits=limits, models={"dir": model_dir})
     with serve_in_thread(create_app(settings)) as url:
         httpx.put(f"{url}/_search/pipeline/{PIPELINE_ID}", json=pipeline(mode), timeout=60).raise_for_status()
         yield url
@@ -268,6 +287,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     removed_sample = random.Random(args.seed + 1).sample(sample, int(len(sample) * args.removed_share))
     gone = {p.id for p, _ in removed_sample}
     llm_questions = questions[: args.llm_questions]
+    rows = rows_dir(args.model_dir)
     log.info(
         "%d paragraphs; %d held-out questions (%d with their gold removed, %d with the LLM)",
         *(len(paragraphs), len(questions), len(removed_sample), len(llm_questions)),
@@ -278,15 +298,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         index_with_titles(client, osmem.url, paragraphs, "all")
         index_with_titles(client, osmem.url, [p for p in paragraphs if p.id not in gone], "removed")
-        with answerbox(osmem.url, None, None, "extractive") as url:
+        with answerbox(osmem.url, None, None, "extractive", args.model_dir) as url:
             answer_of(client, url, "all", "warm up")
-            answerable = collect("answerable", client, url, "all", questions)
-            removed = collect("removed", client, url, "removed", [q for _, q in removed_sample])
+            answerable = collect("answerable", client, url, "all", questions, rows)
+            removed = collect("removed", client, url, "removed", [q for _, q in removed_sample], rows)
         generated: list[Row] = []
         if llm_questions:
             llm_url = args.llm_url or stack.enter_context(local_llm(free_port()))
-            with answerbox(osmem.url, llm_url, args.llm_model, "generative") as url:
-                generated = collect("generative", client, url, "all", llm_questions)
+            with answerbox(osmem.url, llm_url, args.llm_model, "generative", args.model_dir) as url:
+                generated = collect("generative", client, url, "all", llm_questions, rows)
 
     snippet_rows = [r for r in answerable + removed if r["signals"] is not None]
     unanswered = len(answerable) + len(removed) - len(snippet_rows)

@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 from answerbox.config import ModelSettings
 from answerbox.models import Models, load_models
+from answerbox.models.confidence import platt
 from answerbox.models.manifest import ModelManifest
 
 from onnx_models.squad import (
@@ -104,33 +105,6 @@ async def score_pairs(
     return pairs
 
 
-def platt(z: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> tuple[float, float]:
-    """Logistic regression of y on z, lightly regularised: Newton's method from zero with step
-    halving, so the likelihood never gets worse. (Plain Newton from a = 1 diverged once the
-    relevance logits grew large: saturated probabilities leave the Hessian near singular.)"""
-
-    def loss(a: float, b: float) -> float:
-        t = a * z + b
-        return float(np.sum(np.logaddexp(0.0, t) - y * t) + 0.5e-3 * a * a)
-
-    a, b = 0.0, 0.0
-    current = loss(a, b)
-    for _ in range(100):
-        p = 0.5 * (1 + np.tanh((a * z + b) / 2))  # the logistic function, without overflow
-        w = p * (1 - p) + 1e-9
-        grad = np.array([np.sum((p - y) * z) + 1e-3 * a, np.sum(p - y)])
-        hess = np.array([[np.sum(w * z * z) + 1e-3, np.sum(w * z)], [np.sum(w * z), np.sum(w)]])
-        step = np.linalg.solve(hess, grad)
-        scale = 1.0
-        while loss(a - scale * step[0], b - scale * step[1]) > current and scale > 1e-6:
-            scale /= 2
-        a, b = a - scale * step[0], b - scale * step[1]
-        current = loss(a, b)
-        if np.abs(scale * step).max() < 1e-8:
-            break
-    return float(a), float(b)
-
-
 def lowest_threshold_with_precision(
     values: npt.NDArray[np.float64], good: npt.NDArray[np.bool_], target: float
 ) -> float:
@@ -177,7 +151,7 @@ def calibrate(args: argparse.Namespace) -> ModelManifest:
     z = np.array([p.relevance for p in pairs])
     relevant = np.array([p.relevant for p in pairs])
     correct = np.array([p.span_correct for p in pairs])
-    a, b = platt(z, relevant.astype(np.float64))
+    a, b = platt(z.tolist(), relevant.tolist())
     scale, offset = a / 2, b / 2
     scores = np.tanh(scale * z + offset)
     upper = lowest_threshold_with_precision(scores, relevant, args.upper_precision)

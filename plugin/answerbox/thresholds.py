@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 from answerbox.errors import ConfigError
-from answerbox.models.confidence import Recalibration, logit, sigmoid
+from answerbox.models.confidence import Recalibration, logit, platt
 from answerbox.processors.text.normalize import contains_gold
 
 __all__ = [
@@ -172,23 +172,9 @@ def ece(probabilities: Sequence[float], right: Sequence[bool], bins: int = 10) -
 
 
 def fit_recalibration(confidence: Sequence[float], right: Sequence[bool], l2: float = 1.0) -> Recalibration:
-    """The Platt map ``σ(a · logit(c) + b)`` of ``confidence`` that best predicts ``right`` (log
-    loss by Newton's method), with ``l2 · ((a - 1)² + b²)`` pulling it toward no correction."""
-    xs = [logit(c) for c in confidence]
-    a, b = 1.0, 0.0
-    for _ in range(100):
-        grad_a, grad_b, h_aa, h_ab, h_bb = l2 * (a - 1), l2 * b, l2, 0.0, l2
-        for x, ok in zip(xs, right, strict=True):
-            p = sigmoid(a * x + b)
-            w = p * (1 - p)
-            grad_a += (p - ok) * x
-            grad_b += p - ok
-            h_aa, h_ab, h_bb = h_aa + w * x * x, h_ab + w * x, h_bb + w
-        det = h_aa * h_bb - h_ab * h_ab
-        step_a, step_b = (h_bb * grad_a - h_ab * grad_b) / det, (h_aa * grad_b - h_ab * grad_a) / det
-        a, b = a - step_a, b - step_b
-        if abs(step_a) + abs(step_b) < 1e-9:
-            break
+    """The Platt map ``σ(a · logit(c) + b)`` of ``confidence`` that best predicts ``right``, with
+    ``l2 · ((a - 1)² + b²)`` pulling it toward no correction."""
+    a, b = platt([logit(c) for c in confidence], right, prior=(1.0, 0.0), l2=l2)
     # A scale at or below 0 would turn the order around: the confidence says nothing here.
     return Recalibration(scale=round(min(max(a, 0.01), 100.0), 4), offset=round(min(max(b, -100.0), 100.0), 4))
 

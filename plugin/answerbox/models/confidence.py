@@ -32,6 +32,7 @@ __all__ = [
     "Signals",
     "SnippetSignals",
     "logit",
+    "platt",
     "sigmoid",
     "signals_record",
 ]
@@ -118,6 +119,45 @@ def sigmoid(z: float) -> float:
 def logit(p: float) -> float:
     p = min(max(p, 1e-6), 1 - 1e-6)
     return math.log(p / (1 - p))
+
+
+def platt(
+    x: Sequence[float], y: Sequence[bool | float], *, prior: tuple[float, float] = (0.0, 0.0), l2: float = 0.0
+) -> tuple[float, float]:
+    """``a, b`` of the logistic regression ``P(y) = σ(a · x + b)``, with ``l2 · ((a - a0)² + b²)``
+    pulling it toward ``prior = (a0, 0)``, and a light ridge on ``a`` so that separable data
+    stays finite. Newton's method with step halving, so the loss never gets worse: plain Newton
+    diverged once the evaluator's relevance logits grew large (saturated probabilities leave
+    the Hessian near singular)."""
+    a0 = prior[0]
+
+    def loss(a: float, b: float) -> float:
+        total = 0.5e-3 * a * a + l2 * ((a - a0) ** 2 + b * b)
+        for xi, yi in zip(x, y, strict=True):
+            t = a * xi + b
+            total += max(t, 0.0) + math.log1p(math.exp(-abs(t))) - yi * t  # log(1 + e^t) - y·t, no overflow
+        return total
+
+    a, b = prior
+    current = loss(a, b)
+    for _ in range(100):
+        grad_a, grad_b = 1e-3 * a + 2 * l2 * (a - a0), 2 * l2 * b
+        h_aa, h_ab, h_bb = 1e-3 + 2 * l2, 0.0, 2 * l2 + 1e-9
+        for xi, yi in zip(x, y, strict=True):
+            p = sigmoid(a * xi + b)
+            w = p * (1 - p) + 1e-9
+            grad_a, grad_b = grad_a + (p - yi) * xi, grad_b + p - yi
+            h_aa, h_ab, h_bb = h_aa + w * xi * xi, h_ab + w * xi, h_bb + w
+        det = h_aa * h_bb - h_ab * h_ab
+        step_a, step_b = (h_bb * grad_a - h_ab * grad_b) / det, (h_aa * grad_b - h_ab * grad_a) / det
+        scale = 1.0
+        while loss(a - scale * step_a, b - scale * step_b) > current and scale > 1e-6:
+            scale /= 2
+        a, b = a - scale * step_a, b - scale * step_b
+        current = loss(a, b)
+        if max(abs(scale * step_a), abs(scale * step_b)) < 1e-8:
+            break
+    return a, b
 
 
 class Recalibration(BaseModel):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from answerbox.models.confidence import platt
 
-from onnx_models.calibrate import parse_args, platt
+from onnx_models.calibrate import parse_args
 from onnx_models.squad import DEV_FILE, TRAIN_FILES
 
 
@@ -16,7 +17,7 @@ def test_platt_recovers_the_slope_and_stays_finite_for_large_logits(spread: floa
     z = rng.normal(0.0, spread, 4000)
     # Labels drawn from a known logistic curve in z / spread: slope 1.5 / spread, offset -0.5.
     y = (rng.random(4000) < 1 / (1 + np.exp(-(1.5 * z / spread - 0.5)))).astype(np.float64)
-    a, b = platt(z, y)
+    a, b = platt(z.tolist(), y.tolist())
     assert np.isfinite([a, b]).all()
     assert a * spread == pytest.approx(1.5, rel=0.15)
     assert b == pytest.approx(-0.5, abs=0.15)
@@ -25,7 +26,7 @@ def test_platt_recovers_the_slope_and_stays_finite_for_large_logits(spread: floa
 def test_platt_on_separable_scores_is_steep_but_finite() -> None:
     z = np.array([-12.0, -9.0, -7.0, 7.0, 9.0, 12.0])
     y = np.array([0.0, 0.0, 0.0, 1.0, 1.0, 1.0])
-    a, b = platt(z, y)
+    a, b = platt(z.tolist(), y.tolist())
     assert np.isfinite([a, b]).all()
     assert a > 0
 
