@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     llm.set_defaults(run=_local_llm)
 
     threshold = commands.add_parser(
-        "threshold", help="choose cited_answer.min_confidence for your index from questions you labelled"
+        "threshold",
+        help="choose cited_answer.min_confidence and calibration for your index from questions you labelled",
     )
     threshold.add_argument("questions", type=Path, help='JSON lines: {"question": "...", "answers": ["..."]}')
     threshold.add_argument("--index", required=True)
