@@ -35,7 +35,7 @@ Five-fold cross-validated probabilities choose the thresholds:
 The record (``calibration.answer_confidence``) also says what a shift of domain costs: the
 snippet model fitted on one training file and applied to the other (``across_files``).
 
-The pipeline serves ``--model-dir``'s model, the one the fit is written to. Rows are kept in
+The pipeline serves ``--model-dir``'s ``--variant``, the model the fit is written to. Rows are kept in
 ``$ANSWERBOX_DATA_DIR/answer_confidence/KEY/*.jsonl``, KEY a digest of that model and of the
 constants that shaped them (``rows_dir``), so a run resumes and another model starts afresh;
 ``--dry-run`` prints what it would write (the fit's record goes to ``calibration``).
@@ -118,12 +118,12 @@ def row(kind: str, question: Question, answer: dict[str, Any] | None, seconds: f
     }
 
 
-def rows_dir(model_dir: Path) -> Path:
-    """Where the rows of ``model_dir``'s served model are kept. They belong to its weights and to
+def rows_dir(model_dir: Path, variant: str) -> Path:
+    """Where the rows of ``model_dir``'s served ``variant`` are kept. They belong to its weights and to
     the constants that shaped what the pipeline saw (the score scale, CRAG's thresholds, the
     fusion weight): another model, or a new ``calibrate`` or ``fusion``, starts afresh."""
     manifest = ModelManifest.load(model_dir)
-    digest = hashlib.sha256((model_dir / manifest.variants[ModelSettings().variant]).read_bytes())
+    digest = hashlib.sha256(manifest.model_path(model_dir, variant).read_bytes())
     shaping = [manifest.score_scale, manifest.score_offset, manifest.crag_upper, manifest.crag_lower]
     digest.update(json.dumps([*shaping, manifest.rerank_fusion_weight]).encode())
     return data_dir() / "answer_confidence" / digest.hexdigest()[:12]
@@ -143,10 +143,12 @@ def collect(
 
 
 @contextlib.contextmanager
-def answerbox(opensearch_url: str, llm_url: str | None, model: str | None, mode: str, model_dir: Path) -> Iterator[str]:
+def answerbox(
+    opensearch_url: str, llm_url: str | None, model: str | None, mode: str, models: dict[str, Any]
+) -> Iterator[str]:
     llm = {"base_url": llm_url, "model": model, "timeout_s": 120} if llm_url else {}
     limits = {"processor_timeout_s": 300, "pipeline_budget_s": 300}
-    settings = Settings.load(opensearch={"url": opensearch_url}, llm=llm, limits=limits, models={"dir": model_dir})
+    settings = Settings.load(opensearch={"url": opensearch_url}, llm=llm, limits=limits, models=models)
     with serve_in_thread(create_app(settings)) as url:
         httpx.put(f"{url}/_search/pipeline/{PIPELINE_ID}", json=pipeline(mode), timeout=60).raise_for_status()
         yield url
@@ -287,7 +289,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     removed_sample = random.Random(args.seed + 1).sample(sample, int(len(sample) * args.removed_share))
     gone = {p.id for p, _ in removed_sample}
     llm_questions = questions[: args.llm_questions]
-    rows = rows_dir(args.model_dir)
+    # The model the rows are keyed by is the one served: both come from these two arguments.
+    served = {"dir": args.model_dir, "variant": args.variant}
+    rows = rows_dir(args.model_dir, args.variant)
     log.info(
         "%d paragraphs; %d held-out questions (%d with their gold removed, %d with the LLM)",
         *(len(paragraphs), len(questions), len(removed_sample), len(llm_questions)),
@@ -298,14 +302,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         index_with_titles(client, osmem.url, paragraphs, "all")
         index_with_titles(client, osmem.url, [p for p in paragraphs if p.id not in gone], "removed")
-        with answerbox(osmem.url, None, None, "extractive", args.model_dir) as url:
+        with answerbox(osmem.url, None, None, "extractive", served) as url:
             answer_of(client, url, "all", "warm up")
             answerable = collect("answerable", client, url, "all", questions, rows)
             removed = collect("removed", client, url, "removed", [q for _, q in removed_sample], rows)
         generated: list[Row] = []
         if llm_questions:
             llm_url = args.llm_url or stack.enter_context(local_llm(free_port()))
-            with answerbox(osmem.url, llm_url, args.llm_model, "generative", args.model_dir) as url:
+            with answerbox(osmem.url, llm_url, args.llm_model, "generative", served) as url:
                 generated = collect("generative", client, url, "all", llm_questions, rows)
 
     snippet_rows = [r for r in answerable + removed if r["signals"] is not None]
@@ -380,6 +384,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, default=ModelSettings().dir)
+    parser.add_argument("--variant", default="int8", help="fit the variant that is served")
     parser.add_argument(
         "--data", type=Path, default=None, help="the bigbench tarball (default: in $ANSWERBOX_DATA_DIR)"
     )

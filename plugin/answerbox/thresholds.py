@@ -209,17 +209,18 @@ def report(
         f"{100 * at['precision']:.1f}% of them right, on these questions)"
     )
     setting: dict[str, object] = {"min_confidence": chosen}
-    scored = [(c, ok) for c, ok in zip(confidence, right, strict=True) if c >= 0]
-    if len(scored) >= min_answered and 0 < sum(ok for _, ok in scored) < len(scored):
-        correction = fit_recalibration([c for c, _ in scored], [ok for _, ok in scored])
-        corrected = [correction(c) for c, _ in scored]
+    scored = [o.confidence for o in outcomes if o.confidence is not None]
+    scored_right = [o.right for o in outcomes if o.confidence is not None]
+    if len(scored) >= min_answered and 0 < sum(scored_right) < len(scored):
+        correction = fit_recalibration(scored, scored_right)
         # Floored, so that the answer at the threshold still shows after rounding.
         setting["min_confidence"] = math.floor(correction(chosen) * 10_000) / 10_000
         setting["calibration"] = (current.then(correction) if current else correction).model_dump()
         lines.append(
             f"this index's correction of the confidence: scale {correction.scale:g}, offset {correction.offset:g} "
-            f"(ECE on these questions {ece([c for c, _ in scored], [ok for _, ok in scored]):.3f} → "
-            f"{ece(corrected, [ok for _, ok in scored]):.3f}); the threshold on its scale: {setting['min_confidence']}"
+            f"(ECE on these questions {ece(scored, scored_right):.3f} → "
+            f"{ece([correction(c) for c in scored], scored_right):.3f}); the threshold on its scale: "
+            f"{setting['min_confidence']}"
         )
     lines.append("set it in the pipeline: " + json.dumps({"cited_answer": setting}))
     return chosen, "\n".join(lines)
