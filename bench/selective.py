@@ -16,8 +16,10 @@ holds it). Each question runs through answerbox over HTTP (``_search``), per pip
 *Right*: the answer contains a gold answer (SQuAD normalisation). Per pipeline it prints the
 share answered and the precision when answering (as configured: ``min_confidence`` from the
 model), contains-gold over all questions, coverage at 80/85/90% precision and AURC (answers
-ranked by confidence, candidates included), ECE over 10 bins, the share answered (and answered
-wrong) over ``squad-removed``, and the p50 of a search. Rows go to
+ranked by confidence, candidates included), ECE over 10 bins with the mean confidence beside
+the share right, the ECE an index correction (``answerbox threshold``'s) fitted on 100 or 300
+of the answers leaves on the others, the share answered (and answered wrong) over
+``squad-removed``, and the p50 of a search. Rows go to
 ``$ANSWERBOX_BENCH_DIR/selective/<pipeline>-<index>.jsonl`` so a run resumes.
 
     PYTHONPATH=plugin:. python -m bench.selective --sample 300 --llm-sample 100 --before-sample 50
@@ -37,7 +39,7 @@ import numpy as np
 from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.embedded import SAMPLE_PIPELINE, local_llm
-from answerbox.thresholds import ece
+from answerbox.thresholds import ece, fit_recalibration
 from osmem_server import OsmemServer
 
 from bench.harness import (
@@ -148,6 +150,28 @@ def chance_ece(confidence: Sequence[float], draws: int = 1000, seed: int = 0) ->
     return float(np.mean([ece(list(p), list(rng.random(len(p)) < p)) for _ in range(draws)]))
 
 
+def corrected_ece(scored: Sequence[dict[str, Any]], fitted_on: int, splits: int = 20) -> tuple[float, float]:
+    """The ECE of the other answers before and after the index correction ``answerbox
+    threshold`` fits on ``fitted_on`` of them, the mean over ``splits`` seeded random splits."""
+    before, after = [], []
+    for seed in range(splits):
+        order = np.random.default_rng(seed).permutation(len(scored))
+        fit, rest = [scored[i] for i in order[:fitted_on]], [scored[i] for i in order[fitted_on:]]
+        correction = fit_recalibration([r["confidence"] for r in fit], [r["best_right"] for r in fit])
+        right = [r["best_right"] for r in rest]
+        before.append(ece([r["confidence"] for r in rest], right))
+        after.append(ece([correction(r["confidence"]) for r in rest], right))
+    return float(np.mean(before)), float(np.mean(after))
+
+
+def _mean_said(scored: Sequence[dict[str, Any]]) -> str:
+    """The mean confidence beside the share right: which way the confidence is off."""
+    return (
+        f"mean confidence {np.mean([r['confidence'] for r in scored]):.3f}, "
+        f"right {np.mean([r['best_right'] for r in scored]):.3f}"
+    )
+
+
 def _share(flags: Sequence[bool]) -> str:
     return f"{100 * sum(flags) / len(flags):5.1f}%" if flags else "  n/a"
 
@@ -171,10 +195,21 @@ def report(name: str, rows: list[dict[str, Any]], removed: list[dict[str, Any]],
             f"{ece(confidence, [r['best_right'] for r in scored]):.4f} (perfectly calibrated, by chance: "
             f"{chance_ece(confidence):.4f})"
         )
+        print(f"  {_mean_said(scored)}")
+        for fitted_on in (100, 300):
+            if len(scored) >= fitted_on + 100:
+                before, after = corrected_ece(scored, fitted_on)
+                print(
+                    f"  an index correction fitted on {fitted_on} of them: ECE of the rest {before:.4f} -> "
+                    f"{after:.4f} (mean of 20 splits)"
+                )
     if removed:
         gone = [r["confidence"] is not None if ungated else r["answered"] for r in removed]
         wrong = [g and not (r["best_right"] if ungated else r["right"]) for g, r in zip(gone, removed, strict=True)]
         print(f"gold paragraphs removed ({len(removed)}): answered {_share(gone)}, answered wrong {_share(wrong)}")
+        said_there = [r for r in removed if r["confidence"] is not None]
+        if said_there:
+            print(f"  with a confidence there ({len(said_there)}): {_mean_said(said_there)}")
         both = [r for r in [*rows, *removed] if r["confidence"] is not None]
         print(
             f"ECE over both indices ({len(both)} with a confidence): "
