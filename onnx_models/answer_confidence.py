@@ -25,9 +25,12 @@ Each kind of answer gets an L2-regularised logistic regression over the signals 
 shows in ``answer.signals`` (``answerbox.models.confidence`` turns them into features).
 Five-fold cross-validated probabilities choose the thresholds:
 
-- ``min_confidence``: the lowest at which the answered share of answerable + removed questions
-  is right ``--precision`` of the time (85%), by the one-sided 95% Wilson lower bound
-  (``--z``): the lowest threshold that meets a target is where chance flattered the sample;
+- ``min_confidence``: the lowest at which the answered share of the *answerable* questions is
+  right ``--precision`` of the time (85%), by the one-sided 95% Wilson lower bound (``--z``):
+  the lowest threshold that meets a target is where chance flattered the sample. The removed
+  questions teach the calibrator but do not choose the threshold: their share in the pool is
+  ``--removed-share``'s, so a threshold chosen on the pool would tighten with it. What it
+  leaves answered over the removed index is recorded beside it (``removed_answered``);
 - ``skip_llm_above``: the lowest snippet confidence above which the LLM, asked, would add
   no right answer in ``auto`` (its answer replaces the snippet only when more confident);
   with no LLM rows it stays 1 (the LLM is always asked).
@@ -316,8 +319,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     unanswered = len(answerable) + len(removed) - len(snippet_rows)
     extractive, cv = fit(snippet_rows, SnippetSignals, args.l2, args.seed, args.drop)
     right = [bool(r["right"]) for r in snippet_rows]
-    min_confidence = lowest_threshold(list(cv), right, args.precision, args.z)
-    point_estimate = lowest_threshold(list(cv), right, args.precision, 0.0)
+    # Over every answerable question, as the benches count: one without a snippet never shows.
+    scored = {r["id"]: float(c) for r, c in zip(snippet_rows, cv, strict=True) if r["kind"] == "answerable"}
+    answerable_confidence = [scored.get(r["id"], 0.0) for r in answerable]
+    answerable_right = [r["id"] in scored and bool(r["right"]) for r in answerable]
+    min_confidence = lowest_threshold(answerable_confidence, answerable_right, args.precision, args.z)
+    point_estimate = lowest_threshold(answerable_confidence, answerable_right, args.precision, 0.0)
+    removed_cv = [float(c) for r, c in zip(snippet_rows, cv, strict=True) if r["kind"] == "removed"]
     result: dict[str, Any] = {"extractive": extractive, "min_confidence": min_confidence, "skip_llm_above": 1.0}
     record: dict[str, Any] = {
         "data": [f"squad_shifts/{name}" for name in TRAIN_FILES],
@@ -335,11 +343,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "right": round(sum(right) / len(right), 4),
             "ece": round(ece(list(cv), right), 4),
             "aurc": round(aurc(list(cv), right), 4),
-            "at_min_confidence": answered_at(list(cv), right, min_confidence),
+            "chosen_on": "answerable questions",
+            "at_min_confidence": answered_at(answerable_confidence, answerable_right, min_confidence),
+            "removed_answered": round(sum(c >= min_confidence for c in removed_cv) / len(removed), 4),
             "precision_target": args.precision,
             "wilson_z": args.z,
             "point_estimate_threshold": point_estimate,
-            "at_point_estimate": answered_at(list(cv), right, point_estimate),
+            "at_point_estimate": answered_at(answerable_confidence, answerable_right, point_estimate),
             "across_files": across_files(snippet_rows, file_of, args.l2, args.drop),
         },
         "seconds_p50": round(float(np.median([r["seconds"] for r in answerable])), 4),

@@ -15,7 +15,7 @@ from answerbox.server import free_port
 from answerbox.thresholds import lowest_threshold
 
 LABELLED = [
-    ("Who wrote Dune?", ["Frank Herbert"]),
+    ("Who wrote the science fiction novel Dune?", ["Frank Herbert"]),
     ("Who directed the 2021 film Dune?", ["Denis Villeneuve"]),
     ("Who first published Dune?", ["Chilton Books"]),
     ("Who wrote Dune?", ["Isaac Asimov"]),  # mislabelled: no answer can be right
@@ -78,7 +78,7 @@ def test_a_failed_search_stops_the_run(answerbox: str, tmp_path: Path, capsys: p
     argv = ["threshold", str(_labelled(tmp_path)), "--index", "books", "--pipeline", "answer", "--url", answerbox]
     assert main(argv) == 2
     out, err = capsys.readouterr()
-    assert "the search for 'Who wrote Dune?' failed (400)" in err
+    assert "the search for 'Who wrote the science fiction novel Dune?' failed (400)" in err
     assert "Pipeline answer is not defined" in err
     assert out == ""
 

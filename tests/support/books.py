@@ -34,7 +34,8 @@ BOOKS = [
     },
 ]
 MAPPINGS = {"properties": {"title": {"type": "text"}, "text": {"type": "text"}, "published": {"type": "date"}}}
-QUESTION = "Who wrote Dune?"
+# "Who wrote Dune?" is ambiguous here: the film's director co-wrote it, and the readers split on it.
+QUESTION = "Who wrote the science fiction novel Dune?"
 
 
 @pytest.fixture
