@@ -345,7 +345,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "aurc": round(aurc(list(cv), right), 4),
             "chosen_on": "answerable questions",
             "at_min_confidence": answered_at(answerable_confidence, answerable_right, min_confidence),
-            "removed_answered": round(sum(c >= min_confidence for c in removed_cv) / len(removed), 4),
+            "removed_answered": round(sum(c >= min_confidence for c in removed_cv) / len(removed), 4)
+            if removed
+            else None,
             "precision_target": args.precision,
             "wilson_z": args.z,
             "point_estimate_threshold": point_estimate,
