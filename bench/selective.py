@@ -39,7 +39,7 @@ import numpy as np
 from answerbox.app import create_app
 from answerbox.config import Settings
 from answerbox.embedded import SAMPLE_PIPELINE, local_llm
-from answerbox.thresholds import ece, fit_recalibration
+from answerbox.thresholds import ece, fit_recalibration, lowest_threshold
 from osmem_server import OsmemServer
 
 from bench.harness import (
@@ -124,14 +124,13 @@ def _run(client: httpx.Client, url: str, name: str, index: str, questions: Seque
 
 
 def coverage_at(rows: Sequence[dict[str, Any]], precision: float) -> float:
-    """The largest share of questions answered, best confidence first, at ``precision`` or better."""
-    ranked = sorted((r for r in rows if r["confidence"] is not None), key=lambda r: -r["confidence"])
-    best, right = 0, 0
-    for n, r in enumerate(ranked, 1):
-        right += r["best_right"]
-        if right / n >= precision:
-            best = n
-    return best / len(rows)
+    """The largest share of questions answered, best confidence first, right ``precision`` of the
+    time or more (the point estimate); a question with no candidate is never answered."""
+    scored = [r for r in rows if r["confidence"] is not None]
+    confidence = [r["confidence"] for r in scored]
+    right = [r["best_right"] for r in scored]
+    threshold = lowest_threshold(confidence, right, precision, z=0.0, min_answered=1)
+    return sum(c >= threshold for c in confidence) / len(rows) if threshold < 1.0 else 0.0
 
 
 def rows_aurc(rows: Sequence[dict[str, Any]]) -> float:

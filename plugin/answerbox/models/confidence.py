@@ -61,6 +61,9 @@ class SnippetSignals:
             "log_rank": math.log1p(self.rank),
             "log_words": math.log1p(self.words),
             "agreement": self.agreement,
+            # A span the reader is sure of in a passage it is sure holds an answer: either alone
+            # says less (onnx_models/LOG.md, "One interaction").
+            "span_probability_x_over_no_answer": self.span_probability * self.over_no_answer,
         }
 
     def fallback(self) -> float:

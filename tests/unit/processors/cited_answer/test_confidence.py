@@ -47,6 +47,7 @@ CALIBRATOR = {
             "log_rank": 0.0,
             "log_words": 0.0,
             "agreement": 0.0,
+            "span_probability_x_over_no_answer": 0.0,
         },
         "intercept": 0.0,
     },
