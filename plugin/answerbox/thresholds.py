@@ -136,11 +136,14 @@ def lowest_threshold(
     """The lowest threshold whose answered share (confidence ≥ it) is right ``precision`` of the
     time by the one-sided Wilson lower bound at ``z`` (0: the point estimate), over at least
     ``min_answered`` answers; 1.0 when none is."""
-    pairs = sorted(zip(confidence, right, strict=True), reverse=True)
+    pairs = sorted(zip(confidence, right, strict=True), key=lambda pair: -pair[0])
     best = 1.0
     hits = 0
     for n, (c, ok) in enumerate(pairs, 1):
         hits += ok
+        # A threshold answers every answer as confident as c: judge it once all of them are in.
+        if n < len(pairs) and pairs[n][0] == c:
+            continue
         if n >= min_answered and _wilson_lower(hits, n, z) >= precision:
             best = c
     return round(float(best), 4)

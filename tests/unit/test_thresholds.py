@@ -37,6 +37,15 @@ def test_the_wilson_bound_asks_for_more_than_the_sample_shows() -> None:
     assert lowest_threshold(CONFIDENCE, RIGHT, 0.65, z=1.645, min_answered=1) == 0.7
 
 
+def test_a_threshold_answers_every_tie_at_it() -> None:
+    # Ties sorted right answers first would make 0.8 pass after four answers (4 of 4 right);
+    # a threshold of 0.8 answers all six, 4 of 6 right (66.7%), so 85% stays at 0.9.
+    confidence = [0.9, 0.8, 0.8, 0.8, 0.8, 0.8]
+    right = [True, True, False, True, False, True]
+    assert lowest_threshold(confidence, right, 0.85, z=0, min_answered=1) == 0.9
+    assert lowest_threshold(confidence, right, 0.6, z=0, min_answered=1) == 0.8
+
+
 def test_a_threshold_must_keep_enough_answers() -> None:
     assert lowest_threshold(CONFIDENCE, RIGHT, 0.85, z=0, min_answered=9) == 1.0
 
