@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,13 @@ def test_the_confidence_is_the_fitted_logistic_regression() -> None:
     assert (calibrator.min_confidence, calibrator.skip_llm_above) == (0.6, 0.8)
     agrees, differs = GenerativeSignals(0.5, 0.7, True), GenerativeSignals(0.5, 0.7, False)
     assert calibrator.confidence(agrees) > calibrator.confidence(differs)
+
+
+def test_the_reader_is_sure_of_its_span_and_of_an_answer_at_once() -> None:
+    features = SNIPPET.features()
+    assert features["span_probability_x_over_no_answer"] == 0.5 * 2.0
+    unsure = SnippetSignals(**{**asdict(SNIPPET), "span_probability": 0.1}).features()
+    assert unsure["span_probability_x_over_no_answer"] == 0.1 * 2.0
 
 
 def test_without_a_fit_the_confidence_is_the_evaluators_probability() -> None:
