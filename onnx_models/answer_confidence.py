@@ -322,10 +322,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     unanswered = len(answerable) + len(removed) - len(snippet_rows)
     extractive, cv = fit(snippet_rows, SnippetSignals, args.l2, args.seed, args.drop)
     right = [bool(r["right"]) for r in snippet_rows]
+    # id → (cross-validated confidence, right) of each answerable question's snippet.
+    snippets = {
+        r["id"]: (float(c), bool(r["right"]))
+        for r, c in zip(snippet_rows, cv, strict=True)
+        if r["kind"] == "answerable"
+    }
     # Over every answerable question, as the benches count: one without a snippet never shows.
-    scored = {r["id"]: float(c) for r, c in zip(snippet_rows, cv, strict=True) if r["kind"] == "answerable"}
-    answerable_confidence = [scored.get(r["id"], 0.0) for r in answerable]
-    answerable_right = [r["id"] in scored and bool(r["right"]) for r in answerable]
+    answerable_confidence = [snippets.get(r["id"], (0.0, False))[0] for r in answerable]
+    answerable_right = [snippets.get(r["id"], (0.0, False))[1] for r in answerable]
     min_confidence = lowest_threshold(answerable_confidence, answerable_right, args.precision, args.z)
     point_estimate = lowest_threshold(answerable_confidence, answerable_right, args.precision, 0.0)
     removed_cv = [float(c) for r, c in zip(snippet_rows, cv, strict=True) if r["kind"] == "removed"]
@@ -377,11 +382,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     if len(usable) >= args.min_generative:
         generative, generative_cv = fit(usable, GenerativeSignals, args.l2, args.seed)
-        snippets = {
-            r["id"]: (float(c), bool(r["right"]))
-            for r, c in zip(snippet_rows, cv, strict=True)
-            if r["kind"] == "answerable"
-        }
         skip, table = skip_threshold(snippets, list(zip(usable, generative_cv, strict=True)))
         result |= {"generative": generative, "skip_llm_above": skip}
         generative_right = [bool(r["right"]) for r in usable]
