@@ -8,6 +8,12 @@ of the best BM25 paragraph of the same article that does not contain the answer 
 negative), and with probability ``--random-negatives`` one of a paragraph of another
 article (easy). Negatives point their span at [CLS] (index 0) and have relevance 0.
 
+``--span-loss start-end`` (the default) trains the start and the end apart, on the first
+annotator's answer. ``--span-loss spans`` trains what the reader decodes: one softmax over the
+spans it can answer with (start ≤ end, at most ``--max-answer-tokens`` long) and [CLS]'s
+no-answer, with every annotator's answer in the window a right one. A span cut short, which
+shares a start or an end with the answer, is then one of the answer's rivals.
+
 The run is resumable: every ``--checkpoint-minutes`` (and when it stops: ``--max-minutes``,
 SIGTERM, SIGINT) it writes ``OUT/checkpoint.pt`` with weights, optimizer, scheduler, the
 position in the data order and the RNG states; ``--resume`` goes on from there exactly.
@@ -43,6 +49,7 @@ from onnx_models.squad import (
     BM25,
     TRAIN_FILES,
     Paragraph,
+    Question,
     data_dir,
     default_tarball,
     holdout_fraction,
@@ -55,11 +62,13 @@ log = logging.getLogger("answerbox.train")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+_NO_ANSWER = ((0, 0),)  # [CLS]'s span
+
+
 @dataclass(frozen=True, slots=True)
 class Example:
     window: Window
-    start: int  # token index, 0 ([CLS]) when the window holds no answer
-    end: int
+    spans: tuple[tuple[int, int], ...]  # token spans of the answers, the first annotator's first
     relevant: float
 
 
@@ -81,6 +90,16 @@ def span_labels(window: Window, answer_start: int, answer_end: int) -> tuple[int
     while end >= lo and window.offsets[end][0] >= answer_end:
         end -= 1
     return (start, end) if start <= end else None
+
+
+def answer_spans(window: Window, question: Question) -> tuple[tuple[int, int], ...]:
+    """The token spans of the question's answers that the window holds whole, the first
+    annotator's first (the caller chose a window that holds it), without repeats."""
+    found: dict[tuple[int, int], None] = {}
+    for text, start in zip(question.answers, question.answer_starts, strict=True):
+        if (span := span_labels(window, start, start + len(text))) is not None:
+            found[span] = None
+    return tuple(found)
 
 
 def hard_negatives(paragraphs: Sequence[Paragraph], depth: int = 1) -> dict[tuple[str, str], list[Paragraph]]:
@@ -128,10 +147,10 @@ def build_examples(
         # Only the window that holds the answer: the gold paragraph's other windows cost a
         # forward pass each and teach little that the negatives do not.
         spans = ((w, span_labels(w, start_char, end_char)) for w in windows.windows(q.text, [gold.context]))
-        positive = next(((w, span) for w, span in spans if span is not None), None)
+        positive = next((w for w, span in spans if span is not None), None)
         if positive is None:
             continue
-        examples.append(Example(positive[0], *positive[1], relevant=1.0))
+        examples.append(Example(positive, answer_spans(positive, q), relevant=1.0))
         # One hard negative per question, drawn among the article's best few: another epoch
         # then sees other near misses at the same cost. A single candidate draws nothing, so
         # the default recipe's data order is the one earlier runs trained on.
@@ -142,9 +161,46 @@ def build_examples(
             if other.article != gold.article:
                 chosen.append(other)
         for negative in chosen:
-            examples.append(Example(windows.windows(q.text, [negative.context])[0], 0, 0, relevant=0.0))
+            examples.append(Example(windows.windows(q.text, [negative.context])[0], _NO_ANSWER, relevant=0.0))
     rng.shuffle(examples)
     return examples
+
+
+def start_end_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, batch: Sequence[Example]) -> torch.Tensor:
+    """Cross-entropy of the start and of the end apart, on the first annotator's answer."""
+    starts, ends = torch.tensor([e.spans[0] for e in batch], device=start_logits.device).unbind(1)
+    return (nn.functional.cross_entropy(start_logits, starts) + nn.functional.cross_entropy(end_logits, ends)) / 2
+
+
+def span_masks(batch: Sequence[Example], length: int, max_answer_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """(allowed, right), each [batch, start, end]: the spans the reader decodes among (the
+    band start ≤ end < start + max_answer_tokens inside the passage chunk, as
+    ``answerbox.models.reader.best_span``) with [CLS]'s no-answer, and the example's answers
+    (a right span is allowed even when longer than the band)."""
+    offsets = np.arange(length)[None, :] - np.arange(length)[:, None]
+    band = (offsets >= 0) & (offsets < max_answer_tokens)
+    allowed = np.zeros((len(batch), length, length), dtype=bool)
+    right = np.zeros_like(allowed)
+    for b, example in enumerate(batch):
+        lo, hi = example.window.context_start, example.window.context_end + 1
+        allowed[b, lo:hi, lo:hi] = band[: hi - lo, : hi - lo]
+        allowed[b, 0, 0] = True
+        for start, end in example.spans:
+            right[b, start, end] = True
+    return allowed | right, right
+
+
+def spans_loss(
+    start_logits: torch.Tensor, end_logits: torch.Tensor, batch: Sequence[Example], max_answer_tokens: int
+) -> torch.Tensor:
+    """−log of the probability of the right spans, together, in one softmax over the allowed spans."""
+    allowed, right = (
+        torch.from_numpy(m).to(start_logits.device) for m in span_masks(batch, start_logits.shape[1], max_answer_tokens)
+    )
+    scores = (start_logits[:, :, None] + end_logits[:, None, :]).flatten(1)
+    every = torch.logsumexp(scores.masked_fill(~allowed.flatten(1), -math.inf), 1)
+    answers = torch.logsumexp(scores.masked_fill(~right.flatten(1), -math.inf), 1)
+    return (every - answers).mean()
 
 
 def batches(examples: Sequence[Example], size: int, epochs: int, seed: int) -> Iterator[Sequence[Example]]:
@@ -193,13 +249,14 @@ def _progress_log(out: Path) -> Iterator[None]:
 
 
 # Recipe settings added after runs were checkpointed, with the value those runs trained with.
-_ADDED_SETTINGS = {"holdout": "0.0", "int8_aware": "False"}
+_ADDED_SETTINGS = {"holdout": "0.0", "int8_aware": "False", "span_loss": "start-end", "max_answer_tokens": "30"}
 
 
 def _recipe(args: argparse.Namespace) -> dict[str, str]:
     """The arguments that decide the data, its order and the schedule: a resume must keep them."""
     keys = ("seed", "max_questions", "random_negatives", "hard_negatives_from", "max_length", "stride", "batch_size",
-            "epochs", "lr", "max_steps", "train_embeddings", "init", "encoder", "holdout", "int8_aware")  # fmt: skip
+            "epochs", "lr", "max_steps", "train_embeddings", "init", "encoder", "holdout", "int8_aware", "span_loss",
+            "max_answer_tokens")  # fmt: skip
     return {k: str(getattr(args, k)) for k in keys}
 
 
@@ -254,7 +311,6 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
     if args.resume:
         state = load_state(args.out, model, optimizer, scheduler, state.recipe, _ADDED_SETTINGS)
         log.info("resumed at step %d/%d after %.1f min of training", state.step, steps, state.seconds / 60)
-    span_loss = nn.CrossEntropyLoss()
     relevance_loss = nn.BCEWithLogitsLoss()
 
     model.train()
@@ -281,12 +337,12 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
         # Padding must never win the span softmax.
         start_logits = start_logits.masked_fill(mask == 0, -1e4)
         end_logits = end_logits.masked_fill(mask == 0, -1e4)
-        starts = torch.tensor([e.start for e in batch], device=device)
-        ends = torch.tensor([e.end for e in batch], device=device)
         relevant = torch.tensor([e.relevant for e in batch], device=device)
-        loss = (span_loss(start_logits, starts) + span_loss(end_logits, ends)) / 2 + relevance_loss(
-            relevance_logits, relevant
-        )
+        if args.span_loss == "spans":
+            span_loss = spans_loss(start_logits, end_logits, batch, args.max_answer_tokens)
+        else:
+            span_loss = start_end_loss(start_logits, end_logits, batch)
+        loss = span_loss + relevance_loss(relevance_logits, relevant)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
@@ -363,6 +419,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--max-length", type=int, default=192)
     parser.add_argument("--stride", type=int, default=48)
+    parser.add_argument(
+        "--span-loss",
+        choices=("start-end", "spans"),
+        default="start-end",
+        help="start and end apart on the first answer, or one softmax over spans with every annotator's answer right",
+    )
+    parser.add_argument(
+        "--max-answer-tokens", type=int, default=30, help="the longest span --span-loss spans lets the reader choose"
+    )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--lr", type=float, default=1e-4)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer
 from safetensors.torch import load_file
 
 from onnx_models.average import average
@@ -19,7 +20,16 @@ from onnx_models.select_average import by_step, select
 from onnx_models.select_average import parse_args as select_args
 from onnx_models.squad import TRAIN_FILES, Paragraph, Question, in_holdout
 from onnx_models.tiny import tiny_config
-from onnx_models.train import hard_negatives, parse_args, train
+from onnx_models.train import (
+    Example,
+    answer_spans,
+    hard_negatives,
+    parse_args,
+    span_labels,
+    span_masks,
+    spans_loss,
+    train,
+)
 from tests.models.conftest import TOPICS
 
 
@@ -153,3 +163,56 @@ def test_a_checkpoint_from_before_a_setting_existed_resumes(
     assert train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--resume"))).step == 24
     with pytest.raises(SystemExit, match="other settings: int8_aware"):
         train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--resume", "--int8-aware")))
+
+
+def _window(tiny_checkpoint: Path, passage: str) -> Window:
+    tokenizer = WindowTokenizer(load_tokenizer(tiny_checkpoint / "tokenizer.json"), max_length=48, stride=12)
+    return tokenizer.windows("which program?", [passage])[0]
+
+
+def test_every_annotators_answer_is_a_right_span(tiny_checkpoint: Path) -> None:
+    passage = "the rural housing stability program began in 2019."
+    answers = ("rural housing stability program", "housing stability program", "rural housing stability program")
+    question = Question("q", "which program?", answers, tuple(passage.index(a) for a in answers))
+    window = _window(tiny_checkpoint, passage)
+    spans = answer_spans(window, question)
+    said = [passage[window.offsets[s][0] : window.offsets[e][1]] for s, e in spans]
+    assert said == ["rural housing stability program", "housing stability program"]  # the first annotator's first
+
+
+def test_the_spans_loss_is_one_softmax_over_the_spans_the_reader_decodes(tiny_checkpoint: Path) -> None:
+    passage = "the rural housing stability program began in 2019."
+    window = _window(tiny_checkpoint, passage)
+    answer = "rural housing stability program"
+    found = span_labels(window, passage.index(answer), passage.index(answer) + len(answer))
+    assert found is not None
+    start, end = found
+    shorter = (start + 1, end)
+    example = Example(window, ((start, end), shorter), relevant=1.0)
+    length = len(window)
+    allowed, right = span_masks([example], length, max_answer_tokens=end - start)
+    assert right[0, start, end]
+    assert allowed[0, start, end]  # right though one token longer than the band
+    assert allowed[0, 0, 0]  # no answer
+    assert not allowed[0, 0, 1]
+    assert allowed[0, start, end - 1]  # cut short: a rival
+    starts, ends = torch.randn(1, length, generator=torch.Generator().manual_seed(3)).unbind(0)[0], torch.randn(length)
+    scores = starts[:, None] + ends[None, :]
+    by_hand = torch.logsumexp(scores[torch.from_numpy(allowed[0])], 0) - torch.logsumexp(
+        scores[torch.from_numpy(right[0])], 0
+    )
+    got = spans_loss(starts[None], ends[None], [example], max_answer_tokens=end - start)
+    assert got.item() == pytest.approx(by_hand.item(), rel=1e-5)
+    # Raising the end one token short lowers the answers' share: the loss rises.
+    ends[end - 1] += 4.0
+    assert spans_loss(starts[None], ends[None], [example], max_answer_tokens=end - start).item() > got.item()
+
+
+def test_a_spans_run_trains_and_resumes_only_as_one(tiny_checkpoint: Path, tarball: Path, tmp_path: Path) -> None:
+    spans = ("--span-loss", "spans")
+    state = train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, *spans, "--max-minutes", "1e-9")))
+    assert state.step == 1
+    assert math.isfinite(state.history[0])
+    with pytest.raises(SystemExit, match="other settings: span_loss"):
+        train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, "--resume")))
+    assert train(parse_args(_args(tarball, tiny_checkpoint, tmp_path, *spans, "--resume"))).step == 24
