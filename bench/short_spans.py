@@ -14,7 +14,6 @@ No search runs: the rows hold the snippets and their signals.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from pathlib import Path
 
 from answerbox.config import ModelSettings
@@ -23,12 +22,7 @@ from answerbox.models.manifest import ModelManifest
 
 from onnx_models.answer_confidence import rows_dir
 from onnx_models.rows import load_rows
-from onnx_models.squad import TRAIN_FILES, held_out, holdout_fraction, load_squad, normalize_answer
-
-
-def _inside_a_gold(text: str, answers: Sequence[str]) -> bool:
-    said = normalize_answer(text)
-    return bool(said) and any(said in normalize_answer(gold) for gold in answers)
+from onnx_models.squad import TRAIN_FILES, cut_short, held_out, holdout_fraction, load_squad
 
 
 def main() -> None:
@@ -47,7 +41,7 @@ def main() -> None:
     answers = {q.id: q.answers for p in held_out(load_squad(TRAIN_FILES), args.holdout) for q in p.questions}
     shown = [r for r in rows if calibrator.confidence(SnippetSignals(**r["signals"])) >= calibrator.min_confidence]
     wrong = [r for r in shown if not r["right"]]
-    short = [r for r in wrong if _inside_a_gold(r["text"], answers[r["id"]])]
+    short = [r for r in wrong if cut_short(r["text"], answers[r["id"]])]
     print(f"{path}: {len(rows)} snippets; at min_confidence {calibrator.min_confidence}: {len(shown)} answers")
     print(f"wrong {len(wrong)}, of which a strict part of a gold answer {len(short)}")
     print(

@@ -12,7 +12,7 @@ import time
 
 from answerbox.models import Models, ReaderSpan
 
-from onnx_models.squad import Paragraph, Question, exact_match, f1_score
+from onnx_models.squad import Paragraph, Question, contains_gold, cut_short, exact_match, f1_score
 
 __all__ = ["evaluate"]
 
@@ -34,11 +34,15 @@ def evaluate(models: Models, questions: list[tuple[Paragraph, Question]], concur
     seconds = time.perf_counter() - started
     em = sum(exact_match(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True))
     f1 = sum(f1_score(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True))
+    contains = sum(contains_gold(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True))
+    short = sum(cut_short(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True))
     n = len(questions)
     return {
         "questions": n,
         "em": round(100 * em / n, 2),
         "f1": round(100 * f1 / n, 2),
+        "contains_gold": round(100 * contains / n, 2),
+        "cut_short": round(100 * short / n, 2),  # inside a gold answer, holding none
         "no_answer_share": round(sum(s.text == "" for s in spans) / n, 4),
         "seconds": round(seconds, 1),
         "questions_per_s": round(n / seconds, 1),

@@ -30,6 +30,7 @@ __all__ = [
     "Paragraph",
     "Question",
     "contains_gold",
+    "cut_short",
     "data_dir",
     "default_tarball",
     "exact_match",
@@ -164,6 +165,12 @@ def sample_questions(paragraphs: Sequence[Paragraph], limit: int, seed: int) -> 
 
 def exact_match(prediction: str, golds: Sequence[str]) -> float:
     return max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds)
+
+
+def cut_short(prediction: str, golds: Sequence[str]) -> bool:
+    """A right answer cut short: the prediction lies inside a gold answer but holds none."""
+    said = normalize_answer(prediction)
+    return bool(said) and not contains_gold(prediction, golds) and any(said in normalize_answer(g) for g in golds)
 
 
 def f1_score(prediction: str, golds: Sequence[str]) -> float:
