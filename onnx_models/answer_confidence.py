@@ -329,8 +329,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if r["kind"] == "answerable"
     }
     # Over every answerable question, as the benches count: one without a snippet never shows.
-    answerable_confidence = [snippets.get(r["id"], (0.0, False))[0] for r in answerable]
-    answerable_right = [snippets.get(r["id"], (0.0, False))[1] for r in answerable]
+    shown = [snippets.get(r["id"], (0.0, False)) for r in answerable]
+    answerable_confidence = [c for c, _ in shown]
+    answerable_right = [ok for _, ok in shown]
     min_confidence = lowest_threshold(answerable_confidence, answerable_right, args.precision, args.z)
     point_estimate = lowest_threshold(answerable_confidence, answerable_right, args.precision, 0.0)
     removed_cv = [float(c) for r, c in zip(snippet_rows, cv, strict=True) if r["kind"] == "removed"]

@@ -1,4 +1,5 @@
-"""The reader's EM and F1 on SQuAD-format questions, each read against its gold paragraph.
+"""The reader's EM, F1, contains-gold and spans cut short on SQuAD-format questions, each read
+against its gold paragraph.
 
 Shared by ``bench/reader_eval.py`` (dev questions) and ``onnx_models/select_average.py`` (held-out
 training articles), so checkpoints are chosen on exactly what the bench measures. Goes
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Sequence
 
 from answerbox.models import Models, ReaderSpan
 
@@ -32,17 +34,18 @@ def evaluate(models: Models, questions: list[tuple[Paragraph, Question]], concur
     started = time.perf_counter()
     spans = asyncio.run(_read_all(models, questions, concurrency))
     seconds = time.perf_counter() - started
-    em = sum(exact_match(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True))
-    f1 = sum(f1_score(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True))
-    contains = sum(contains_gold(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True))
-    short = sum(cut_short(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True))
+    said = [(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True)]
     n = len(questions)
+
+    def percent(measure: Callable[[str, Sequence[str]], float]) -> float:
+        return round(100 * sum(measure(text, answers) for text, answers in said) / n, 2)
+
     return {
         "questions": n,
-        "em": round(100 * em / n, 2),
-        "f1": round(100 * f1 / n, 2),
-        "contains_gold": round(100 * contains / n, 2),
-        "cut_short": round(100 * short / n, 2),  # inside a gold answer, holding none
+        "em": percent(exact_match),
+        "f1": percent(f1_score),
+        "contains_gold": percent(contains_gold),
+        "cut_short": percent(cut_short),  # inside a gold answer, holding none
         "no_answer_share": round(sum(s.text == "" for s in spans) / n, 4),
         "seconds": round(seconds, 1),
         "questions_per_s": round(n / seconds, 1),
