@@ -127,11 +127,12 @@ def row(kind: str, question: Question, answer: dict[str, Any] | None, seconds: f
 def rows_dir(model_dir: Path, variant: str) -> Path:
     """Where the rows of ``model_dir``'s served ``variant`` are kept. They belong to its weights and to
     the constants that shaped what the pipeline saw (the score scale, CRAG's thresholds, the
-    fusion weight): another model, or a new ``calibrate`` or ``fusion``, starts afresh."""
+    fusion weight, the reader's span cover): another model, or a new ``calibrate`` or ``fusion``,
+    starts afresh."""
     manifest = ModelManifest.load(model_dir)
     digest = hashlib.sha256(manifest.model_path(model_dir, variant).read_bytes())
     shaping = [manifest.score_scale, manifest.score_offset, manifest.crag_upper, manifest.crag_lower]
-    digest.update(json.dumps([*shaping, manifest.rerank_fusion_weight]).encode())
+    digest.update(json.dumps([*shaping, manifest.rerank_fusion_weight, manifest.span_cover_margin]).encode())
     return data_dir() / "answer_confidence" / digest.hexdigest()[:12]
 
 

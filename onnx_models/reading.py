@@ -16,7 +16,7 @@ from answerbox.models import Models, ReaderSpan
 
 from onnx_models.squad import Paragraph, Question, contains_gold, cut_short, exact_match, f1_score
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "measure"]
 
 
 async def _read_all(models: Models, questions: list[tuple[Paragraph, Question]], concurrency: int) -> list[ReaderSpan]:
@@ -34,11 +34,20 @@ def evaluate(models: Models, questions: list[tuple[Paragraph, Question]], concur
     started = time.perf_counter()
     spans = asyncio.run(_read_all(models, questions, concurrency))
     seconds = time.perf_counter() - started
-    said = [(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True)]
     n = len(questions)
+    return {
+        **measure([(s.text, q.answers) for s, (_, q) in zip(spans, questions, strict=True)]),
+        "seconds": round(seconds, 1),
+        "questions_per_s": round(n / seconds, 1),
+    }
 
-    def percent(measure: Callable[[str, Sequence[str]], float]) -> float:
-        return round(100 * sum(measure(text, answers) for text, answers in said) / n, 2)
+
+def measure(said: Sequence[tuple[str, Sequence[str]]]) -> dict[str, float]:
+    """What the reader said against the gold answers of each question."""
+    n = len(said)
+
+    def percent(scored: Callable[[str, Sequence[str]], float]) -> float:
+        return round(100 * sum(scored(text, answers) for text, answers in said) / n, 2)
 
     return {
         "questions": n,
@@ -46,7 +55,6 @@ def evaluate(models: Models, questions: list[tuple[Paragraph, Question]], concur
         "f1": percent(f1_score),
         "contains_gold": percent(contains_gold),
         "cut_short": percent(cut_short),  # inside a gold answer, holding none
-        "no_answer_share": round(sum(s.text == "" for s in spans) / n, 4),
-        "seconds": round(seconds, 1),
-        "questions_per_s": round(n / seconds, 1),
+        "no_answer_share": round(sum(text == "" for text, _ in said) / n, 4),
+        "words": round(sum(len(text.split()) for text, _ in said) / n, 2),
     }

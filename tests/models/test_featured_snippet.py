@@ -36,7 +36,7 @@ async def test_the_snippet_comes_from_the_best_scored_passage(reader_models: Mod
     # What its confidence rests on: the chosen passage's score and place, its lead over the next.
     assert (signals.score, signals.rank) == (scores[best], best)  # the search's order: the hits' here
     assert signals.margin == scores[best] - max(s for i, s in enumerate(scores) if i != best)
-    assert 0 < signals.span_probability <= 1
+    assert 0 < signals.span_probability <= signals.covered_probability <= 1  # the best span is inside the shown one
     assert signals.over_no_answer > 0  # the reader would rather answer than say "not here"
     # Its sentence says "won Super Bowl 50" of the question's "team won Super Bowl 50".
     assert signals.question_overlap == 4 / 5

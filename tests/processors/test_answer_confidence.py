@@ -38,5 +38,6 @@ def test_an_extractive_answer_carries_its_confidence_and_what_it_rests_on(answer
         "rank",
         "words",
         "agreement",
+        "covered_probability",
     }
     assert answer["signals"]["score"] == pytest.approx(answer["citations"][0]["support"], abs=1e-4)

@@ -181,6 +181,7 @@ class FakeReader(_FakeModel, Reader):
 
     CONFIDENCE = 5.0
     PROBABILITY = 0.5
+    COVERED_PROBABILITY = 0.75
     OVER_NO_ANSWER = 4.0
 
     def __init__(
@@ -211,6 +212,7 @@ class FakeReader(_FakeModel, Reader):
                     end,
                     confidence=self.CONFIDENCE,
                     probability=self.PROBABILITY,
+                    covered_probability=self.COVERED_PROBABILITY,
                     over_no_answer=self.OVER_NO_ANSWER,
                 )
         return ReaderSpan("", 0, 0, confidence=-10.0)

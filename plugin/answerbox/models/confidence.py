@@ -44,18 +44,22 @@ class SnippetSignals:
 
     score: float  # the evaluator's calibrated score of the snippet's passage, in [-1, 1]
     margin: float  # that score less the next passage's (the evaluator's doubt between two)
-    span_probability: float  # the reader's softmax(start) × softmax(end) of the span
+    span_probability: float  # the reader's softmax(start) × softmax(end) of its best span
     over_no_answer: float  # the span's start+end logit less the reader's no-answer logit
     question_overlap: float  # share of the question's content words in the sentence holding the span
     rank: int  # the passage's place in the evidence, 0 first
     words: int  # the span's length
     agreement: float  # share of the other passages whose span says the same
+    # The same probability summed over the spans inside the shown one: the reader's own chance
+    # that the answer lies within it, which is what *right* asks (onnx_models/LOG.md).
+    covered_probability: float
 
     def features(self) -> dict[str, float]:
         return {
             "score": self.score,
             "margin": self.margin,
             "log_span_probability": math.log(max(self.span_probability, 1e-6)),
+            "log_covered_probability": math.log(max(self.covered_probability, 1e-6)),
             "over_no_answer": self.over_no_answer,
             "question_overlap": self.question_overlap,
             "log_rank": math.log1p(self.rank),
@@ -187,7 +191,7 @@ class Recalibration(BaseModel):
         )
 
 
-SNIPPET_FEATURES = tuple(SnippetSignals(0, 0, 1, 0, 0, 0, 0, 0).features())
+SNIPPET_FEATURES = tuple(SnippetSignals(0, 0, 1, 0, 0, 0, 0, 0, 1).features())
 GENERATIVE_FEATURES = tuple(GenerativeSignals(0, 0, False).features())
 
 

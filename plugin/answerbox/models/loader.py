@@ -45,7 +45,7 @@ def load_models(settings: ModelSettings) -> Models:
     )
     encoder = PassageEncoder(session, windows, max_batch=settings.max_batch, max_wait_s=settings.max_wait_ms / 1000)
     return Models(
-        reader=Reader(encoder, max_answer_tokens=manifest.max_answer_tokens),
+        reader=Reader(encoder, max_answer_tokens=manifest.max_answer_tokens, cover_margin=manifest.span_cover_margin),
         evaluator=Evaluator(encoder, manifest),
         manifest=manifest,
         provider=session.provider,

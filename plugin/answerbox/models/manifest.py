@@ -38,6 +38,10 @@ class ModelManifest:
     max_length: int = 192
     stride: int = 48
     max_answer_tokens: int = 30
+    # The reader shows the span covering every overlapping span within this many logits of its
+    # best (``answerbox.models.reader.best_span``); 0, the default for manifests written before
+    # it, shows the best span alone.
+    span_cover_margin: float = 0.0
     theta: float = 0.0  # SearChain gate on the reader's relevance logit
     crag_upper: float = 0.5
     crag_lower: float = -0.9  # on the best score of a retrieval: CRAG's Incorrect
@@ -55,9 +59,10 @@ class ModelManifest:
         return AnswerCalibrator.from_manifest(self.answer_confidence)
 
     def __post_init__(self) -> None:
-        weight: object = self.rerank_fusion_weight
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight < 0:
-            raise ModelError(f"rerank_fusion_weight must be a finite number >= 0, not {weight!r}")
+        for name in ("rerank_fusion_weight", "span_cover_margin"):
+            value: object = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise ModelError(f"{name} must be a finite number >= 0, not {value!r}")
         _ = self.answer_calibrator  # a manifest whose calibrator does not parse does not load
 
     def model_path(self, directory: Path, variant: str) -> Path:

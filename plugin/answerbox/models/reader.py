@@ -23,9 +23,11 @@ class ReaderSpan:
     Like DPR's reader, a span is always extracted (SearChain's completion step uses it
     whatever the confidence); whether to believe it is the caller's call:
     ``confidence`` is the relevance logit of the chosen window (SearChain's f, compare
-    with ``manifest.theta``); ``probability`` is the span's own, softmax(start) ×
-    softmax(end) over that window's passage tokens, and ``over_no_answer`` its start+end
-    logit less the window's no-answer logit (both signals of ``answer.confidence``).
+    with ``manifest.theta``); ``probability`` is the best span's own, softmax(start) ×
+    softmax(end) over that window's passage tokens, ``covered_probability`` the same summed
+    over every span inside ``text`` (the reader's own chance that the answer lies within what
+    it shows), and ``over_no_answer`` the best span's start+end logit less the window's
+    no-answer logit (all three signals of ``answer.confidence``).
     """
 
     text: str
@@ -33,18 +35,24 @@ class ReaderSpan:
     end: int
     confidence: float
     probability: float = 0.0
+    covered_probability: float = 0.0
     over_no_answer: float = 0.0
 
 
 class BestSpan(NamedTuple):
     first: int  # token indices in the window
     last: int
-    probability: float  # softmax(start) × softmax(end) over the passage tokens
+    probability: float  # the best span's softmax(start) × softmax(end) over the passage tokens
+    covered: float  # the same summed over the allowed spans inside first..last
     over_no_answer: float  # start+end logit less [CLS]'s: training points unanswerable windows there
 
 
-def best_span(output: WindowOutput, max_answer_tokens: int) -> BestSpan | None:
-    """The span with the best start+end logit inside the passage chunk."""
+def best_span(output: WindowOutput, max_answer_tokens: int, cover_margin: float = 0.0) -> BestSpan | None:
+    """The span with the best start+end logit inside the passage chunk, widened to cover every
+    span that overlaps it within ``cover_margin`` of its logit (while the cover stays within
+    ``max_answer_tokens``). Annotators draw an answer's boundary differently and the reader's
+    best guess at it is often a word short; showing the near-best boundaries too holds the
+    whole answer more often (onnx_models/LOG.md, "The span that covers the near-best ones")."""
     w = output.window
     if output.start_logits is None or output.end_logits is None:
         raise ModelError("this model has no span head: it can score passages but not read them")
@@ -61,9 +69,18 @@ def best_span(output: WindowOutput, max_answer_tokens: int) -> BestSpan | None:
     flat = int(np.argmax(scores))
     s, e = divmod(flat, n)
     best = float(scores[s, e])
-    log_probability = best - _log_sum_exp(start) - _log_sum_exp(end)
+    normaliser = _log_sum_exp(start) + _log_sum_exp(end)
+    first, last = s, e
+    if cover_margin > 0:
+        starts, ends = np.nonzero(scores >= best - cover_margin)
+        overlapping = (starts <= e) & (ends >= s)
+        wide = int(starts[overlapping].min()), int(ends[overlapping].max())
+        if wide[1] - wide[0] < max_answer_tokens:
+            first, last = wide
+    inside = scores[first : last + 1, first : last + 1]
+    covered = float(np.sum(np.exp(inside.astype(np.float64) - normaliser)))
     no_answer = float(output.start_logits[0] + output.end_logits[0])
-    return BestSpan(lo + s, lo + e, math.exp(log_probability), best - no_answer)
+    return BestSpan(lo + first, lo + last, math.exp(best - normaliser), covered, best - no_answer)
 
 
 def _log_sum_exp(logits: npt.NDArray[np.float32]) -> float:
@@ -72,9 +89,10 @@ def _log_sum_exp(logits: npt.NDArray[np.float32]) -> float:
 
 
 class Reader:
-    def __init__(self, encoder: PassageEncoder, *, max_answer_tokens: int) -> None:
+    def __init__(self, encoder: PassageEncoder, *, max_answer_tokens: int, cover_margin: float = 0.0) -> None:
         self._encoder = encoder
         self._max_answer_tokens = max_answer_tokens
+        self._cover_margin = cover_margin
 
     async def read(self, question: str, passages: Sequence[str]) -> list[ReaderSpan]:
         """One span per passage, in order."""
@@ -86,7 +104,7 @@ class Reader:
     def _span(self, passage: str, outputs: list[WindowOutput]) -> ReaderSpan:
         # DPR: the most relevant window is the one read; its relevance is the confidence.
         chosen = max(outputs, key=lambda o: o.relevance)
-        found = best_span(chosen, self._max_answer_tokens)
+        found = best_span(chosen, self._max_answer_tokens, self._cover_margin)
         if found is None:
             return ReaderSpan("", 0, 0, confidence=chosen.relevance)
         offsets = chosen.window.offsets
@@ -97,5 +115,6 @@ class Reader:
             end,
             confidence=chosen.relevance,
             probability=found.probability,
+            covered_probability=found.covered,
             over_no_answer=found.over_no_answer,
         )

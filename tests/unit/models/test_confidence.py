@@ -22,6 +22,7 @@ SNIPPET = SnippetSignals(
     rank=0,
     words=2,
     agreement=0.25,
+    covered_probability=0.7,
 )
 
 

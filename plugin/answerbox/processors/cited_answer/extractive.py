@@ -58,6 +58,7 @@ async def featured_snippet(question: str, evidence: Sequence[Evidence], models: 
         rank=sorted(e.rank for e in evidence).index(block.rank),
         words=len(span.text.split()),
         agreement=len(same) / (len(evidence) - 1) if len(evidence) > 1 else 0.0,
+        covered_probability=span.covered_probability,
     )
     return Snippet(Answer(text=span.text, citations=[block.cite(sentence, score)], mode="extractive"), signals)
 

@@ -57,6 +57,7 @@ AUTHOR_SIGNALS = {
     "rank": 1,
     "words": 2,
     "agreement": 0.5,
+    "covered_probability": FakeReader.COVERED_PROBABILITY,
 }
 
 

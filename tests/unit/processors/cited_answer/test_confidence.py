@@ -42,6 +42,7 @@ CALIBRATOR = {
             "score": 2.0,
             "margin": 0.0,
             "log_span_probability": 0.0,
+            "log_covered_probability": 0.0,
             "over_no_answer": 0.0,
             "question_overlap": 0.0,
             "log_rank": 0.0,
