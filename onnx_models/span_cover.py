@@ -12,7 +12,7 @@ few more words.
 
 Each question of a seeded sample of the held-out training articles (squad_shifts new_wiki +
 nyt, the ``--holdout`` articles training left out; SQuAD dev and the other-domain files are
-refused) is read against its gold paragraph once, through the public reader, at every margin
+never read) is read against its gold paragraph once, through the public reader, at every margin
 of the grid. The widest margin whose F1 stays within ``--max-f1-loss`` points of the best span
 alone wins: F1 counts the added words against the answer, so this bounds how much longer the
 box's answer gets. ``--dry-run`` prints the table without writing the manifest.

@@ -45,7 +45,7 @@ class SnippetSignals:
     score: float  # the evaluator's calibrated score of the snippet's passage, in [-1, 1]
     margin: float  # that score less the next passage's (the evaluator's doubt between two)
     span_probability: float  # the reader's softmax(start) × softmax(end) of its best span
-    over_no_answer: float  # the span's start+end logit less the reader's no-answer logit
+    over_no_answer: float  # the best span's start+end logit less the reader's no-answer logit
     question_overlap: float  # share of the question's content words in the sentence holding the span
     rank: int  # the passage's place in the evidence, 0 first
     words: int  # the span's length
