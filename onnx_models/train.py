@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from answerbox.models.reader import span_band
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
 from torch import nn
 
@@ -175,10 +176,9 @@ def start_end_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, batch: 
 def span_masks(batch: Sequence[Example], length: int, max_answer_tokens: int) -> tuple[np.ndarray, np.ndarray]:
     """(allowed, right), each [batch, start, end]: the spans the reader decodes among (the
     band start ≤ end < start + max_answer_tokens inside the passage chunk, as
-    ``answerbox.models.reader.best_span``) with [CLS]'s no-answer, and the example's answers
+    ``answerbox.models.reader.span_band``) with [CLS]'s no-answer, and the example's answers
     (a right span is allowed even when longer than the band)."""
-    offsets = np.arange(length)[None, :] - np.arange(length)[:, None]
-    band = (offsets >= 0) & (offsets < max_answer_tokens)
+    band = span_band(length, max_answer_tokens)
     allowed = np.zeros((len(batch), length, length), dtype=bool)
     right = np.zeros_like(allowed)
     for b, example in enumerate(batch):

@@ -13,7 +13,7 @@ import numpy.typing as npt
 from answerbox.errors import ModelError
 from answerbox.models.encoder import PassageEncoder, WindowOutput
 
-__all__ = ["BestSpan", "Reader", "ReaderSpan", "best_span"]
+__all__ = ["BestSpan", "Reader", "ReaderSpan", "best_span", "span_band"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,13 @@ class BestSpan(NamedTuple):
     over_no_answer: float  # start+end logit less [CLS]'s: training points unanswerable windows there
 
 
+def span_band(length: int, max_answer_tokens: int) -> npt.NDArray[np.bool_]:
+    """[start, end] → whether the reader may answer with that span: start <= end < start +
+    max_answer_tokens, a band above the diagonal (training's span loss decodes the same)."""
+    offsets = np.arange(length)[None, :] - np.arange(length)[:, None]
+    return (offsets >= 0) & (offsets < max_answer_tokens)
+
+
 def best_span(output: WindowOutput, max_answer_tokens: int, cover_margin: float = 0.0) -> BestSpan | None:
     """The span with the best start+end logit inside the passage chunk, widened to cover every
     span that overlaps it within ``cover_margin`` of its logit (while the cover stays within
@@ -63,9 +70,7 @@ def best_span(output: WindowOutput, max_answer_tokens: int, cover_margin: float 
     end = output.end_logits[lo:hi]
     scores: npt.NDArray[np.float32] = start[:, None] + end[None, :]
     n = hi - lo
-    # Keep start <= end < start + max_answer_tokens: a band above the diagonal.
-    offsets = np.arange(n)[None, :] - np.arange(n)[:, None]
-    scores = np.where((offsets >= 0) & (offsets < max_answer_tokens), scores, -np.inf)
+    scores = np.where(span_band(n, max_answer_tokens), scores, -np.inf)
     flat = int(np.argmax(scores))
     s, e = divmod(flat, n)
     best = float(scores[s, e])
