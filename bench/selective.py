@@ -5,7 +5,9 @@ All 2,067 dev paragraphs go into osmem-server (index ``squad``), and again witho
 questions' gold paragraphs (``squad-removed``: no right answer exists, unless another paragraph
 holds it). Each question runs through answerbox over HTTP (``_search``), per pipeline:
 
-- ``extractive``: ``retrieval_evaluator`` top 10 with rerank, then ``cited_answer`` with no LLM;
+- ``extractive``: ``retrieval_evaluator`` top 10 with rerank, then ``cited_answer``, served by an
+  answerbox with no LLM configured (so CRAG's keyword rewrite takes the question's own words, as
+  in the calibrator's fit; the other pipelines' answerbox has the local LLM);
 - ``embedded``: the embedded default's pipeline (``answerbox.embedded.SAMPLE_PIPELINE``), local LLM;
 - ``readme``: the README's admin pipeline, local LLM;
 - ``embedded-before`` / ``readme-before``: those two as they were before answers had a
@@ -255,12 +257,22 @@ def main(argv: Sequence[str] | None = None) -> None:
             osmem = stack.enter_context(OsmemServer.start(japanese=False))
             index_with_titles(client, osmem.url, paragraphs, SQUAD_INDEX)
             index_with_titles(client, osmem.url, [p for p in paragraphs if p.id not in gone], REMOVED_INDEX)
-            llm_url = (
-                stack.enter_context(local_llm(free_port())) if any(n != "extractive" for n in args.pipelines) else None
-            )
-            llm = {"base_url": llm_url, "model": "smollm2"} if llm_url else {}
-            url = stack.enter_context(serve(create_app(Settings.load(opensearch={"url": osmem.url}, llm=llm))))
+            served: dict[bool, str] = {}
+
+            def answerbox(with_llm: bool) -> str:
+                """answerbox's URL, with the local LLM or with none configured (started once each)."""
+                if with_llm not in served:
+                    llm: dict[str, Any] = {}
+                    if with_llm:
+                        llm = {"base_url": stack.enter_context(local_llm(free_port())), "model": "smollm2"}
+                    app = create_app(Settings.load(opensearch={"url": osmem.url}, llm=llm))
+                    served[with_llm] = stack.enter_context(serve(app))
+                return served[with_llm]
+
             for name in args.pipelines:
+                # "No LLM" is a property of the deployment, not only of cited_answer: with one
+                # configured, CRAG's keyword rewrite would ask it (the fit's rows had none).
+                url = answerbox(with_llm=name != "extractive")
                 client.put(f"{url}/_search/pipeline/{name}", json=by_pipeline[name]).raise_for_status()
                 client.post(
                     f"{url}/{SQUAD_INDEX}/_search", params={"search_pipeline": name}, json=match_body("warm up")

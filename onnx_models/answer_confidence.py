@@ -299,6 +299,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # The model the rows are keyed by is the one served: both come from these two arguments.
     served = {"dir": args.model_dir, "variant": args.variant}
     rows = rows_dir(args.model_dir, args.variant)
+    # CRAG's keyword rewrite asks the LLM where one is configured, else takes the question's words:
+    # the snippets' rows belong to one or the other.
+    snippet_rows_dir = rows / f"rewrite-{args.llm_model}" if args.rewrite_llm else rows
     log.info(
         "%d paragraphs; %d held-out questions (%d with their gold removed, %d with the LLM)",
         *(len(paragraphs), len(questions), len(removed_sample), len(llm_questions)),
@@ -309,13 +312,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         index_with_titles(client, osmem.url, paragraphs, "all")
         index_with_titles(client, osmem.url, [p for p in paragraphs if p.id not in gone], "removed")
-        with answerbox(osmem.url, None, None, "extractive", served) as url:
-            answer_of(client, url, "all", "warm up")
-            answerable = collect("answerable", client, url, "all", questions, rows)
-            removed = collect("removed", client, url, "removed", [q for _, q in removed_sample], rows)
-        generated: list[Row] = []
-        if llm_questions:
+        llm_url = None
+        if llm_questions or args.rewrite_llm:
             llm_url = args.llm_url or stack.enter_context(local_llm(free_port()))
+        rewrite_url = llm_url if args.rewrite_llm else None
+        with answerbox(osmem.url, rewrite_url, args.llm_model, "extractive", served) as url:
+            answer_of(client, url, "all", "warm up")
+            answerable = collect("answerable", client, url, "all", questions, snippet_rows_dir)
+            removed = collect("removed", client, url, "removed", [q for _, q in removed_sample], snippet_rows_dir)
+        generated: list[Row] = []
+        if llm_url is not None and llm_questions:
             with answerbox(osmem.url, llm_url, args.llm_model, "generative", served) as url:
                 generated = collect("generative", client, url, "all", llm_questions, rows)
 
@@ -346,6 +352,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "l2": args.l2,
         "dropped": args.drop,
         "pipeline": pipeline("extractive"),
+        "keyword_rewrite": f"the LLM ({args.llm_model})" if args.rewrite_llm else "the question's own words (no LLM)",
         "right": "the answer contains a gold answer (SQuAD normalisation)",
         "no_span": unanswered,
         "extractive_cv": {
@@ -365,6 +372,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "across_files": across_files(snippet_rows, file_of, args.l2, args.drop),
         },
         "seconds_p50": round(float(np.median([r["seconds"] for r in answerable])), 4),
+        # CRAG's corrective search, and the keyword rewrite before it, run mostly here.
+        "removed_seconds_p50": round(float(np.median([r["seconds"] for r in removed])), 4) if removed else None,
     }
     # The snippet's confidence as serving computes it now that the extractive model is fitted
     # (the generative rows were collected beside the same snippet, on the same index).
@@ -415,6 +424,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--llm-url", default=None, help="an OpenAI-compatible /v1 URL (default: the local LLM, started here)"
     )
     parser.add_argument("--llm-model", default="smollm2")
+    parser.add_argument(
+        "--rewrite-llm",
+        action="store_true",
+        help="the extractive rows with the LLM configured, so CRAG's keyword rewrite asks it (as a pipeline "
+        "served with an LLM does); without it the rewrite takes the question's own words",
+    )
     parser.add_argument("--min-generative", type=int, default=15, help="held-up LLM answers needed to fit their model")
     parser.add_argument("--precision", type=float, default=0.85)
     parser.add_argument(

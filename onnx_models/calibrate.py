@@ -158,14 +158,18 @@ def calibrate(args: argparse.Namespace) -> ModelManifest:
     lower = float(np.quantile(best_scores_holding_answer(pairs, scores), 1 - args.lower_recall))
     support_lower = float(np.quantile(scores[relevant], 1 - args.lower_recall))
     theta = lowest_threshold_with_precision(z, relevant, args.theta_precision)
-    manifest = ModelManifest.load(args.model_dir).replace(
+    manifest = ModelManifest.load(args.model_dir)
+    manifest = manifest.replace(
         theta=round(theta, 4),
         crag_upper=round(upper, 4),
         crag_lower=round(lower, 4),
         support_lower=round(support_lower, 4),
         score_scale=round(scale, 6),
         score_offset=round(offset, 6),
+        # The later steps' records (rerank_fusion, span_cover, answer_confidence) stay: a rerun of
+        # this step alone rewrites its own keys, not theirs.
         calibration={
+            **manifest.calibration,
             "data": [f"squad_shifts/{name}" for name in args.files],
             "holdout": args.holdout,
             "variant": args.variant,

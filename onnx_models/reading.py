@@ -1,5 +1,5 @@
-"""The reader's EM, F1, contains-gold and spans cut short on SQuAD-format questions, each read
-against its gold paragraph.
+"""The reader's EM, F1, contains-gold, spans cut short and spans across a sentence end on
+SQuAD-format questions, each read against its gold paragraph.
 
 Shared by ``bench/reader_eval.py`` (dev questions) and ``onnx_models/select_average.py`` (held-out
 training articles), so checkpoints are chosen on exactly what the bench measures. Goes
@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from answerbox.models import Models, ReaderSpan
+from answerbox.processors.text.sentences import sentence_spans
 
 from onnx_models.squad import Paragraph, Question, contains_gold, cut_short, exact_match, f1_score
 
@@ -57,4 +58,6 @@ def measure(said: Sequence[tuple[str, Sequence[str]]]) -> dict[str, float]:
         "cut_short": percent(cut_short),  # inside a gold answer, holding none
         "no_answer_share": round(sum(text == "" for text, _ in said) / n, 4),
         "words": round(sum(len(text.split()) for text, _ in said) / n, 2),
+        # The reader does not see sentences: a wide span can run across a sentence end.
+        "across_sentences": percent(lambda text, _: len(sentence_spans(text)) > 1),
     }

@@ -127,7 +127,7 @@ class QueryExpansionReport(BaseModel):
 class CorrectiveReport(BaseModel):
     index: str | None
     keywords: list[str]
-    keywords_source: Literal["llm", "fallback"]
+    keywords_source: Literal["llm", "fallback", "question"]
     scores: list[HitScore] = []
 
 

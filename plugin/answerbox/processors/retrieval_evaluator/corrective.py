@@ -2,10 +2,13 @@
 
 The question is rewritten into keywords by the paper's prompt (Table 7); when the LLM
 fails or answers nothing usable, :func:`fallback_keywords` stands in, so a corrective
-search always runs. The keywords go into a ``multi_match`` (never ``query_string``: model
-text must not inject query syntax) against another index or alias, broadened with
-``operator: or`` and fuzziness, or both. It runs within the caller's scope (filters,
-``post_filter``, ``_source``): it may look elsewhere, but not past what the caller may see.
+search always runs. ``keywords: question`` takes the question's own words without asking the
+LLM: with a small LLM its keywords found no more answers and doubled the corrective search's
+time (onnx_models/LOG.md, *The keyword rewrite with a small LLM*). The keywords go into a
+``multi_match`` (never ``query_string``: model text must not inject query syntax) against
+another index or alias, broadened with ``operator: or`` and fuzziness, or both. It runs
+within the caller's scope (filters, ``post_filter``, ``_source``): it may look elsewhere, but
+not past what the caller may see.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class CorrectiveSearchConfig(BaseModel):
     operator: Literal["or", "and"] = "or"
     fuzziness: str | None = "AUTO"
     size: int = Field(default=10, ge=1, le=100)
+    keywords: Literal["llm", "question"] = "llm"  # the paper's LLM rewrite, or the question's own words
     prompt: Override[str | None] = None  # replaces the Table 7 template text
     max_tokens: LLMTokens = Field(default=32, ge=1, le=256)
     llm_timeout_s: float | None = Field(default=None, gt=0)  # None: the LLM's; capped at half the processor's time left
@@ -54,7 +58,7 @@ class CorrectiveSearchConfig(BaseModel):
 @dataclass(frozen=True, slots=True)
 class Rewrite:
     keywords: tuple[str, ...]
-    source: Literal["llm", "fallback"]
+    source: Literal["llm", "fallback", "question"]
     failure: str | None = None  # why the LLM's keywords were not used
 
     @property
@@ -65,6 +69,8 @@ class Rewrite:
 async def rewrite_question(
     llm: LLMClient, prompt: Prompt, question: str, config: CorrectiveSearchConfig, timeout_s: float
 ) -> Rewrite:
+    if config.keywords == "question":
+        return Rewrite(tuple(fallback_keywords(question)), "question")
     structured = await llm.structured(timeout_s=timeout_s)
     # One line keeps a question's own line breaks from posing as extra prompt examples.
     rendered = prompt.render(question=" ".join(question.split()), json=structured)

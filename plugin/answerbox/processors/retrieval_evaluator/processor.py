@@ -35,9 +35,10 @@ unchanged.
 Config (defaults in brackets): ``top_n`` [10]; ``text_fields`` [every top-level string
 field of ``_source``]; ``upper`` / ``lower`` [the manifest's]; ``sentences_per_strip`` [3],
 ``strips_top_k`` [5], ``strip_threshold`` [-0.5] (CRAG's refinement); ``corrective``
-[same target, ``operator: or``, ``fuzziness: AUTO``; ``null``: none, and Incorrect only
-discards]; ``rerank`` [false], ``fusion_weight`` [the manifest's], ``keep_previous_score``
-[true], ``drop_below_lower`` [false].
+[same target, ``operator: or``, ``fuzziness: AUTO``, ``keywords: llm`` (``question``: the
+question's own words, no LLM call); ``null``: none, and Incorrect only discards];
+``rerank`` [false], ``fusion_weight`` [the manifest's], ``keep_previous_score`` [true],
+``drop_below_lower`` [false].
 
 Failures degrade the knowledge, never the hits: an evaluator failure leaves the response
 as it came (with a warning); an LLM failure during the rewrite falls back to keywords

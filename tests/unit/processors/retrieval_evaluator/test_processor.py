@@ -231,6 +231,22 @@ def test_llm_down_during_rewrite_still_runs_the_corrective_search(reply: Reply, 
     ]
 
 
+def test_keywords_from_the_question_ask_the_llm_nothing() -> None:
+    clock = FakeClock()
+    services = _services(KEYWORDS, clock=clock)
+    backend = ScriptedBackend(lambda body: [hit("everest")])
+    processor = _evaluator(services, corrective={"index": "wiki", "fuzziness": None, "keywords": "question"})
+    request, ctx = _context(EVEREST_Q, backend=backend, clock=clock, seconds=16, index="news")
+    run_on(clock, processor.process_response(request, response_of([hit("budget")]), ctx))
+    retrieval = _retrieval(ctx)
+    assert services.llm.calls == []
+    assert retrieval.corrective is not None
+    assert retrieval.corrective.keywords_source == "question"
+    assert retrieval.corrective_query == "first recorded ascent Mount Everest"
+    assert retrieval.knowledge == [strip("everest", "The first recorded", "in 1953.", 0.7)]
+    assert ctx.report.warnings == []
+
+
 async def test_ambiguous_verdict_keeps_both_sets_without_duplicates() -> None:
     services = _services("Nile, countries, cross")
     # The corrective search on the same index finds the Nile again (left out) and Everest.
