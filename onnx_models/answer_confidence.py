@@ -39,7 +39,8 @@ Five-fold cross-validated probabilities choose the thresholds:
   with no LLM rows it stays 1 (the LLM is always asked).
 
 The record (``calibration.answer_confidence``) also says what a shift of domain costs: the
-snippet model fitted on one training file and applied to the other (``across_files``).
+snippet model fitted on one training file and applied to the other (``across_files``); and how
+far the pooled fit is off on each kind of question (``by_kind``).
 
 The pipeline serves ``--model-dir``'s ``--variant``, the model the fit is written to. Rows are kept in
 ``$ANSWERBOX_DATA_DIR/answer_confidence/KEY/*.jsonl``, KEY a digest of that model and of the
@@ -255,6 +256,18 @@ def across_files(
     return found
 
 
+def by_kind(rows: Sequence[Row], cv: Sequence[float]) -> dict[str, dict[str, float]]:
+    """Per kind of question, the cross-validated confidence's ECE and how far its mean overshoots
+    the share right: the pooled fit can be right overall yet low on the answerable questions and
+    high where the paragraph is gone, when its features do not tell the two apart."""
+    found = {}
+    for kind in sorted({r["kind"] for r in rows}):
+        p = [float(c) for r, c in zip(rows, cv, strict=True) if r["kind"] == kind]
+        right = [bool(r["right"]) for r in rows if r["kind"] == kind]
+        found[kind] = {"ece": round(ece(p, right), 4), "overconfidence": round(float(np.mean(p) - np.mean(right)), 4)}
+    return found
+
+
 def skip_threshold(
     snippets: dict[str, tuple[float, bool]], generated: Sequence[tuple[Row, float]]
 ) -> tuple[float, dict[str, Any]]:
@@ -369,6 +382,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "wilson_z": args.z,
             "point_estimate_threshold": point_estimate,
             "at_point_estimate": answered_at(answerable_confidence, answerable_right, point_estimate),
+            "by_kind": by_kind(snippet_rows, list(cv)),
             "across_files": across_files(snippet_rows, file_of, args.l2, args.drop),
         },
         "seconds_p50": round(float(np.median([r["seconds"] for r in answerable])), 4),
