@@ -334,7 +334,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             answerable = collect("answerable", client, url, "all", questions, snippet_rows_dir)
             removed = collect("removed", client, url, "removed", [q for _, q in removed_sample], snippet_rows_dir)
         generated: list[Row] = []
-        if llm_url is not None and llm_questions:
+        if llm_questions:
             with answerbox(osmem.url, llm_url, args.llm_model, "generative", served) as url:
                 generated = collect("generative", client, url, "all", llm_questions, rows)
 
