@@ -31,7 +31,7 @@ from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRe
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.resolver import PipelineResolver
-from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.scope import SCOPE_PARAMS, ScopedSearch, SearchScope
 from answerbox.query_text import question_of
 
 __all__ = ["MsearchLine", "SearchEngine", "SearchRun"]
@@ -273,7 +273,8 @@ class SearchEngine:
             run, error = None, None
             if line.pipeline is not None:
                 try:
-                    run = self._start(line.pipeline, index=line.index, body=line.body, params=params, caller=caller)
+                    scoped = {**params, **_header_scope(line.header)}
+                    run = self._start(line.pipeline, index=line.index, body=line.body, params=scoped, caller=caller)
                 except AnswerboxError as exc:
                     error = exc.to_body()
             runs.append(run)
@@ -358,6 +359,16 @@ class SearchEngine:
 def _header_pipeline(header: JSON) -> dict[str, str]:
     value = header.get("search_pipeline")
     return {"search_pipeline": value} if isinstance(value, str) else {}
+
+
+def _header_scope(header: JSON) -> dict[str, str]:
+    """A line header's parameters that narrow what the line sees (``routing``, ``preference``, ...):
+    its run's own searches must keep them, as they keep the URL's."""
+    return {
+        name: str(value).lower() if isinstance(value, bool) else str(value)
+        for name, value in header.items()
+        if name in SCOPE_PARAMS and isinstance(value, str | bool | int)
+    }
 
 
 def _line_index(header: JSON, path_index: str | None) -> str | None:

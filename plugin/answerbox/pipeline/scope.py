@@ -4,14 +4,14 @@ A processor's own searches (the PRF search, CRAG's corrective search, a chain's 
 queries) must never read more than the caller's search could. ``ScopedSearch`` carries
 everything that narrows that search — the caller's credentials, the OpenSearch-side
 pipeline, every restriction of the query wherever it stands (``restriction.py``), the URL's
-``q``, ``post_filter``, ``routing``/``preference`` and the like, and ``_source`` filtering —
+``q``, ``post_filter``, ``routing``/``preference`` and the like, and ``_source`` filtering of
+the body and the URL (``source_filter.py``) —
 to every target, so no processor can forget one of them. A search whose restrictions a filter
 cannot carry (``min_score``) gives its processors no searches at all: ``OutOfScope``.
 """
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,13 +20,14 @@ from answerbox.digest import json_digest
 from answerbox.errors import OutOfScope
 from answerbox.opensearch import JSON, Caller, SearchBackend
 from answerbox.pipeline.restriction import Unscopable, restriction_of
+from answerbox.pipeline.source_filter import SourceFilter, covers
 from answerbox.query_text import question_of
 
-__all__ = ["ScopedSearch", "SearchScope"]
+__all__ = ["SCOPE_PARAMS", "ScopedSearch", "SearchScope"]
 
 # Search parameters that decide which documents a search sees; each only ever narrows a
 # search, of any target (routing to a shard of another index reads no more than all of it).
-_SCOPE_PARAMS = ("routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices")
+SCOPE_PARAMS = ("routing", "preference", "expand_wildcards", "ignore_unavailable", "allow_no_indices")
 # The URL's Lucene query and its options: kept whole, as a filter (its text may hold a filter).
 _Q_PARAMS = {
     "df": "default_field",
@@ -34,14 +35,6 @@ _Q_PARAMS = {
     "analyzer": "analyzer",
     "lenient": "lenient",
 }
-
-
-def _patterns(value: Any) -> tuple[str, ...] | None:
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list):
-        return tuple(str(v) for v in value)
-    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,7 +51,8 @@ class SearchScope:
     restriction: JSON | None = None
     unscopable: str | None = None
     post_filter: Any = None
-    # _source filtering: False hides every field; includes None means all fields.
+    # _source filtering of the body and the URL together (``SourceFilter``): False hides every
+    # field; includes None means all fields.
     source_enabled: bool = True
     includes: tuple[str, ...] | None = None
     excludes: tuple[str, ...] = ()
@@ -73,26 +67,19 @@ class SearchScope:
         params: Mapping[str, str],
         native: JSON | None,
     ) -> SearchScope:
-        source = body.get("_source", True)
-        includes: tuple[str, ...] | None = None
-        excludes: tuple[str, ...] = ()
-        if isinstance(source, dict):
-            includes = _patterns(source.get("includes", source.get("include")))
-            excludes = _patterns(source.get("excludes", source.get("exclude"))) or ()
-        elif not isinstance(source, bool):
-            includes = _patterns(source)
+        source = SourceFilter.of(body, params)
         restriction, unscopable = _restriction(body, params)
         return cls(
             caller=caller,
             index=index,
             native=native,
-            params={name: params[name] for name in _SCOPE_PARAMS if name in params},
+            params={name: params[name] for name in SCOPE_PARAMS if name in params},
             restriction=restriction,
             unscopable=unscopable,
             post_filter=body.get("post_filter"),
-            source_enabled=source is not False,
-            includes=includes,
-            excludes=excludes,
+            source_enabled=source.enabled,
+            includes=source.includes,
+            excludes=source.excludes,
         )
 
     def readable(self, fields: Sequence[str] | None) -> list[str] | None:
@@ -101,7 +88,7 @@ class SearchScope:
             return []
         if fields is None or self.includes is None:
             return None if fields is None else list(fields)
-        return [f for f in fields if any(_covers(pattern, f) for pattern in self.includes)]
+        return [f for f in fields if any(covers(pattern, f) for pattern in self.includes)]
 
     def body(self, query: JSON, *, size: int, fields: Sequence[str] | None) -> JSON:
         """A search for ``query`` that sees no more than the caller's search."""
@@ -145,11 +132,6 @@ def _restriction(body: Mapping[str, Any], params: Mapping[str, str]) -> tuple[JS
         }
         restriction = lucene if restriction is None else {"bool": {"filter": [restriction, lucene]}}
     return restriction, None
-
-
-def _covers(pattern: str, field: str) -> bool:
-    # "_source": ["title"] shows "title.en" too, as OpenSearch's source filtering does.
-    return fnmatch.fnmatchcase(field, pattern) or field.startswith(pattern.rstrip("*").rstrip(".") + ".")
 
 
 class ScopedSearch:

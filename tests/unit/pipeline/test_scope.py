@@ -188,3 +188,43 @@ async def test_msearch_of_nothing_sends_nothing() -> None:
     backend = RecordingBackend()
     assert await _scoped(backend).msearch([], size=2, fields=None) == []
     assert backend.calls == []
+
+
+@pytest.mark.parametrize(
+    ("body", "params", "readable"),
+    [
+        ({}, {"_source": "false"}, []),
+        ({}, {"_source_excludes": "author,body.*"}, ["title", "title.en", "body.text", "author"]),
+        ({}, {"_source_includes": "title"}, ["title", "title.en"]),
+        ({"_source": ["title", "author"]}, {"_source_includes": "author,body.*"}, ["author"]),
+        ({"_source": {"excludes": ["title"]}}, {"_source": "title,author"}, ["title", "title.en", "author"]),
+        ({"stored_fields": "_none_"}, {}, []),
+        ({"stored_fields": ["title"]}, {}, []),
+        ({"stored_fields": ["title"], "_source": ["title"]}, {}, ["title", "title.en"]),
+        ({}, {"stored_fields": "title"}, []),
+    ],
+    ids=[
+        "url_false",
+        "url_excludes",
+        "url_includes",
+        "both_includes_narrowed",
+        "body_excludes_url_includes",
+        "stored_none",
+        "stored_fields_without_source",
+        "stored_fields_with_source",
+        "url_stored_fields",
+    ],
+)
+def test_the_url_and_stored_fields_narrow_what_a_processor_may_read(
+    body: JSON, params: dict[str, str], readable: list[str]
+) -> None:
+    scope = _scope(body, params=params)
+    assert scope.readable(["title", "title.en", "body.text", "author"]) == readable
+
+
+def test_excludes_of_the_body_and_the_url_both_reach_the_processors_search() -> None:
+    scope = _scope({"_source": {"excludes": ["title"]}}, params={"_source_excludes": "author,body.*"})
+    assert scope.body(QUERY, size=3, fields=None)["_source"] == {
+        "includes": ["*"],
+        "excludes": ["title", "author", "body.*"],
+    }
