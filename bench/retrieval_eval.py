@@ -168,7 +168,9 @@ def _run_bm25(client: httpx.Client, answerbox: str, sample: list[Question]) -> N
 def _repeat_rank(client: httpx.Client, osmem: str, q: Question, expansion: str, weight: int = 5) -> int | None:
     body = _body(q.text)
     if expansion:
-        replace_text_clauses(body, lambda clause: expanded_clause(clause, expansion, weight=weight, combine="repeat"))
+        replace_text_clauses(
+            body, q.text, lambda clause: expanded_clause(clause, expansion, weight=weight, combine="repeat")
+        )
     return _rank(_ids(client.post(f"{osmem}/{INDEX}/_search", json=body)), q.gold)
 
 
@@ -313,7 +315,7 @@ def _overhead(client: httpx.Client, answerbox: str, sample: list[Question], meth
     processor: list[float] = []
     for q in sample:
         expanded = _body(q.text)
-        replace_text_clauses(expanded, functools.partial(_bool_clause, expansion=expansions[q.id]))
+        replace_text_clauses(expanded, q.text, functools.partial(_bool_clause, expansion=expansions[q.id]))
         for name, path, body in (
             ("plain", f"{INDEX}/_search", _body(q.text)),
             ("same query", f"{INDEX}/_search", expanded),

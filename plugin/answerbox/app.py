@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
 from opensearchpy import AsyncConnection
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from answerbox.config import Settings
-from answerbox.doctor import Doctor, health_body
+from answerbox.doctor import Doctor
 from answerbox.errors import AnswerboxError, error_body
 from answerbox.http.memory import MemoryAPI
+from answerbox.http.monitoring import Monitoring
 from answerbox.http.passthrough import Passthrough
 from answerbox.http.pipelines import PipelineAPI
 from answerbox.http.search import SearchHandler
@@ -60,11 +60,10 @@ class Transports:
 
 @dataclass
 class _State:
-    doctor: Doctor
+    monitoring: Monitoring
     passthrough: Passthrough
     clients: OpenSearchClients
     services: Services
-    stats: PipelineStats
     search: SearchHandler
     stream: AnswerStream
     pipelines: PipelineAPI
@@ -94,12 +93,12 @@ def _build_state(settings: Settings, registry: ProcessorRegistry, transports: Tr
     memory = Memory(settings.memory, clients)
     engine = SearchEngine(resolver=resolver, backend=clients.search, memory=memory, settings=settings)
     warm_up = WarmUp(store=store, resolver=resolver)
+    doctor = Doctor(settings, clients, services, resolver.build, warm_up=warm_up)
     return _State(
-        doctor=Doctor(settings, clients, services, resolver.build, warm_up=warm_up),
+        monitoring=Monitoring(doctor=doctor, stats=stats, identities=memory.identities),
         passthrough=passthrough,
         clients=clients,
         services=services,
-        stats=stats,
         search=SearchHandler(engine=engine, passthrough=passthrough, settings=settings),
         stream=AnswerStream(engine=engine, settings=settings),
         pipelines=PipelineAPI(store=store, resolver=resolver, limits=settings.limits),
@@ -157,16 +156,15 @@ async def _stream(request: Request) -> Response:
 
 
 async def _stats(request: Request) -> Response:
-    return JSONResponse(_parts(request).stats.snapshot())
+    return await _parts(request).monitoring.stats(request)
 
 
 async def _health(request: Request) -> Response:
-    body, status = health_body(await _parts(request).doctor.examine())
-    return JSONResponse(body, status_code=status)
+    return await _parts(request).monitoring.health(request)
 
 
 async def _metrics(request: Request) -> Response:
-    return Response(generate_latest(_parts(request).stats.registry), media_type=CONTENT_TYPE_LATEST)
+    return await _parts(request).monitoring.metrics(request)
 
 
 def _memory_route(path: str, action: Callable[[MemoryAPI, Request], Awaitable[Response]], methods: list[str]) -> Route:

@@ -101,6 +101,9 @@ class Limits(_Section):
     max_processors: int = Field(default=16, ge=1)  # per pipeline, both phases together
     max_msearch_searches: int = Field(default=100, ge=1)
     max_prompt_chars: int = Field(default=4000, ge=1)  # llm_question, system_prompt, user_instructions
+    # The question a pipeline reads (llm_question, else the first query text, else ``q``): the
+    # models' time and the caches' memory grow with it.
+    max_question_chars: int = Field(default=4000, ge=1)
     max_context_size: int = Field(default=20, ge=1)  # generative_qa_parameters.context_size
     max_message_size: int = Field(default=50, ge=1)  # generative_qa_parameters.message_size
     max_llm_tokens: int = Field(default=1024, ge=1)  # any processor's max_tokens
@@ -115,9 +118,12 @@ class Limits(_Section):
     max_search_size: int = Field(default=1000, ge=1)
     # How long a request may take to send its body.
     body_timeout_s: float = Field(default=30.0, gt=0)
-    # Connections open at once (past it uvicorn answers 503) and an idle keep-alive's life.
+    # Connections open at once (past it uvicorn answers 503), an idle keep-alive's life, and the
+    # time a request's headers may take from the connection's opening (or the request's first
+    # byte): past it the connection is closed, so idle or trickling sockets cannot fill the limit.
     max_connections: int = Field(default=1000, ge=1)
     keep_alive_s: int = Field(default=5, ge=1)
+    header_timeout_s: float = Field(default=10.0, gt=0)
     # Whether a search's own (inline) pipeline may set prompt templates, few-shot examples and
     # the LLM model, as a stored one may: off, so that a caller who may only search cannot
     # turn the operator's LLM into a general one, nor run template code on the server.

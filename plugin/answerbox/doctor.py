@@ -9,9 +9,10 @@ the shared cache; the rights are probed by requests that change nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from answerbox import __version__
 from answerbox.config import Settings
@@ -27,9 +28,11 @@ from answerbox.shipped import shipped
 __all__ = ["Doctor", "Finding", "diagnose", "health_body"]
 
 Status = Literal["ok", "warn", "fail"]
-Build = Callable[[str, PipelineDefinition], object]
+Build = Callable[[str, PipelineDefinition], Awaitable[object]]
 _PROBE_ID = "_answerbox-doctor-probe"
 _TIMEOUT_S = 10.0
+_RECENT_S = 5.0  # how long the outbound checks' findings are shared: well under a probe's period
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,33 @@ class Finding:
     def line(self) -> str:
         fix = f" (fix: {self.fix})" if self.fix and self.status != "ok" else ""
         return f"[{self.status}] {self.check}: {self.detail}{fix}"
+
+
+class _Recent(Generic[T]):
+    """The last result of ``produce`` for ``ttl_s`` seconds, with at most one call of it in flight:
+    whoever asks meanwhile waits for that one."""
+
+    def __init__(self, produce: Callable[[], Awaitable[T]], ttl_s: float) -> None:
+        self._produce = produce
+        self._ttl_s = ttl_s
+        self._last: tuple[float, T] | None = None
+        self._running: asyncio.Future[T] | None = None
+
+    async def get(self) -> T:
+        if self._last is not None and time.monotonic() < self._last[0]:
+            return self._last[1]
+        if self._running is None:
+            self._running = asyncio.ensure_future(self._refresh())
+        # Shielded: a caller that hangs up does not cancel the round the others wait for.
+        return await asyncio.shield(self._running)
+
+    async def _refresh(self) -> T:
+        try:
+            value = await self._produce()
+            self._last = (time.monotonic() + self._ttl_s, value)
+            return value
+        finally:
+            self._running = None
 
 
 class Doctor:
@@ -62,26 +92,37 @@ class Doctor:
         self._services = services
         self._build = build
         self._warm_up = warm_up
+        self._outbound = _Recent(self._call_out, _RECENT_S)
 
     async def examine(self) -> list[Finding]:
-        """Every check, OpenSearch's first: the pipelines and rights are only asked of a cluster that answers."""
-        cluster = await self._opensearch()
-        found = [cluster]
-        if cluster.status == "ok":
-            found += [
-                await self._rights(self._settings.opensearch.pipeline_index),
-                await self._rights(self._settings.opensearch.cache_index),
-            ]
-            found.append(await self._pipelines())
+        """Every check, OpenSearch's first: the pipelines and rights are only asked of a cluster that answers.
+
+        The checks that call out (OpenSearch, the LLM) are shared for a few seconds, one round in
+        flight at a time: probes and health calls in a burst cost one round, not one each."""
+        cluster, llm = await self._outbound.get()
         if self._warm_up is not None and not self._warm_up.done:
             # The models are loading: a probe does not wait for them.
             return [
-                *found,
+                *cluster,
                 Finding("warm-up", "fail", "the stored pipelines' models are still loading", "wait"),
-                await self._llm(),
+                llm,
                 self._templates(),
             ]
-        return [*found, await self._llm(), await self._models(), self._templates()]
+        return [*cluster, llm, await self._models(), self._templates()]
+
+    async def _call_out(self) -> tuple[list[Finding], Finding]:
+        return await asyncio.gather(self._cluster(), self._llm())
+
+    async def _cluster(self) -> list[Finding]:
+        cluster = await self._opensearch()
+        if cluster.status != "ok":
+            return [cluster]
+        return [
+            cluster,
+            await self._rights(self._settings.opensearch.pipeline_index),
+            await self._rights(self._settings.opensearch.cache_index),
+            await self._pipelines(),
+        ]
 
     async def _opensearch(self) -> Finding:
         url = self._settings.opensearch.url
@@ -157,7 +198,7 @@ class Doctor:
         for hit in hits:
             try:
                 definition = PipelineDefinition.parse(hit["_source"]["definition"])
-                self._build(hit["_id"], definition)
+                await self._build(hit["_id"], definition)
             except (AnswerboxError, KeyError, TypeError, ValueError) as exc:
                 broken.append(f"{hit['_id']} ({getattr(exc, 'reason', exc)})")
         if broken:
@@ -248,8 +289,8 @@ async def diagnose(settings: Settings) -> list[Finding]:
     services = Services.create(settings, clients.service)
     registry = default_registry()
 
-    def build(pipeline_id: str, definition: PipelineDefinition) -> object:
-        return registry.build(pipeline_id, definition, services, PipelineStats(), inline=False)
+    async def build(pipeline_id: str, definition: PipelineDefinition) -> object:
+        return await registry.build(pipeline_id, definition, services, PipelineStats(), inline=False)
 
     try:
         return await Doctor(settings, clients, services, build).examine()
@@ -263,9 +304,11 @@ async def diagnose(settings: Settings) -> list[Finding]:
 _ESSENTIAL = ("opensearch", "rights on", "templates", "warm-up")
 
 
-def health_body(findings: list[Finding]) -> tuple[dict[str, Any], int]:
+def health_body(findings: list[Finding], *, details: bool) -> tuple[dict[str, Any], int]:
     """``GET /_answerbox/health``: red (503, not ready) when an essential check failed; yellow when
-    any other failed or warned (the answers degrade, the searches run); else green."""
+    any other failed or warned (the answers degrade, the searches run); else green. Without
+    ``details`` (a caller OpenSearch has not authenticated) each check is its name and status:
+    the details name OpenSearch's address, the directories and the stored pipelines."""
     essential = [f for f in findings if f.check.startswith(_ESSENTIAL)]
     statuses = {f.status for f in findings}
     status = "red" if any(f.status == "fail" for f in essential) else "yellow" if statuses != {"ok"} else "green"
@@ -273,6 +316,6 @@ def health_body(findings: list[Finding]) -> tuple[dict[str, Any], int]:
         "status": status,
         "version": __version__,
         "contract_version": CONTRACT_VERSION,
-        "checks": [asdict(f) for f in findings],
+        "checks": [asdict(f) if details else {"check": f.check, "status": f.status} for f in findings],
     }
     return body, 503 if status == "red" else 200

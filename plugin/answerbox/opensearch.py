@@ -18,7 +18,9 @@ from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
 from answerbox.config import OpenSearchSettings
+from answerbox.digest import json_digest
 from answerbox.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from answerbox.ttl_cache import TTLCache
 
 __all__ = ["JSON", "Caller", "OpenSearchClients", "SearchBackend", "ensure_index", "translate", "with_pipeline"]
 
@@ -26,6 +28,11 @@ __all__ = ["JSON", "Caller", "OpenSearchClients", "SearchBackend", "ensure_index
 _CREDENTIAL_HEADERS = ("authorization", "cookie", "securitytenant", "x-opaque-id")
 
 JSON = dict[str, Any]
+
+# Alias lookups, keyed by caller and target: bounded, so invented targets cannot grow memory;
+# brief, so a filter an administrator adds to an alias binds within seconds.
+_MAX_ALIASES_CACHED = 4096
+_ALIASES_CACHE_S = 5.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +104,7 @@ class SearchBackend:
 
     def __init__(self, client: AsyncOpenSearch) -> None:
         self._client = client
+        self._aliases: TTLCache[JSON] = TTLCache(_MAX_ALIASES_CACHED, _ALIASES_CACHE_S)
 
     async def search(
         self, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, pipeline: JSON | None = None
@@ -109,6 +117,19 @@ class SearchBackend:
             )
         )
         return result
+
+    async def aliases(self, *, index: str, params: Mapping[str, str], caller: Caller) -> JSON:
+        """``GET /{index}/_alias`` as the caller: each index ``index`` resolves to (``params``:
+        how it resolves, as the caller's search resolves it), with all its aliases; cached briefly
+        per caller, target and parameters. The caller's credentials decide what it may see of them."""
+        key = json_digest([caller.credentials, index, dict(params)])
+        found = self._aliases.get(key)
+        if found is None:
+            found = await translate(
+                self._client.indices.get_alias(index=index, params=dict(params), headers=caller.as_dict())
+            )
+            self._aliases.put(key, found)
+        return found
 
     async def msearch(
         self,

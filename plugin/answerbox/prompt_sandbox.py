@@ -13,9 +13,17 @@ small text is bounded *before* it runs, from the sizes of its operands:
 - filters: those that take a width (``center``, ``indent``, ``wordwrap``, ``format``) or pad
   (``batch``, ``slice``) are gone, ``join`` and ``replace`` are bounded as above, and every
   filter's inputs are bounded;
+- the ``sum`` filter adds numbers only: a list or tuple ``start`` concatenates, one C call
+  whose time grows with the square of the items;
 - what a template outputs, before it becomes text.
 
-A refusal is a ``SecurityError``; ``Prompt.render`` turns it into a 400.
+A class is never reached through: an attribute of a type (``dict.fromkeys``), or a method bound
+to one (``{}.fromkeys``), is an alternate constructor or unbound method, one C call that
+nothing above weighs.
+
+A refusal is a ``SecurityError``; ``Prompt.render`` turns it into a 400. What none of this
+foresees (one more long C call) would still hold this process's interpreter lock: an override
+therefore renders in its own process, capped in memory and wall time (``prompt_worker``).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import re
 import sys
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, ValuesView
 from contextvars import ContextVar
 from functools import wraps
 from typing import Any
@@ -33,10 +41,20 @@ from typing import Any
 import jinja2
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
+from jinja2.filters import sync_do_sum
 from jinja2.nodes import Concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-__all__ = ["MAX_INT_BITS", "MAX_VALUE_CHARS", "BoundedSandbox", "RenderTimeout", "request_render_budget", "time_budget"]
+__all__ = [
+    "MAX_INT_BITS",
+    "MAX_VALUE_CHARS",
+    "BoundedSandbox",
+    "RenderTimeout",
+    "budget_of",
+    "request_render_budget",
+    "spend",
+    "time_budget",
+]
 
 # The largest string, sequence or rendered value a template may make: a prompt's own limit.
 MAX_VALUE_CHARS = 200_000
@@ -87,6 +105,19 @@ def request_render_budget(seconds: float) -> Iterator[None]:
         _REQUEST_BUDGET.reset(token)
 
 
+def budget_of(seconds: float) -> float:
+    """``seconds``, or what is left of the running request's render budget where that is less."""
+    request = _REQUEST_BUDGET.get()
+    return seconds if request is None else min(seconds, request.left)
+
+
+def spend(seconds: float) -> None:
+    """Count ``seconds`` of rendering (here, or in the prompt worker) against the running request's budget."""
+    request = _REQUEST_BUDGET.get()
+    if request is not None:
+        request.left -= seconds
+
+
 @contextlib.contextmanager
 def time_budget(seconds: float) -> Iterator[None]:
     """Stop the template code running in this thread once it has used ``seconds`` of CPU, or
@@ -96,9 +127,7 @@ def time_budget(seconds: float) -> Iterator[None]:
     there, which no template loop can avoid. CPU time of this thread, not wall time: on a
     busy machine a prompt may wait for the CPU longer than it takes to render. The previous
     trace function comes back after."""
-    request = _REQUEST_BUDGET.get()
-    if request is not None:
-        seconds = min(seconds, request.left)
+    seconds = budget_of(seconds)
     started = time.thread_time()
     deadline = started + seconds
 
@@ -115,8 +144,7 @@ def time_budget(seconds: float) -> Iterator[None]:
         yield
     finally:
         sys.settrace(previous)
-        if request is not None:
-            request.left -= time.thread_time() - started
+        spend(time.thread_time() - started)
 
 
 def _weight(value: Any, seen: dict[int, int] | None = None) -> int:
@@ -128,7 +156,7 @@ def _weight(value: Any, seen: dict[int, int] | None = None) -> int:
         return 5
     if isinstance(value, int):
         return value.bit_length() // 3 + 1
-    if not isinstance(value, list | tuple | set | frozenset | dict):
+    if not isinstance(value, list | tuple | set | frozenset | dict | KeysView | ValuesView | ItemsView):
         return 16
     seen = {} if seen is None else seen
     if id(value) not in seen:
@@ -211,6 +239,16 @@ def _joined_size(separator: str, items: Any) -> int:
     return _weight(items) + len(separator) * len(items)
 
 
+@jinja2.pass_environment
+def _sum_of_numbers(
+    environment: jinja2.Environment, iterable: Iterable[Any], attribute: str | int | None = None, start: Any = 0
+) -> Any:
+    """``sum`` with a number to start from: items that are not numbers then fail at the first one."""
+    if not isinstance(start, int | float):
+        raise SecurityError("the filter sum adds numbers only")
+    return sync_do_sum(environment, iterable, attribute, start)
+
+
 def _bounded_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` with its inputs bounded first; ``join`` and ``replace`` with their results."""
 
@@ -260,12 +298,18 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         for name in _REMOVED_FILTERS:
             del self.filters[name]
         self.globals.pop("lipsum", None)
+        self.filters["sum"] = _sum_of_numbers
         self.filters = {name: _bounded_filter(name, function) for name, function in self.filters.items()}
 
     @staticmethod
     def _finalize(value: Any) -> Any:
         _check(_weight(value), "an output")
         return value
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        if isinstance(obj, type) or isinstance(getattr(value, "__self__", None), type):
+            return False
+        return bool(super().is_safe_attribute(obj, attr, value))
 
     def bounded_concat(self, values: tuple[Any, ...]) -> str:
         _check(sum(_weight(v) for v in values), "joining with ~")

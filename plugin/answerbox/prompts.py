@@ -6,6 +6,12 @@ huge value, and a missing variable is an error. Template text and rendered size 
 and a render that runs past its CPU budget (a loop nested in a loop) is stopped. An
 override is compiled without a loader: it can include nothing. A refused or failing
 template is a ConfigError (400) that names the prompt, never a path on the server.
+
+The shipped templates are trusted: they render here, in well under a millisecond. An
+override is compiled here only to find its syntax errors when it is defined; it renders in
+the prompt worker (``prompt_worker``), a process of its own where a C call the sandbox does
+not foresee can stall nothing else. So the event loop renders with ``Prompt.arender``; the
+synchronous ``Prompt.render`` is for a shipped template (and is what the worker runs).
 """
 
 from __future__ import annotations
@@ -18,9 +24,18 @@ import jinja2
 from jinja2.exceptions import SecurityError
 
 from answerbox.errors import ConfigError
-from answerbox.prompt_sandbox import MAX_VALUE_CHARS, BoundedSandbox, RenderTimeout, time_budget
+from answerbox.prompt_sandbox import MAX_VALUE_CHARS, BoundedSandbox, RenderTimeout, budget_of, time_budget
+from answerbox.prompt_worker import PromptWorker
 
-__all__ = ["MAX_RENDERED_CHARS", "MAX_TEMPLATE_CHARS", "RENDER_BUDGET_S", "Prompt", "PromptLibrary", "oneline"]
+__all__ = [
+    "MAX_RENDERED_CHARS",
+    "MAX_TEMPLATE_CHARS",
+    "RENDER_BUDGET_S",
+    "Prompt",
+    "PromptLibrary",
+    "oneline",
+    "prompt_environment",
+]
 
 MAX_TEMPLATE_CHARS = 20_000
 MAX_RENDERED_CHARS = MAX_VALUE_CHARS
@@ -41,15 +56,41 @@ def oneline(text: Any) -> str:
     return " ".join(str(text).split())
 
 
-class Prompt:
-    """One compiled template with the hash of its source (part of cache keys)."""
+def prompt_environment(loader: jinja2.BaseLoader | None = None) -> BoundedSandbox:
+    """The sandbox prompts compile in, here and in the prompt worker. ``loader`` is for the
+    shipped templates: a pipeline's own text includes, imports and extends nothing."""
+    environment = BoundedSandbox(loader)
+    # Text from documents (and from the reader's spans) goes into prompts through this filter:
+    # on one line, it cannot start a line that poses as a new block, a question or an answer
+    # of the prompt's own format.
+    environment.filters["oneline"] = oneline
+    return environment
 
-    def __init__(self, name: str, template: jinja2.Template, source: str) -> None:
+
+class Prompt:
+    """One compiled template with the hash of its source (part of cache keys). With a
+    ``worker``, an override: it renders there, never in this process."""
+
+    def __init__(
+        self, name: str, template: jinja2.Template, source: str, *, worker: PromptWorker | None = None
+    ) -> None:
         self.name = name
         self._template = template
+        self._source = source
+        self._worker = worker
         self.sha256 = hashlib.sha256(source.encode()).hexdigest()
 
+    async def arender(self, **variables: Any) -> str:
+        """What ``render`` makes, without holding up the event loop: a shipped template renders
+        here, an override in the prompt worker (``variables`` then plain data, or models)."""
+        if self._worker is None:
+            return self.render(**variables)
+        return await self._worker.render(self.name, self._source, variables, budget_of(RENDER_BUDGET_S))
+
     def render(self, **variables: Any) -> str:
+        """Rendered in this process: a shipped template's way (and an override's, in the worker)."""
+        if self._worker is not None:
+            raise TypeError(f"prompt [{self.name}] is an override: it renders in the prompt worker (arender)")
         chunks: list[str] = []
         size = 0
         try:
@@ -76,14 +117,9 @@ class Prompt:
 class PromptLibrary:
     def __init__(self, templates_dir: Path) -> None:
         self._dir = templates_dir
-        self._env = BoundedSandbox(jinja2.FileSystemLoader(str(templates_dir)))
-        # A pipeline's own text includes, imports and extends nothing: no loader.
-        self._override_env = BoundedSandbox()
-        for env in (self._env, self._override_env):
-            # Text from documents (and from the reader's spans) goes into prompts through this
-            # filter: on one line, it cannot start a line that poses as a new block, a question
-            # or an answer of the prompt's own format.
-            env.filters["oneline"] = oneline
+        self._env = prompt_environment(jinja2.FileSystemLoader(str(templates_dir)))
+        self._override_env = prompt_environment()
+        self._worker = PromptWorker()
 
     def get(self, name: str, override: str | None = None) -> Prompt:
         """The template ``name`` (e.g. ``query_expansion/q2d_zs.j2``), or ``override`` text in its place."""
@@ -91,10 +127,16 @@ class PromptLibrary:
             if override is not None:
                 if len(override) > MAX_TEMPLATE_CHARS:
                     raise ConfigError(f"prompt [{name}] override is longer than {MAX_TEMPLATE_CHARS} characters")
-                return Prompt(f"{name} (override)", self._override_env.from_string(override), override)
+                # Compiled here too: a syntax error is refused when the pipeline is defined.
+                template = self._override_env.from_string(override)
+                return Prompt(f"{name} (override)", template, override, worker=self._worker)
             source = (self._dir / name).read_text()
             return Prompt(name, self._env.get_template(name), source)
         except jinja2.TemplateNotFound as exc:
             raise ConfigError(f"prompt template [{name}] not found") from exc
         except jinja2.TemplateSyntaxError as exc:
             raise ConfigError(f"prompt [{name}] has a syntax error at line {exc.lineno}: {exc.message}") from exc
+
+    async def aclose(self) -> None:
+        """Stops the prompt worker, if one started."""
+        await self._worker.aclose()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
-__all__ = ["TextClause", "find_text_clauses", "question_of", "replace_text_clauses"]
+__all__ = ["TextClause", "find_text_clauses", "question_clauses", "question_of", "replace_text_clauses"]
 
 _NON_SCORING = frozenset({"filter", "must_not"})
 
@@ -62,13 +62,26 @@ def find_text_clauses(body: Mapping[str, Any]) -> list[TextClause]:
     return list(_walk(body.get("query")))
 
 
-def replace_text_clauses(body: dict[str, Any], replacement: Callable[[TextClause], dict[str, Any]]) -> int:
-    """Swap, in place, each scoring text clause of ``body["query"]`` for ``replacement(clause)``.
+def question_clauses(body: Mapping[str, Any], question: str) -> list[TextClause]:
+    """The scoring text clauses of ``body["query"]`` whose text is ``question`` (spacing aside).
 
-    Filters stay untouched because ``find_text_clauses`` never looks inside them. Returns
-    how many clauses were replaced.
+    Only these are a processor's to rewrite: any other text (an ``org``, a tenant) may be what
+    keeps other documents out.
     """
-    clauses = find_text_clauses(body)
+    words = question.split()
+    return [clause for clause in find_text_clauses(body) if clause.text.split() == words]
+
+
+def replace_text_clauses(
+    body: dict[str, Any], question: str, replacement: Callable[[TextClause], dict[str, Any]]
+) -> int:
+    """Swap, in place, each scoring text clause of ``body["query"]`` asking ``question`` for
+    ``replacement(clause)``.
+
+    Filters stay untouched because ``find_text_clauses`` never looks inside them, and so does
+    other text (``question_clauses``). Returns how many clauses were replaced.
+    """
+    clauses = question_clauses(body, question)
     for clause in clauses:
         new = replacement(clause)
         clause.node.clear()

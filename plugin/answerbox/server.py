@@ -3,6 +3,7 @@ any ASGI app served from a thread (the tests' and benches' stand-ins, answerbox 
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -11,18 +12,20 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from answerbox.config import Settings
 
-__all__ = ["free_port", "serve_in_thread", "uvicorn_config"]
+__all__ = ["HeaderTimeoutProtocol", "free_port", "serve_in_thread", "uvicorn_config"]
 
 
 def uvicorn_config(
     app: Any, settings: Settings, *, port: int | None = None, log_level: str = "warning"
 ) -> uvicorn.Config:
-    """Past ``limits.max_connections`` open connections uvicorn answers 503 at once, and an idle
-    keep-alive connection is closed after ``limits.keep_alive_s``: slow or idle clients cannot
-    hold the server's sockets without end (a slow body is ``limits.body_timeout_s``'s)."""
+    """Past ``limits.max_connections`` open connections uvicorn answers 503 at once, an idle
+    keep-alive connection is closed after ``limits.keep_alive_s``, and one whose request headers
+    take longer than ``limits.header_timeout_s`` is closed: slow or idle clients cannot hold the
+    server's sockets without end (a slow body is ``limits.body_timeout_s``'s)."""
     limits = settings.limits
     return uvicorn.Config(
         app,
@@ -30,9 +33,59 @@ def uvicorn_config(
         port=settings.port if port is None else port,
         log_level=log_level,
         lifespan="on",
+        http=_with_header_timeout(limits.header_timeout_s),
         limit_concurrency=limits.max_connections,
         timeout_keep_alive=limits.keep_alive_s,
     )
+
+
+class HeaderTimeoutProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol (httptools: uvicorn[standard]'s, on CPython), closing a
+    connection whose request headers are not all in ``header_timeout_s`` after it opened, or after
+    a later request's first byte. uvicorn's own keep-alive timeout starts only once a response is
+    sent: a socket that never sends a request, or trickles its headers, would stay open for good."""
+
+    header_timeout_s: float
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        # The first request's time runs from the connection's opening, set above.
+        if self._header_timer is None:
+            self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_late)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def _with_header_timeout(seconds: float) -> type[HeaderTimeoutProtocol]:
+    # uvicorn makes each connection's protocol from the class alone: the setting rides on a subclass.
+    class Protocol(HeaderTimeoutProtocol):
+        header_timeout_s = seconds
+
+    return Protocol
 
 
 def free_port() -> int:

@@ -60,6 +60,7 @@ class Services:
 
     async def aclose(self) -> None:
         await self.llm.aclose()
+        await self.prompts.aclose()
         if self._loading is not None:
             # A load still running finishes in its thread; what it loaded is closed all the same.
             with contextlib.suppress(Exception):

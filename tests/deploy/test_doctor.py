@@ -143,13 +143,12 @@ def test_health_is_the_same_checks_for_probes(make_answerbox: AnswerboxFactory, 
     assert llm_down.status_code == 200
     assert llm_down.json()["status"] == "yellow"
     assert [c["check"] for c in llm_down.json()["checks"] if c["status"] == "fail"] == ["llm"]
-    # Without OpenSearch no search can run: not ready.
+    # Without OpenSearch no search can run: not ready. Nor can OpenSearch say who asks: each check
+    # is its name and status, the details (its address among them) are `answerbox doctor`'s.
     cluster_down = client.get(
         f"{make_answerbox(opensearch={'url': f'http://127.0.0.1:{free_port()}'})}/_answerbox/health"
     )
     assert cluster_down.status_code == 503
     assert cluster_down.json()["status"] == "red"
     [failed] = [c for c in cluster_down.json()["checks"] if c["status"] == "fail"]
-    assert failed["check"] == "opensearch"
-    assert "cannot be reached" in failed["detail"]
-    assert failed["fix"]
+    assert failed == {"check": "opensearch", "status": "fail"}

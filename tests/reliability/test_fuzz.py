@@ -1,8 +1,9 @@
 """A seeded fuzz of answerbox's own endpoints: 1,200 malformed and hostile requests (mutated
-search bodies, pipeline definitions, hostile templates, NDJSON, headers, sizes and paths), over
-real HTTP against osmem-server. No 5xx at all, no request answered in over 2 s, every 4xx in
-OpenSearch's error shape, the server's memory bounded, and afterwards the index's documents
-and the stored pipelines are as they were."""
+search bodies, pipeline definitions, hostile templates, NDJSON, headers, sizes and paths, and
+bodies dear to parse: many lines, many values, huge questions), over real HTTP against
+osmem-server. No 5xx at all, no request answered in over 2 s, every 4xx in OpenSearch's error
+shape, the server's memory bounded, and afterwards the index's documents and the stored
+pipelines are as they were."""
 
 from __future__ import annotations
 
@@ -159,6 +160,24 @@ def _ndjson(rng: random.Random) -> bytes:
 
 
 Request = tuple[str, str, bytes | None, dict[str, str]]
+
+
+def _dear_to_parse(rng: random.Random) -> Request:
+    """Cheap to send, dear to read: empty-object lines past the _msearch limit, a search of empty
+    objects (under the values limit, over it, with and without a pipeline), a huge question."""
+    count = rng.choice([1_000, 30_000, 300_000])
+    path = rng.choice(["/books/_search", "/books/_search?search_pipeline=answers"])
+    objects = b'{"query": {"bool": {"should": [' + b",".join([b"{}"] * count) + b"]}}}"
+    question = b'{"query": {"match": {"body": "' + b"spice " * count + b'"}}}'
+    ndjson = {"content-type": "application/x-ndjson"}
+    return rng.choice([
+        ("POST", "/books/_msearch", b"{}\n" * count * 2, ndjson),
+        ("POST", path, objects, {}),
+        ("POST", "/books/_search?search_pipeline=answers", question, {}),
+        ("POST", "/books/_msearch", b'{"search_pipeline": "answers"}\n' + question + b"\n", ndjson),
+    ])  # fmt: skip
+
+
 HEADERS: list[dict[str, str]] = [
     {"connection": "keep-alive, x-secret", "x-secret": "1"},
     {"x-proxy-user": "admin", "x-proxy-roles": "all_access", "x-forwarded-for": "10.0.0.1"},
@@ -192,6 +211,7 @@ def _requests(rng: random.Random) -> Iterator[Request]:
                  json.dumps({**_search_body(rng), "size": rng.choice([10**4, 10**9, -1, "x"])}).encode(), {}),
         lambda: ("POST", "/books/_search?search_pipeline=answers",
                  b'{"query": {"match": {"body": "' + b"spice " * rng.choice([10, 20_000]) + b'"}}}', {}),
+        lambda: _dear_to_parse(rng),
     ]  # fmt: skip
     for _ in range(REQUESTS):
         method, path, body, headers = rng.choice(makers)()

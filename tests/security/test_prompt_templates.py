@@ -1,7 +1,8 @@
 """Over real HTTP: while a hostile stored template is refused (an OpenSearch-shaped 400), the
-server goes on answering others; a caller who may not store pipelines is refused before
-anything is built. The templates themselves, hostile and ordinary, and what a search's own
-pipeline may set are told in-process (tests/unit/security/test_prompt_templates.py)."""
+server goes on answering others, even while one that the sandbox cannot stop is stopped in
+the prompt worker; a caller who may not store pipelines is refused before anything is built.
+The templates themselves, hostile and ordinary, and what a search's own pipeline may set are
+told in-process (tests/unit/security/test_prompt_templates.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ import threading
 import time
 
 import httpx
+import pytest
+from answerbox import prompt_worker
 from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory, bulk_index
+from tests.support import faulty_prompt_worker
 from tests.support.auth_proxy import AuthProxy, User, basic
+from tests.support.lag import lag_of
 from tests.support.servers import serve
 
 
@@ -48,6 +53,46 @@ def test_the_server_answers_others_while_a_hostile_template_is_refused(answerbox
         thread.join()
     assert len(answers) == 3
     assert max(answers) < 2
+
+
+def test_a_class_method_feeding_sum_is_refused_without_stalling_the_server(
+    answerbox: str, client: httpx.Client
+) -> None:
+    """``dict.fromkeys`` (a method of a type, weighed by nothing) made 70,000 one-item lists, and
+    ``sum`` with a list to start from concatenated them: one C call that stalled this PUT, and
+    every other request, for about 3 s."""
+    hostile = _pipeline("{{ dict.fromkeys(range(70000), ['']).values()|sum(start=[]) }} {{ query }}")
+    with lag_of(answerbox) as lag:
+        started = time.monotonic()
+        reason = _refused(client.put(f"{answerbox}/_search/pipeline/hostile", json=hostile))
+        took = time.monotonic() - started
+    assert "fromkeys" in reason
+    assert took < 1
+    assert lag.polls
+    assert lag.longest_s < 0.2, lag.longest_s
+
+
+def test_an_override_the_sandbox_cannot_stop_is_stopped_in_its_worker_without_stalling_the_server(
+    make_answerbox: AnswerboxFactory, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What no pre-check foresaw, standing in as globals of a worker built for this test: one C
+    call that would hold the interpreter lock for hours (``stall()``), and an allocation of 2 GB
+    (``hog()``). In the server's process either would stall every request; in the prompt worker
+    the first is killed at the timeout and the second fails at the worker's memory cap."""
+    monkeypatch.setattr(prompt_worker, "WORKER_COMMAND", faulty_prompt_worker.COMMAND)
+    url = make_answerbox()
+    with lag_of(url) as lag:
+        started = time.monotonic()
+        stalled = _refused(client.put(f"{url}/_search/pipeline/p", json=_pipeline("{{ stall() }} {{ query }}")))
+        took = time.monotonic() - started
+        hogged = _refused(client.put(f"{url}/_search/pipeline/p", json=_pipeline("{{ hog() }} {{ query }}")))
+    assert stalled.endswith(f"did not render within {prompt_worker.RENDER_TIMEOUT_S:g}s and was stopped"), stalled
+    assert took < prompt_worker.RENDER_TIMEOUT_S + 2
+    assert hogged.endswith("failed to render: MemoryError"), hogged
+    assert lag.polls
+    assert lag.longest_s < 0.2, lag.longest_s
+    fine = client.put(f"{url}/_search/pipeline/p", json=_pipeline("Keywords for {{ query }}"))
+    assert (fine.status_code, fine.json()) == (200, {"acknowledged": True})
 
 
 def test_a_caller_who_may_not_store_pipelines_is_refused_before_anything_is_built(

@@ -5,7 +5,8 @@ request to this object instead of a socket: answerbox's clients, their serialisi
 mapping run as they do against a cluster. It holds what answerbox's own indices and a test's seeded
 documents need: documents by id, search with the queries answerbox and its tests send (``match_all``,
 ``match_none``, ``match``, ``multi_match``, ``term``, ``terms``, ``ids``, ``exists``, ``range``, ``bool``), sorting,
-paging, ``_msearch``, index settings, ``_cat/plugins`` and no security plugin. Anything else it is
+paging, ``_msearch``, index settings, reading aliases (``GET /{target}/_alias``: named exactly, never
+searched through), ``_cat/plugins`` and no security plugin. Anything else it is
 sent is refused with a 400, so a test never passes on a request the fake only pretended to serve.
 The passthrough does not come here (it is aiohttp's own, left unreachable in the unit layer).
 """
@@ -53,6 +54,7 @@ class _Index:
     docs: dict[str, JSON] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
+    aliases: dict[str, JSON] = field(default_factory=dict)  # name: its filter, routing, ...
 
 
 class _Refused(Exception):
@@ -84,6 +86,10 @@ class FakeOpenSearch:
         for position, doc in enumerate(docs):
             source = dict(doc)
             created.docs[str(source.pop("_id", position))] = source
+
+    def alias(self, index: str, name: str, **spec: Any) -> None:
+        """Add the alias ``name`` of ``index``, ``spec`` as ``_aliases`` takes it (``filter``, ``search_routing``)."""
+        self._index(index).aliases[name] = spec
 
     def source(self, index: str, doc_id: str) -> JSON | None:
         found = self.indices.get(index)
@@ -135,6 +141,8 @@ class FakeOpenSearch:
                     raise _Refused(400, "resource_already_exists_exception", f"index [{index}] already exists")
                 self.indices[index] = _Index()
                 return 200, {"acknowledged": True, "shards_acknowledged": True, "index": index}
+            case [target, "_alias"] if method == "GET":
+                return 200, self._aliases(target, params)
             case [target, "_settings", *names] if method == "GET":
                 return 200, self._settings(target, names, params)
             case [index, "_doc"] if method == "POST":
@@ -200,6 +208,14 @@ class FakeOpenSearch:
             elif params.get("ignore_unavailable") != "true":
                 raise _Refused(404, "index_not_found_exception", f"no such index [{name}]")
         return list(dict.fromkeys(found))
+
+    def _aliases(self, target: str, params: Mapping[str, str]) -> JSON:
+        """Every index ``target`` names, itself or by one of its aliases, with all its aliases."""
+        names = target.split(",")
+        aliased = [index for index, found in self.indices.items() if set(names) & set(found.aliases)]
+        indices = [n for n in names if not any(n in found.aliases for found in self.indices.values())]
+        resolved = dict.fromkeys(aliased + (self._targets(indices, params) if indices else []))
+        return {index: {"aliases": dict(self.indices[index].aliases)} for index in resolved}
 
     def _settings(self, target: str, names: list[str], params: Mapping[str, str]) -> JSON:
         wanted = names[0].split(",") if names else ["*"]

@@ -28,11 +28,29 @@ class BackendCall:
     pipeline: JSON | None
 
 
+@dataclass(frozen=True)
+class AliasLookup:
+    index: str
+    params: dict[str, str]
+    caller: Caller
+
+
 class RecordingBackend(SearchBackend):
-    """Records every search and answers each with no hits."""
+    """Records every search and answers each with no hits; records every alias lookup and
+    answers it from ``alias_answers`` by target (an exception: raised, as OpenSearch may
+    refuse), a target not there as an index of that name without aliases."""
 
     def __init__(self) -> None:  # no client: nothing is sent anywhere
         self.calls: list[BackendCall] = []
+        self.alias_lookups: list[AliasLookup] = []
+        self.alias_answers: dict[str, JSON | Exception] = {}
+
+    async def aliases(self, *, index: str, params: Mapping[str, str], caller: Caller) -> JSON:
+        self.alias_lookups.append(AliasLookup(index, dict(params), caller))
+        answer = self.alias_answers.get(index, {index: {"aliases": {}}})
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     async def search(
         self, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, pipeline: JSON | None = None

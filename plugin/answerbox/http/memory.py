@@ -8,7 +8,7 @@ the same paging (``max_results``, ``next_token``) and OpenSearch's error envelop
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from answerbox.config import Limits
 from answerbox.errors import InvalidRequest, validation_problems
 from answerbox.http.passthrough import Passthrough
-from answerbox.http.search import parse_json, read_body, require_json
+from answerbox.http.search import parsed, read_body, require_json
 from answerbox.memory import Memory
 from answerbox.memory.records import MemoryFields, MessageUpdate, NewMessage, Paging
 from answerbox.opensearch import JSON, Caller
@@ -94,7 +94,7 @@ class MemoryAPI:
             return await self._passthrough.forward(request)
         raw = await read_body(request, self._limits)
         require_json(request, raw)
-        data = parse_json(raw) if raw.strip() else {}
+        data: Any = await parsed(raw) if raw.strip() else {}
         try:
             fields = model.model_validate(data)
         except ValidationError as exc:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from answerbox.config import Limits
 from answerbox.errors import ResourceNotFound
-from answerbox.http.search import parse_json, read_body, require_json
+from answerbox.http.search import parsed, read_body, require_json
 from answerbox.opensearch import Caller
 from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
 from answerbox.pipeline.resolver import PipelineResolver
@@ -25,12 +27,12 @@ class PipelineAPI:
     async def put(self, request: Request) -> Response:
         pipeline_id = validate_pipeline_id(request.path_params["id"])
         require_json(request)
-        data = parse_json(await read_body(request, self._limits))
+        data: Any = await parsed(await read_body(request, self._limits))
         definition = PipelineDefinition.parse(data)
         caller = Caller.from_headers(request.headers)
         await self._store.check_writable(caller)
         # Building validates every processor config before anything is stored.
-        pipeline = self._resolver.build(pipeline_id, definition)
+        pipeline = await self._resolver.build(pipeline_id, definition)
         await self._store.put(pipeline_id, definition, caller)
         await pipeline.warm_up()
         return JSONResponse({"acknowledged": True})

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -16,7 +18,7 @@ from answerbox.http.passthrough import Passthrough
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.engine import SearchEngine
 
-__all__ = ["SearchHandler", "json_or_none", "parse_json", "read_body", "require_json"]
+__all__ = ["SearchHandler", "json_or_none", "parse_json", "parsed", "read_body", "require_json"]
 
 
 async def read_body(request: Request, limits: Limits) -> bytes:
@@ -76,6 +78,38 @@ def require_json(request: Request, body: bytes | None = None) -> None:
 # Deeper bodies are refused: copying and walking them would exhaust Python's stack, and no
 # search or pipeline needs more (OpenSearch caps bool nesting far below this, too).
 MAX_JSON_DEPTH = 100
+# So are bodies of more values (counted as their opening brackets and commas): parsing and walking
+# 2 M empty objects took seconds, copying a pipeline search's body costs as much, and no search or
+# pipeline needs so many (OpenSearch's terms query takes 65,536 at most).
+MAX_JSON_VALUES = 100_000
+# Bodies up to this size are parsed on the event loop: a millisecond or two, whatever their shape.
+# Larger ones are parsed in a worker thread (``parsed``), with Python hooks for numbers and objects:
+# json's C parser holds the interpreter lock throughout, and 10 MB of long numbers take a quarter
+# of a second; each hook's call lets the loop's thread take the lock back.
+_INLINE_PARSE_BYTES = 64 * 1024
+
+T = TypeVar("T")
+
+
+def _int(text: str) -> int:
+    return int(text)
+
+
+def _float(text: str) -> float:
+    return float(text)
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return dict(pairs)
+
+
+def _too_many_values(raw: bytes) -> bool:
+    """Whether ``raw`` has more than ``MAX_JSON_VALUES`` opening brackets and commas, told by a scan
+    without parsing. They bound its values: each is the whole body, a container's first (one per
+    opening bracket) or follows a comma; those inside strings only overcount."""
+    if len(raw) <= MAX_JSON_VALUES:
+        return False  # no more brackets and commas than bytes
+    return raw.count(b"{") + raw.count(b"[") + raw.count(b",") > MAX_JSON_VALUES
 
 
 def _too_deep(value: Any) -> bool:
@@ -92,9 +126,14 @@ def _too_deep(value: Any) -> bool:
 
 
 def parse_json(raw: bytes) -> Any:
-    """The body as JSON; nesting too deep to handle is a parse error, as malformed JSON is."""
+    """The body as JSON; too many values or nesting too deep to handle is a parse error, as malformed JSON is."""
+    if _too_many_values(raw):
+        raise ParseError(f"request body is too large to parse: more than {MAX_JSON_VALUES} values")
     try:
-        value = json.loads(raw)
+        if len(raw) > _INLINE_PARSE_BYTES:
+            value = json.loads(raw, parse_int=_int, parse_float=_float, object_pairs_hook=_object)
+        else:
+            value = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise ParseError(f"request body is not valid JSON: {reason}") from None
@@ -110,6 +149,14 @@ def json_or_none(raw: bytes) -> Any:
         return None
 
 
+async def parsed(raw: bytes, parse: Callable[[bytes], T] = parse_json) -> T:
+    """``parse(raw)`` (``parse_json``, ``json_or_none``, ...): on the event loop when ``raw`` is
+    small, in a worker thread otherwise, so that no body holds the loop."""
+    if len(raw) <= _INLINE_PARSE_BYTES:
+        return parse(raw)
+    return await asyncio.to_thread(parse, raw)
+
+
 class SearchHandler:
     """Parses a search, hands it to the engine (or the passthrough), writes the answer."""
 
@@ -120,8 +167,9 @@ class SearchHandler:
 
     async def search(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._settings.limits)
-        body = json_or_none(raw)
-        # Unparseable bodies go on as they came, so OpenSearch's own error comes back.
+        body = await parsed(raw, json_or_none)
+        # Bodies answerbox does not parse (malformed, too deep, too many values) go on as they came:
+        # OpenSearch answers them.
         run = None
         if isinstance(body, dict):
             caller = Caller.from_headers(http_request.headers)
@@ -138,10 +186,7 @@ class SearchHandler:
 
     async def msearch(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._settings.limits)
-        pairs = _ndjson_pairs(raw)
-        most = self._settings.limits.max_msearch_searches
-        if pairs is not None and len(pairs) > most:
-            raise InvalidRequest(f"_msearch holds {len(pairs)} searches, above limits.max_msearch_searches ({most})")
+        pairs = await parsed(raw, partial(_ndjson_pairs, most=self._settings.limits.max_msearch_searches))
         params = dict(http_request.query_params)
         lines = (
             await self._engine.msearch_lines(pairs, index=http_request.path_params.get("index"), params=params)
@@ -155,11 +200,20 @@ class SearchHandler:
         return JSONResponse(await until_disconnected(http_request, msearch))
 
 
-def _ndjson_pairs(raw: bytes) -> list[tuple[JSON, JSON]] | None:
-    lines = [line for line in raw.split(b"\n") if line.strip()]
-    if len(lines) % 2:
+def _ndjson_pairs(raw: bytes, *, most: int) -> list[tuple[JSON, JSON]] | None:
+    """An ``_msearch`` body's searches, header and body each; None where a line is not a JSON object
+    (or the body holds too many values to parse), and OpenSearch answers it. More than ``most``
+    searches are refused before any line is parsed or even split: their newlines are counted first,
+    in a scan (two a search, and a blank line at the end)."""
+    searches, lines = raw.count(b"\n") // 2, []
+    if searches <= most:
+        lines = [line for line in raw.split(b"\n") if line.strip()]
+        searches = (len(lines) + 1) // 2
+    if searches > most:
+        raise InvalidRequest(f"_msearch holds {searches} searches, above limits.max_msearch_searches ({most})")
+    if len(lines) % 2 or _too_many_values(raw):
         return None
-    parsed = [json_or_none(line) for line in lines]
-    if not all(isinstance(p, dict) for p in parsed):
+    values = [json_or_none(line) for line in lines]
+    if not all(isinstance(value, dict) for value in values):
         return None
-    return list(zip(parsed[::2], parsed[1::2], strict=True))
+    return list(zip(values[::2], values[1::2], strict=True))

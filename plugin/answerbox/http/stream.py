@@ -30,7 +30,7 @@ from answerbox.config import Settings
 from answerbox.contract import Answer
 from answerbox.errors import AnswerboxError, ClientClosedRequest, InvalidRequest, ParseError
 from answerbox.http.disconnect import until_disconnected
-from answerbox.http.search import json_or_none, read_body, require_json
+from answerbox.http.search import json_or_none, parsed, read_body, require_json
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.engine import SearchEngine, SearchRun
 
@@ -82,7 +82,7 @@ class AnswerStream:
 
     async def stream(self, http_request: Request) -> Response:
         require_json(http_request)
-        body = json_or_none(await read_body(http_request, self._limits))
+        body = await parsed(await read_body(http_request, self._limits), json_or_none)
         if not isinstance(body, dict):
             raise ParseError("_answerbox/stream needs a JSON object as its search body")
         events = _Events()

@@ -138,7 +138,7 @@ class LLMClient:
     async def _probe(self, mode: StructuredMode, timeout_s: float | None) -> bool | None:
         """True: the server answered the probe with its JSON; False: it refused the form or
         ignored it (prose back); None: no answer (down, slow, overloaded)."""
-        message = self._prompts.get(_PROBE_TEMPLATE).render()
+        message = await self._prompts.get(_PROBE_TEMPLATE).arender()
         client, args = self._request(
             [{"role": "user", "content": message}], {"max_tokens": _PROBE_TOKENS, "timeout_s": timeout_s}
         )

@@ -32,11 +32,13 @@ class ConversationStore(Protocol):
 
 class Memory:
     def __init__(self, settings: MemorySettings, clients: OpenSearchClients) -> None:
+        # Who each caller is: the conversations' owners, and the searches' fair shares.
+        self.identities = Identities(clients.caller)
         self.own = IndexMemory(
             caller_client=clients.caller,
             service_client=clients.service,
             index=settings.index,
-            identities=Identities(clients.caller),
+            identities=self.identities,
         )
         self._cluster = ClusterMemory(clients.caller)
         self._service = clients.service

@@ -1,9 +1,12 @@
 """answerbox's own memory store, for clusters without ml-commons: one index, ``.answerbox-memory``.
 
-Every read and write goes with the caller's own credentials, so OpenSearch's own permissions
-on the index still apply; on top of them a memory belongs to the user who created it, and
-another user's memory, or a message in it, is "not found" (a 404, as in OpenSearch). The
-index is created once with the service account. Answers are in ml-commons' shapes.
+Every read goes with the caller's own credentials, so OpenSearch's permissions on the index
+(document-level security on ``user``) still apply; on top of them a memory belongs to the user
+who created it (the one authinfo names), and another user's memory, or a message in it, is "not
+found" (a 404, as in OpenSearch). Every write goes with the service account, and only after such
+a read of the caller's proved the memory theirs: document-level security filters reads only, so
+a caller who could write the index could put a message into anyone's memory. Callers need only
+read it. Answers are in ml-commons' shapes.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ class IndexMemory:
     def __init__(
         self, *, caller_client: AsyncOpenSearch, service_client: AsyncOpenSearch, index: str, identities: Identities
     ) -> None:
-        self._client = caller_client
-        self._service = service_client
+        self._client = caller_client  # carries no credentials of its own: every read is the caller's
+        self._service = service_client  # every write, once the caller's own read allowed it
         self.index = index
         self._identities = identities
         self._ready = False
@@ -67,6 +70,7 @@ class IndexMemory:
 
     async def create(self, caller: Caller, fields: MemoryFields) -> JSON:
         user = await self._identities.user(caller)
+        await self._readable(caller)
         now = _now()
         doc = {
             "kind": "memory",
@@ -76,7 +80,7 @@ class IndexMemory:
             "updated_time": now,
             "order": time.time_ns(),
         }
-        return {"memory_id": await self._write(caller, doc)}
+        return {"memory_id": await self._write(doc)}
 
     async def get(self, caller: Caller, memory_id: str) -> JSON:
         source = await self._memory(caller, memory_id)
@@ -94,21 +98,18 @@ class IndexMemory:
 
     async def update(self, caller: Caller, memory_id: str, fields: MemoryFields) -> JSON:
         await self._memory(caller, memory_id)
-        return await self._update(caller, memory_id, {"name": fields.name or "", "updated_time": _now()})
+        return await self._update(memory_id, {"name": fields.name or "", "updated_time": _now()})
 
     async def delete(self, caller: Caller, memory_id: str) -> JSON:
         await self._memory(caller, memory_id)
         await translate(
-            self._client.delete_by_query(
+            self._service.delete_by_query(
                 index=self.index,
                 body={"query": _filters([_term("memory_id", memory_id)])},
                 params={"refresh": "true"},
-                headers=caller.as_dict(),
             )
         )
-        await translate(
-            self._client.delete(index=self.index, id=memory_id, params={"refresh": "true"}, headers=caller.as_dict())
-        )
+        await translate(self._service.delete(index=self.index, id=memory_id, params={"refresh": "true"}))
         return {"success": True}
 
     # --- messages ---------------------------------------------------------------------------
@@ -130,8 +131,8 @@ class IndexMemory:
             "updated_time": now,
             "order": time.time_ns(),
         }
-        message_id = await self._write(caller, doc)
-        await self._update(caller, memory_id, {"updated_time": now})
+        message_id = await self._write(doc)
+        await self._update(memory_id, {"updated_time": now})
         return {"message_id": message_id}
 
     async def messages(self, caller: Caller, memory_id: str, paging: Paging) -> JSON:
@@ -146,9 +147,7 @@ class IndexMemory:
 
     async def update_message(self, caller: Caller, message_id: str, update: MessageUpdate) -> JSON:
         await self._message(caller, message_id)
-        return await self._update(
-            caller, message_id, {"additional_info": update.additional_info, "updated_time": _now()}
-        )
+        return await self._update(message_id, {"additional_info": update.additional_info, "updated_time": _now()})
 
     async def traces(self, caller: Caller, message_id: str, paging: Paging) -> JSON:
         """The message's traces, by ``trace_number``."""
@@ -207,18 +206,26 @@ class IndexMemory:
         hits: list[JSON] = result["hits"]["hits"]
         return hits, paging.next_token + len(hits) < int(result["hits"]["total"]["value"])
 
-    async def _write(self, caller: Caller, doc: JSON) -> str:
+    async def _readable(self, caller: Caller) -> None:
+        """Refuses (OpenSearch's 403) a caller who may not read the store: a memory they could
+        never read back is not created for them."""
         await self._ensure()
-        written = await translate(
-            self._client.index(index=self.index, body=doc, params={"refresh": "true"}, headers=caller.as_dict())
+        await translate(
+            self._client.search(
+                index=self.index, body={"query": {"match_none": {}}, "size": 0}, headers=caller.as_dict()
+            )
         )
+
+    # Writes: only after the caller's own read (``_readable``, ``_memory``, ``_message``), which
+    # also made sure the index exists.
+
+    async def _write(self, doc: JSON) -> str:
+        written = await translate(self._service.index(index=self.index, body=doc, params={"refresh": "true"}))
         return str(written["_id"])
 
-    async def _update(self, caller: Caller, doc_id: str, fields: JSON) -> JSON:
+    async def _update(self, doc_id: str, fields: JSON) -> JSON:
         result: JSON = await translate(
-            self._client.update(
-                index=self.index, id=doc_id, body={"doc": fields}, params={"refresh": "true"}, headers=caller.as_dict()
-            )
+            self._service.update(index=self.index, id=doc_id, body={"doc": fields}, params={"refresh": "true"})
         )
         return result
 

@@ -8,14 +8,34 @@ with a ``parent_message_id`` is a *trace*: a step of its parent's making.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-__all__ = ["Interaction", "MemoryFields", "MessageUpdate", "NewMessage", "Paging"]
+__all__ = ["MAX_MESSAGE_CHARS", "Interaction", "MemoryFields", "MessageUpdate", "NewMessage", "Paging"]
 
 # ml-commons' default page (max_results) on every list.
 DEFAULT_PAGE = 10
+# The most characters a message's field (and its additional_info, keys and values together)
+# may hold. Every follow-up reads the last turns back, so one 2.6 MB message stalled each
+# later search in the rules rewrite and pushed the LLM's prompt past its limit (a 400).
+MAX_MESSAGE_CHARS = 20_000
+
+
+def _bounded_info(info: dict[str, str] | None) -> dict[str, str] | None:
+    if info is not None and sum(len(k) + len(v) for k, v in info.items()) > MAX_MESSAGE_CHARS:
+        raise ValueError(f"additional_info holds more than {MAX_MESSAGE_CHARS} characters")
+    return info
+
+
+_Text = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
+_Info = Annotated[dict[str, str], AfterValidator(_bounded_info)]
+
+
+def _cut(value: Any) -> str:
+    """A stored field as text, cut to the limit: a message stored before there was one is read,
+    never allowed to break or stall the turns after it."""
+    return value[:MAX_MESSAGE_CHARS] if isinstance(value, str) else ""
 
 
 class MemoryFields(BaseModel):
@@ -31,11 +51,11 @@ class NewMessage(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    input: str | None = None
-    prompt_template: str | None = None
-    response: str | None = None
-    origin: str | None = None
-    additional_info: dict[str, str] | None = None
+    input: _Text | None = None
+    prompt_template: _Text | None = None
+    response: _Text | None = None
+    origin: _Text | None = None
+    additional_info: _Info | None = None
     parent_message_id: str | None = None
     trace_number: int | None = Field(default=None, ge=0)
 
@@ -45,7 +65,7 @@ class MessageUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    additional_info: dict[str, str]
+    additional_info: _Info
 
 
 class Paging(BaseModel):
@@ -69,15 +89,15 @@ class Interaction:
     @property
     def question(self) -> str:
         """What the turn asked, standing alone: answerbox stores its rewrite beside the input."""
-        standalone = self.additional_info.get("standalone_question")
-        return standalone if isinstance(standalone, str) and standalone else self.input
+        standalone = _cut(self.additional_info.get("standalone_question"))
+        return standalone or self.input
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> Interaction:
         info = message.get("additional_info")
         return cls(
             message_id=str(message.get("message_id", "")),
-            input=message.get("input") or "",
-            response=message.get("response") or "",
+            input=_cut(message.get("input")),
+            response=_cut(message.get("response")),
             additional_info=info if isinstance(info, dict) else {},
         )

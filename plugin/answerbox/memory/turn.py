@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 
 from answerbox.contract import Answer, ConversationReport
-from answerbox.memory.records import Interaction, NewMessage
+from answerbox.memory.records import MAX_MESSAGE_CHARS, Interaction, NewMessage
 
 __all__ = ["ORIGIN", "ConversationTurn", "interaction"]
 
@@ -25,10 +25,11 @@ class ConversationTurn:
 def interaction(report: ConversationReport, answer: Answer | None) -> NewMessage:
     """The turn as ml-commons stores one: ``additional_info`` holds strings only, so the citations
     (index, id, field and span of each) are JSON text. An abstention is stored as one, with an
-    empty response, so the next turn knows there was no answer."""
+    empty response, so the next turn knows there was no answer. The texts are cut to what a
+    message holds: the turn is stored, never refused for its size."""
     answered = answer if answer is not None and not answer.abstained else None
     info = {
-        "standalone_question": report.standalone_question,
+        "standalone_question": report.standalone_question[:MAX_MESSAGE_CHARS],
         "rewrite": report.method,
         "abstained": json.dumps(answered is None),
         "citations": json.dumps(
@@ -45,5 +46,8 @@ def interaction(report: ConversationReport, answer: Answer | None) -> NewMessage
     if answered is not None and answered.confidence is not None:
         info["confidence"] = f"{answered.confidence:.4f}"
     return NewMessage(
-        input=report.question, response=answered.text if answered else "", origin=ORIGIN, additional_info=info
+        input=report.question[:MAX_MESSAGE_CHARS],
+        response=answered.text[:MAX_MESSAGE_CHARS] if answered else "",
+        origin=ORIGIN,
+        additional_info=info,
     )

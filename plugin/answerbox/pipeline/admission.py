@@ -4,12 +4,12 @@ A run holds an LLM call, model work and OpenSearch connections for seconds; taki
 than the admin's ``limits.max_concurrent_runs`` only makes every search slower, so a search
 past it is refused at once with OpenSearch's 429 ``rejected_execution_exception`` (what
 OpenSearch answers when its search queue is full), which clients already retry. One caller
-(one set of credentials) may hold at most ``limits.max_runs_per_caller`` of them, so a
-caller who floods is refused before the others are; callers without credentials cannot be
-told apart, and only the global limit holds them. An admitted run's LLM calls count
-against ``limits.max_llm_calls``, its prompts' rendering against ``limits.render_budget_s``
-of CPU, and its model work is queued under its caller's name (the micro-batcher bounds each
-caller's share of its queue).
+(one user, where the cluster has users; else one set of credentials) may hold at most
+``limits.max_runs_per_caller`` of them, so a caller who floods is refused before the others
+are; callers without credentials cannot be told apart, and only the global limit holds them.
+An admitted run's LLM calls count against ``limits.max_llm_calls``, its prompts' rendering
+against ``limits.render_budget_s`` of CPU, and its model work is queued under its caller's
+name (the micro-batcher bounds each caller's share of its queue).
 """
 
 from __future__ import annotations
@@ -22,17 +22,22 @@ from answerbox.config import Limits
 from answerbox.digest import json_digest
 from answerbox.errors import RejectedExecution
 from answerbox.llm.admission import call_budget
+from answerbox.memory.identity import Identities
 from answerbox.opensearch import Caller
 from answerbox.prompt_sandbox import request_render_budget
 from answerbox.work_owner import work_owner
 
-__all__ = ["Admission"]
+__all__ = ["Admission", "caller_key"]
 
 
-def caller_key(caller: Caller) -> str | None:
+async def caller_key(caller: Caller, identities: Identities) -> str | None:
     """Who a caller is, for sharing; None without credentials, when callers cannot be told
-    apart and only the global limits apply."""
-    return json_digest(caller.credentials)[:16] if caller.credentials else None
+    apart and only the global limits apply. Where the cluster has users it is the user, so that
+    a fresh session cookie or an extra header is not a new caller with shares of its own."""
+    if not caller.credentials:
+        return None
+    user = await identities.user(caller)
+    return json_digest(["user", user] if user is not None else caller.credentials)[:16]
 
 
 class Admission:
@@ -42,12 +47,12 @@ class Admission:
         self._per_caller: Counter[str] = Counter()
 
     @contextmanager
-    def admitted(self, caller: Caller, runs: int = 1) -> Iterator[None]:
-        """Hold ``runs`` runs (an _msearch's lines count one each) for ``caller``, or raise 429."""
+    def admitted(self, key: str | None, runs: int = 1) -> Iterator[None]:
+        """Hold ``runs`` runs (an _msearch's lines count one each) for the caller ``key`` names
+        (``caller_key``), or raise 429."""
         limits = self._limits
         # An _msearch larger than a limit counts as that limit: it is not refused on an idle server.
         runs = max(1, min(runs, limits.max_runs_per_caller, limits.max_concurrent_runs))
-        key = caller_key(caller)
         if key is not None and self._per_caller[key] + runs > limits.max_runs_per_caller:
             raise RejectedExecution(
                 f"rejected execution of search pipeline run: this caller has {self._per_caller[key]} running, "

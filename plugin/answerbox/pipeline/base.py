@@ -8,7 +8,7 @@ It does no I/O in ``__init__``; what it needs (LLM, models, OpenSearch) comes fr
 
 from __future__ import annotations
 
-import copy
+import marshal
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,9 +130,13 @@ class SearchRequest:
     caller: Caller
 
     def copy(self) -> SearchRequest:
-        return SearchRequest(
-            index=self.index, body=copy.deepcopy(self.body), params=dict(self.params), caller=self.caller
-        )
+        return SearchRequest(index=self.index, body=_json_copy(self.body), params=dict(self.params), caller=self.caller)
+
+
+def _json_copy(value: Any) -> Any:
+    """A copy of parsed JSON, through marshal (C throughout): a third of ``copy.deepcopy``'s time,
+    whose memo and dispatch cost a body of 100,000 values (``MAX_JSON_VALUES``) 150 ms on the loop."""
+    return marshal.loads(marshal.dumps(value))
 
 
 class RunListener(Protocol):
@@ -210,6 +214,10 @@ class Processor(ABC, Generic[C]):
     def warn(self, ctx: PipelineContext, message: str) -> None:
         """A degradation this processor worked around, in ``ext.answerbox.warnings`` as ``[name] message``."""
         ctx.report.warn(f"[{self.name}] {message}")
+
+    async def check(self) -> None:
+        """What of its config is checked when the pipeline is built but must not hold up the event
+        loop: a prompt override's test render, in the prompt worker. Raises ConfigError."""
 
     async def warm_up(self) -> None:
         """Load what it runs on before any search's time starts (``Pipeline.warm_up``)."""

@@ -26,7 +26,7 @@ from answerbox.errors import AnswerboxError, InvalidRequest, validation_problems
 from answerbox.memory import Memory
 from answerbox.memory.turn import ConversationTurn, interaction
 from answerbox.opensearch import Caller, SearchBackend, with_pipeline
-from answerbox.pipeline.admission import Admission
+from answerbox.pipeline.admission import Admission, caller_key
 from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRequest
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.pipeline import Pipeline
@@ -79,7 +79,7 @@ class SearchRun:
             self.pipeline = pipeline.for_conversation()
         self.ctx = PipelineContext(
             pipeline_id=pipeline.id,
-            question=question_of(request.body, request.params),
+            question=engine.question(request),
             search=engine.scoped(pipeline, request),
             generative_qa=qa,
             conversation=turn,
@@ -236,7 +236,7 @@ class SearchEngine:
 
     async def run(self, run: SearchRun) -> JSON:
         """``run`` once admitted (else a 429)."""
-        with self.admission.admitted(run.request.caller):
+        with self.admission.admitted(await caller_key(run.request.caller, self.memory.identities)):
             return await run.run()
 
     async def msearch_lines(
@@ -263,7 +263,8 @@ class SearchEngine:
     async def msearch(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
         """Each line with a pipeline is its own run; one upstream ``_msearch`` serves them all.
         A line's failure is that line's error object, as OpenSearch answers."""
-        with self.admission.admitted(caller, runs=sum(line.pipeline is not None for line in lines)):
+        key = await caller_key(caller, self.memory.identities)
+        with self.admission.admitted(key, runs=sum(line.pipeline is not None for line in lines)):
             return await self._msearch(lines, params=params, caller=caller)
 
     async def _msearch(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
@@ -317,6 +318,17 @@ class SearchEngine:
             native=pipeline.inline_native,
         )
         return ScopedSearch(self.backend, scope)
+
+    def question(self, request: SearchRequest) -> str | None:
+        """The question the run reads, within ``limits.max_question_chars``: the reader's, the
+        encoder's and the LLM's time grow with it, and the caches keep every one they see."""
+        question = question_of(request.body, request.params)
+        most = self._settings.limits.max_question_chars
+        if question is not None and len(question) > most:
+            raise InvalidRequest(
+                f"the search's question is {len(question)} characters long, above limits.max_question_chars ({most})"
+            )
+        return question
 
     def generative_qa(self, pipeline: Pipeline, body: JSON) -> GenerativeQAParameters | None:
         """``ext.generative_qa_parameters``, validated against the configured limits."""

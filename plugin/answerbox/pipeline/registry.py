@@ -1,4 +1,9 @@
-"""Processor type name → class, and building a runnable ``Pipeline`` from a definition."""
+"""Processor type name → class, and building a runnable ``Pipeline`` from a definition.
+
+Building is async for one step: each processor's ``check``, what of its config may not be
+checked on the event loop's own time (a prompt override's test render goes to the prompt
+worker). A processor's constructor checks the rest, synchronously.
+"""
 
 from __future__ import annotations
 
@@ -47,7 +52,7 @@ class ProcessorRegistry:
     def register(self, cls: type[Processor[Any]]) -> None:
         self._types[cls.type_name] = cls
 
-    def build(
+    async def build(
         self,
         pipeline_id: str,
         definition: PipelineDefinition,
@@ -99,6 +104,11 @@ class ProcessorRegistry:
                         f"processor [{type_name}] cannot be used in {section} of pipeline [{pipeline_id}]"
                     )
                 target.append(cls.from_dict(config, services, context))  # type: ignore[arg-type]
+        for processor in (*request, *response):
+            try:
+                await processor.check()
+            except ConfigError as exc:
+                raise ConfigError(f"processor [{processor.name}]: {exc.reason}") from exc
         return Pipeline(
             id=pipeline_id,
             request_processors=request,

@@ -55,7 +55,7 @@ class PipelineResolver:
     async def resolve(self, index: str | None, body: dict[str, Any], params: dict[str, str]) -> Pipeline | None:
         chosen = body.get("search_pipeline", params.get("search_pipeline"))
         if isinstance(chosen, dict):
-            return self.build(AD_HOC_PIPELINE_ID, PipelineDefinition.parse(chosen))
+            return await self.build(AD_HOC_PIPELINE_ID, PipelineDefinition.parse(chosen))
         if chosen is not None and not isinstance(chosen, str):
             raise InvalidRequest(
                 f"search_pipeline must be a pipeline id or a pipeline object, got {type(chosen).__name__}"
@@ -64,14 +64,14 @@ class PipelineResolver:
         if not pipeline_id or pipeline_id == "_none":
             return None
         definition = await self._store.get(pipeline_id)
-        return self.build(pipeline_id, definition) if definition is not None else None
+        return await self.build(pipeline_id, definition) if definition is not None else None
 
-    def build(self, pipeline_id: str, definition: PipelineDefinition) -> Pipeline:
+    async def build(self, pipeline_id: str, definition: PipelineDefinition) -> Pipeline:
         """Build once per definition version, so processors keep their warm state."""
         key = (pipeline_id, definition.fingerprint())
         pipeline = self._built.get(key)
         if pipeline is None:
-            pipeline = self._registry.build(
+            pipeline = await self._registry.build(
                 pipeline_id, definition, self._services, self._stats, inline=pipeline_id == AD_HOC_PIPELINE_ID
             )
             self._built = {k: v for k, v in self._built.items() if k[0] != pipeline_id}

@@ -1,8 +1,15 @@
 """Pipeline and processor counters, in the shape of OpenSearch's ``_nodes/stats/search_pipeline``,
-mirrored as Prometheus metrics."""
+mirrored as Prometheus metrics.
+
+Two views, as OpenSearch with its security plugin shows its node stats only to callers it
+authenticates: ``snapshot`` and ``registry`` name the stored pipelines, the processors' tags and
+the host, for such callers; ``summary`` and ``summary_registry`` hold the totals (processors by
+type), for anyone (a probe, a scraper without credentials).
+"""
 
 from __future__ import annotations
 
+import secrets
 import socket
 from collections import defaultdict
 from dataclasses import dataclass
@@ -43,7 +50,9 @@ class _ProcessorStats:
 
 class PipelineStats:
     def __init__(self) -> None:
-        self.node_id = socket.gethostname()
+        # Random, as OpenSearch's node ids are: the id is in both views, the host only in the full one.
+        self.node_id = secrets.token_urlsafe(16)
+        self._host = socket.gethostname()
         self._total: dict[Phase, _Counter] = {"request": _Counter(), "response": _Counter()}
         self._pipelines: dict[str, dict[Phase, _Counter]] = defaultdict(
             lambda: {"request": _Counter(), "response": _Counter()}
@@ -65,6 +74,17 @@ class PipelineStats:
         self._latency = Histogram(
             "answerbox_processor_seconds", "Processor latency", ["pipeline", "processor"], registry=self.registry
         )
+        # The same, summed over pipelines, processors by type: what no credentials are needed for.
+        self.summary_registry = CollectorRegistry()
+        self._summary_runs = Counter(
+            "answerbox_pipeline_runs", "Pipeline phase runs", ["phase"], registry=self.summary_registry
+        )
+        self._summary_failures = Counter(
+            "answerbox_processor_failures", "Processor failures", ["type", "ignored"], registry=self.summary_registry
+        )
+        self._summary_latency = Histogram(
+            "answerbox_processor_seconds", "Processor latency", ["type"], registry=self.summary_registry
+        )
 
     def start(self, pipeline: str, phase: Phase) -> None:
         self._total[phase].current += 1
@@ -72,6 +92,7 @@ class PipelineStats:
 
     def finish(self, pipeline: str, phase: Phase, millis: float, failed: bool) -> None:
         self._runs.labels(pipeline, phase).inc()
+        self._summary_runs.labels(phase).inc()
         for counter in (self._total[phase], self._pipelines[pipeline][phase]):
             counter.current -= 1
             counter.count += 1
@@ -91,10 +112,13 @@ class PipelineStats:
         entry.stats.time_in_millis += millis
         entry.stats.failed += int(failed)
         self._latency.labels(pipeline, name).observe(millis / 1000)
+        self._summary_latency.labels(type_name).observe(millis / 1000)
         if failed:
             self._failures.labels(pipeline, name, str(ignored).lower()).inc()
+            self._summary_failures.labels(type_name, str(ignored).lower()).inc()
 
     def snapshot(self) -> dict[str, Any]:
+        """Everything: each pipeline and processor by id and tag, and the host."""
         pipelines = {
             pid: {
                 "request": phases["request"].as_json(),
@@ -104,15 +128,23 @@ class PipelineStats:
             }
             for pid, phases in self._pipelines.items()
         }
-        node = {
+        return self._nodes({"name": self._host, "host": self._host}, {"pipelines": pipelines})
+
+    def summary(self) -> dict[str, Any]:
+        """The totals alone: no pipeline id, processor tag or host."""
+        return self._nodes({}, {})
+
+    def _nodes(self, node: dict[str, Any], search_pipeline: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            **node,
             "answerbox": {"version": __version__, "contract_version": CONTRACT_VERSION},
             "search_pipeline": {
                 "total_request": self._total["request"].as_json(),
                 "total_response": self._total["response"].as_json(),
-                "pipelines": pipelines,
+                **search_pipeline,
             },
         }
-        return {"_nodes": {"total": 1, "successful": 1, "failed": 0}, "nodes": {self.node_id: node}}
+        return {"_nodes": {"total": 1, "successful": 1, "failed": 0}, "nodes": {self.node_id: body}}
 
     def _processor_list(self, pipeline: str, phase: Phase) -> list[dict[str, Any]]:
         return [

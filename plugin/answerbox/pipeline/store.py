@@ -10,17 +10,20 @@ pipeline for a search, uses the service account (a caller may run a pipeline it 
 from __future__ import annotations
 
 import fnmatch
+import logging
 import uuid
 from typing import Any
 
 from opensearchpy import AsyncOpenSearch
 
-from answerbox.errors import UpstreamError
+from answerbox.errors import ConfigError, UpstreamError
 from answerbox.opensearch import Caller, ensure_index, translate
 from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.ttl_cache import TTLCache
 
 __all__ = ["PipelineStore"]
+
+logger = logging.getLogger(__name__)
 
 _MAX_CACHED = 4096
 _MAPPING = {"mappings": {"dynamic": False, "properties": {"definition": {"type": "object", "enabled": False}}}}
@@ -62,7 +65,7 @@ class PipelineStore:
             return cached[0]
         try:
             doc = await translate(self._client.get(index=self._index, id=pipeline_id))
-            definition = PipelineDefinition.parse(doc["_source"]["definition"]) if doc.get("found") else None
+            definition = _parse(doc) if doc.get("found") else None
         except UpstreamError as exc:
             if exc.status != 404:
                 raise
@@ -92,10 +95,15 @@ class PipelineStore:
             if exc.status == 404:
                 return {}
             raise
-        return {
-            hit["_id"]: PipelineDefinition.parse(hit["_source"]["definition"])
-            for hit in sorted(result["hits"]["hits"], key=lambda h: h["_id"])
-        }
+        stored: dict[str, PipelineDefinition] = {}
+        for hit in sorted(result["hits"]["hits"], key=lambda h: h["_id"]):
+            try:
+                stored[hit["_id"]] = _parse(hit)
+            except ConfigError as exc:
+                # One bad document must not hide every other pipeline from everyone: it is left
+                # out here, and `answerbox doctor` (the health check's details) names it.
+                logger.warning("stored pipeline %s is left out: %s", hit["_id"], exc.reason)
+        return stored
 
     async def delete(self, pipeline_id: str, caller: Caller) -> bool:
         try:
@@ -111,3 +119,10 @@ class PipelineStore:
         finally:
             self._cache.drop(pipeline_id)
         return True
+
+
+def _parse(doc: dict[str, Any]) -> PipelineDefinition:
+    """A stored document's pipeline; ConfigError where it holds none this version takes (a document
+    written to the index past answerbox, or by a version with other options)."""
+    source = doc.get("_source")
+    return PipelineDefinition.parse(source.get("definition") if isinstance(source, dict) else None)

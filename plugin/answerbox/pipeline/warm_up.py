@@ -38,7 +38,7 @@ class WarmUp:
             return
         for pipeline_id, definition in stored.items():
             try:
-                pipeline = self._resolver.build(pipeline_id, definition)
+                pipeline = await self._resolver.build(pipeline_id, definition)
             except AnswerboxError as exc:
                 logger.warning("stored pipeline %s no longer builds: %s", pipeline_id, exc.reason)
                 continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from answerbox.errors import OutOfScope
+from answerbox.errors import OutOfScope, UpstreamError
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 
@@ -73,19 +73,30 @@ def test_without_source_filtering_the_fields_asked_for_are_fetched() -> None:
     assert scope.body(QUERY, size=3, fields=None)["_source"] == {"includes": ["*"], "excludes": []}
 
 
-def test_filter_and_must_not_of_a_top_level_bool_are_kept_and_optional_or_question_clauses_are_not() -> None:
+def test_filter_and_must_not_of_a_top_level_bool_are_kept_and_optional_or_searched_text_clauses_are_not() -> None:
     caller_query = {
         "bool": {"must": [QUERY], "should": [{"match": {"title": "river"}}], "filter": [FILTER], "must_not": [MUST_NOT]}
     }
     scope = _scope({"query": caller_query})
-    body = scope.body({"match": {"text": "egypt"}}, size=5, fields=None)
+    body = scope.body({"match": {"text": "egypt"}}, size=5, fields=None, searched=["text"])
     assert body["size"] == 5
     kept = {"bool": {"filter": [FILTER], "must_not": [MUST_NOT]}}
     assert body["query"] == {"bool": {"must": [{"match": {"text": "egypt"}}], "filter": [kept]}}
 
 
-def test_a_query_that_is_only_the_question_narrows_nothing() -> None:
-    assert _scope({"query": QUERY}).body(QUERY, size=1, fields=None)["query"] == {"bool": {"must": [QUERY]}}
+def test_a_query_that_is_only_text_on_the_searched_fields_narrows_nothing() -> None:
+    scope = _scope({"query": QUERY})
+    assert scope.body(QUERY, size=1, fields=None, searched=["text"])["query"] == {"bool": {"must": [QUERY]}}
+    # A search naming no fields looks in all of them: the caller's text stays a filter.
+    assert scope.body(QUERY, size=1, fields=None)["query"] == {"bool": {"must": [QUERY], "filter": [QUERY]}}
+
+
+def test_the_restriction_follows_the_fields_each_search_looks_in() -> None:
+    org = {"match": {"org": {"query": "Acme Corp", "operator": "and"}}}
+    scope = _scope({"query": {"bool": {"must": [org, QUERY]}}})
+    assert scope.restriction(["text"]) == org
+    assert scope.restriction(["org", "text"]) is None
+    assert scope.restriction([]) == {"bool": {"filter": [org, QUERY]}}
 
 
 def test_the_urls_lucene_query_is_kept_whole_as_a_filter() -> None:
@@ -136,7 +147,7 @@ def _scoped(backend: RecordingBackend) -> ScopedSearch:
 
 async def test_search_runs_as_the_caller_within_the_callers_scope() -> None:
     backend = RecordingBackend()
-    await _scoped(backend).search({"match": {"text": "egypt"}}, size=4, fields=["text", "secret"])
+    await _scoped(backend).search({"match": {"text": "egypt"}}, size=4, fields=["text", "secret"], searched=["text"])
     (call,) = backend.calls
     assert (call.method, call.index, call.params, call.pipeline) == ("search", "docs", SCOPED_PARAMS, NATIVE)
     assert call.caller.as_dict() == HEADERS
@@ -150,7 +161,7 @@ async def test_search_runs_as_the_caller_within_the_callers_scope() -> None:
 
 async def test_search_of_another_index_keeps_routing_preference_and_post_filter() -> None:
     backend = RecordingBackend()
-    await _scoped(backend).search(QUERY, size=4, fields=["text"], index="archive")
+    await _scoped(backend).search(QUERY, size=4, fields=["text"], searched=["text"], index="archive")
     (call,) = backend.calls
     assert call.index == "archive"
     assert call.params == SCOPED_PARAMS
@@ -177,7 +188,7 @@ async def test_msearch_puts_the_scope_parameters_in_each_header() -> None:
 
 async def test_msearch_of_another_index_keeps_routing_preference_and_post_filter() -> None:
     backend = RecordingBackend()
-    await _scoped(backend).msearch([QUERY], size=2, fields=["text"], index="archive")
+    await _scoped(backend).msearch([QUERY], size=2, fields=["text"], searched=["text"], index="archive")
     ((header, body),) = backend.calls[0].body
     assert header == {"index": "archive", **SCOPED_PARAMS}
     assert body["post_filter"] == POST_FILTER
@@ -228,3 +239,91 @@ def test_excludes_of_the_body_and_the_url_both_reach_the_processors_search() -> 
         "includes": ["*"],
         "excludes": ["title", "author", "body.*"],
     }
+
+
+# --- another index than the caller's target: what an alias of the target binds ---------------------------
+
+TENANT_A: JSON = {"filter": {"term": {"tenant": "A"}}}
+DOCS_ALIASES: JSON = {"docs": {"aliases": {"tenant_a": TENANT_A, "tenant_b": {"filter": {"term": {"tenant": "B"}}}}}}
+
+
+def _caller_on(target: str | None, backend: RecordingBackend, params: dict[str, str] | None = None) -> ScopedSearch:
+    return ScopedSearch(backend, _scope({"query": QUERY}, index=target, params=params, headers=HEADERS))
+
+
+async def test_a_search_of_the_callers_own_target_looks_up_no_alias() -> None:
+    backend = RecordingBackend()
+    await _caller_on("tenant_a", backend).search(QUERY, size=2, fields=None, index="tenant_a")
+    await _caller_on("tenant_a", backend).msearch([QUERY], size=2, fields=None)
+    assert backend.alias_lookups == []
+    assert [call.method for call in backend.calls] == ["search", "msearch"]
+
+
+async def test_a_plain_index_may_have_another_index_searched() -> None:
+    backend = RecordingBackend()
+    params = {"routing": "r1", "expand_wildcards": "all", "ignore_unavailable": "true"}
+    await _caller_on("news", backend, params).search(QUERY, size=2, fields=None, index="wiki")
+    (lookup,) = backend.alias_lookups
+    # The target resolves as the caller's search resolved it; routing is no parameter of _alias.
+    assert (lookup.index, lookup.params) == ("news", {"expand_wildcards": "all", "ignore_unavailable": "true"})
+    assert lookup.caller.as_dict() == HEADERS
+    assert [call.index for call in backend.calls] == ["wiki"]
+
+
+@pytest.mark.parametrize(
+    ("target", "aliases"),
+    [
+        ("tenant_a", DOCS_ALIASES),
+        ("tenant_*", DOCS_ALIASES),
+        ("news,tenant_a", {"news": {"aliases": {}}} | DOCS_ALIASES),
+        ("shard_one", {"docs": {"aliases": {"shard_one": {"search_routing": "1", "index_routing": "1"}}}}),
+        ("<docs-{now/d}>", DOCS_ALIASES),
+    ],
+    ids=["filtered", "wildcard", "one_of_several", "routed", "date_math"],
+)
+async def test_an_alias_that_binds_the_callers_search_refuses_another_index(target: str, aliases: JSON) -> None:
+    backend = RecordingBackend()
+    backend.alias_answers[target] = aliases
+    search = _caller_on(target, backend)
+    with pytest.raises(OutOfScope, match="would not apply"):
+        await search.search(QUERY, size=2, fields=None, index="docs")
+    with pytest.raises(OutOfScope, match="would not apply"):
+        await search.msearch([QUERY], size=1, fields=None, index="docs")
+    assert backend.calls == []
+
+
+@pytest.mark.parametrize(
+    ("target", "aliases"),
+    [
+        # The caller names the index itself: its filtered aliases bind nothing the caller reads.
+        ("docs", DOCS_ALIASES),
+        # The caller names an alias without a filter; its index's other aliases bind nothing either.
+        ("everything", {"docs": {"aliases": {"everything": {}, **DOCS_ALIASES["docs"]["aliases"]}}}),
+        ("writes", {"docs": {"aliases": {"writes": {"index_routing": "1"}}}}),
+    ],
+    ids=["index_itself", "unfiltered_alias", "write_routing_only"],
+)
+async def test_aliases_the_target_does_not_bind_through_leave_another_index_searchable(
+    target: str, aliases: JSON
+) -> None:
+    backend = RecordingBackend()
+    backend.alias_answers[target] = aliases
+    await _caller_on(target, backend).search(QUERY, size=2, fields=None, index="wiki")
+    assert [call.index for call in backend.calls] == ["wiki"]
+
+
+async def test_aliases_that_cannot_be_read_refuse_another_index() -> None:
+    backend = RecordingBackend()
+    denied = {"error": {"type": "security_exception", "reason": "no permissions for [indices:admin/aliases/get]"}}
+    backend.alias_answers["tenant_a"] = UpstreamError(403, denied)
+    with pytest.raises(OutOfScope, match="could not be read"):
+        await _caller_on("tenant_a", backend).search(QUERY, size=2, fields=None, index="docs")
+    assert backend.calls == []
+
+
+async def test_a_caller_without_a_target_reads_through_no_alias() -> None:
+    backend = RecordingBackend()
+    await _caller_on(None, backend).msearch([QUERY], size=1, fields=None, index="wiki")
+    assert backend.alias_lookups == []
+    ((header, _),) = backend.calls[0].body
+    assert header == {"index": "wiki"}

@@ -14,6 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
+from answerbox.config import Limits
+from answerbox.errors import RejectedExecution
+from answerbox.memory.identity import Identities
+from answerbox.opensearch import Caller
+from answerbox.pipeline.admission import Admission, caller_key
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -175,3 +180,34 @@ async def test_one_request_makes_at_most_its_llm_calls(cluster: FakeOpenSearch) 
     assert len(llm.calls) == 2
     spent = "made its 2 LLM calls (limits.max_llm_calls)"
     assert sum(any(spent in w for w in report) for report in warnings) == 2
+
+
+class _Users(Identities):
+    """The security plugin's answer: the user a caller's authorization names (None: no plugin)."""
+
+    def __init__(self, *, plugin: bool = True) -> None:
+        self._plugin = plugin
+
+    async def user(self, caller: Caller) -> str | None:
+        return dict(caller.headers).get("authorization") if self._plugin else None
+
+
+async def test_a_fresh_cookie_is_the_same_caller_where_the_cluster_has_users() -> None:
+    first = Caller.from_headers({**basic("flood"), "cookie": "session=1"})
+    second = Caller.from_headers({**basic("flood"), "cookie": "session=2; junk=3"})
+    other = Caller.from_headers(basic("calm"))
+    users = _Users()
+    assert await caller_key(first, users) == await caller_key(second, users) != await caller_key(other, users)
+    admission = Admission(Limits(max_runs_per_caller=1))
+    with admission.admitted(await caller_key(first, users)):
+        with pytest.raises(RejectedExecution), admission.admitted(await caller_key(second, users)):
+            pass
+        with admission.admitted(await caller_key(other, users)):
+            pass
+
+
+async def test_without_users_callers_are_told_apart_by_their_credentials() -> None:
+    no_plugin = _Users(plugin=False)
+    first = Caller.from_headers({**basic("a"), "cookie": "session=1"})
+    assert await caller_key(first, no_plugin) != await caller_key(Caller.from_headers(basic("a")), no_plugin)
+    assert await caller_key(Caller(), no_plugin) is None

@@ -50,6 +50,10 @@ HOSTILE = {
     "include": "{% include 'query_expansion/q2d_zs.j2' %}{{ query }}",
     "division by zero": "{{ 1/0 }} {{ query }}",
     "huge range": "{{ range(10**7)|list|length }} {{ query }}",
+    "a type's method": "{{ dict.fromkeys(range(70000), ['']).values()|sum(start=[]) }} {{ query }}",
+    "a type's method through a value": "{{ {}.fromkeys(range(70000), ['']).values()|sum(start=[]) }} {{ query }}",
+    # Concatenates: time that grows with the square of the items, in one C call.
+    "sum of lists": "{{ [['a'], ['b']]|sum(start=[]) }} {{ query }}",
     "deep recursion": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }} {{ query }}",
 }
 
@@ -65,6 +69,13 @@ def cluster() -> FakeOpenSearch:
 async def client(cluster: FakeOpenSearch) -> AsyncIterator[httpx.AsyncClient]:
     async with in_process(cluster=cluster) as client:
         yield client
+
+
+@pytest.fixture
+async def library() -> AsyncIterator[PromptLibrary]:
+    prompts = PromptLibrary(Settings().templates_dir)
+    yield prompts
+    await prompts.aclose()
 
 
 def _pipeline(prompt: str) -> dict[str, object]:
@@ -150,29 +161,32 @@ async def test_a_model_the_admin_did_not_allow_is_refused_in_any_pipeline(cluste
         assert kept.json() == {"m": {"response_processors": [{"cited_answer": {"model": "big"}}]}}
 
 
-async def test_ordinary_arithmetic_loops_and_filters_still_render(client: httpx.AsyncClient) -> None:
+async def test_ordinary_arithmetic_loops_and_filters_still_render(
+    client: httpx.AsyncClient, library: PromptLibrary
+) -> None:
     template = (
         "{% for i in range(3) %}{{ i ** 2 }}{% endfor %} {{ '-' * 3 }} {{ 'x %s' % 'y' }} {{ query|upper ~ '!' }}"
         " {{ ['a', 'b']|join(', ') }} {{ query.replace('a', 'b').split()|join('-') }} {{ query }}"
+        " {{ [1, 2.5]|sum }} {{ {'x': 1, 'y': 2}.values()|sum(start=1) }}"
     )
     response = await client.put("/_search/pipeline/fine", json=_pipeline(template))
     assert (response.status_code, response.json()) == (200, {"acknowledged": True})
-    rendered = PromptLibrary(Settings().templates_dir).get("t", template).render(query="a cat")
-    assert rendered == "014 --- x y A CAT! a, b b-cbt a cat"
+    rendered = await library.get("t", template).arender(query="a cat")
+    assert rendered == "014 --- x y A CAT! a, b b-cbt a cat 3.5 4"
 
 
-def test_one_requests_renders_share_one_cpu_budget() -> None:
-    """An _msearch of many lines, each with many prompts, renders no longer than one request may."""
-    library = PromptLibrary(Settings().templates_dir)
+async def test_one_requests_renders_share_one_cpu_budget(library: PromptLibrary) -> None:
+    """An _msearch of many lines, each with many prompts, renders no longer than one request may:
+    the CPU time an override takes in the prompt worker counts against it."""
     slow = library.get("t", HOSTILE["nested loops"])
     cheap = library.get("t", "{{ query }}")
     with request_render_budget(0.3):
         for _ in range(2):  # the first is cut at a prompt's 0.2 s, the second at the 0.1 s left
             with pytest.raises(ConfigError, match="ran out of CPU time"):
-                slow.render(query="q")
+                await slow.arender(query="q")
         with pytest.raises(ConfigError, match="ran out of CPU time"):
-            cheap.render(query="q")
-    assert cheap.render(query="q") == "q"
+            await cheap.arender(query="q")
+    assert await cheap.arender(query="q") == "q"
 
 
 @pytest.mark.parametrize(

@@ -143,7 +143,7 @@ class ChainRun:
 
     async def _rounds(self) -> None:
         self._structured = await self._services.llm.structured(timeout_s=self._llm_timeout())
-        prompt = self._services.prompts.get(_TEMPLATES + "coq.j2").render(
+        prompt = await self._services.prompts.get(_TEMPLATES + "coq.j2").arender(
             question=self._question, json=self._structured
         )
         messages: list[Message] = [{"role": "user", "content": prompt}]
@@ -178,7 +178,7 @@ class ChainRun:
             branch.feedback = (position, record.action)
             messages += [
                 {"role": "assistant", "content": reply.text},
-                {"role": "user", "content": self._feedback(record)},
+                {"role": "user", "content": await self._feedback(record)},
             ]
             parent = (round_, position)
 
@@ -211,9 +211,9 @@ class ChainRun:
     def _processed(self, query: str) -> NodeRecord | None:
         return next((r for r in self._result.records if self._same(r.query, query)), None)
 
-    def _feedback(self, record: NodeRecord) -> str:
+    async def _feedback(self, record: NodeRecord) -> str:
         reference = reference_excerpt(record.evidence, self._config.max_reference_chars) if record.evidence else ""
-        return self._services.prompts.get(_TEMPLATES + _FEEDBACK[record.action]).render(
+        return await self._services.prompts.get(_TEMPLATES + _FEEDBACK[record.action]).arender(
             query=record.query, answer=record.answer or "", question=self._question, reference=reference
         )
 
@@ -229,7 +229,7 @@ class ChainRun:
         ]
         if not steps:
             return
-        prompt = self._services.prompts.get(_TEMPLATES + "tracing.j2").render(
+        prompt = await self._services.prompts.get(_TEMPLATES + "tracing.j2").arender(
             question=self._question,
             steps=[{"query": r.query, "answer": r.answer} for r in steps],
             json=self._structured,

@@ -57,7 +57,9 @@ async def gather_evidence(
     """One entry per query, in order: its evidence, or None when nothing was found."""
     if not queries:
         return []
-    responses = await search.msearch([{"match": {field: q}} for q in queries], size=1, fields=[field], index=index)
+    responses = await search.msearch(
+        [{"match": {field: q}} for q in queries], size=1, fields=[field], searched=[field], index=index
+    )
     found = [_top_passage(r, field) for r in responses]
     models = await services.models()
     spans = await asyncio.gather(

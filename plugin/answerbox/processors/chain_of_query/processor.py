@@ -6,7 +6,9 @@ filters) by the ONNX reader; IR's corrections and completions go back to the LLM
 most ``r_max`` rounds within ``budget_s``. The result goes to ``ext.answerbox.chain``:
 rounds, the checked nodes, the Tree-of-Reasoning, and the final content whose ``[k]``
 markers cite the hit that supported node k. The hits themselves are never changed, and
-an LLM, model or search failure only degrades the chain (a warning, an abstention).
+an LLM, model or search failure only degrades the chain (a warning, an abstention), as does
+a refused search: another ``index`` is not searched for a caller whose target is a filtered
+or routed alias (``ScopedSearch``).
 """
 
 from __future__ import annotations

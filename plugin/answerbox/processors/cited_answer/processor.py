@@ -65,6 +65,7 @@ __all__ = ["CitedAnswer", "CitedAnswerConfig"]
 _PROMPT = "cited_answer/freshprompt.j2"
 _SYSTEM = "cited_answer/system.j2"
 _EVIDENCE_IS_DATA = "cited_answer/evidence_is_data.j2"
+_CALLER_INSTRUCTIONS = "cited_answer/caller_instructions.j2"
 # The LLM gets at most this share of the processor's time left: the rest is for the
 # citation check or the extractive fallback, so a slow LLM never costs the answer.
 _LLM_SHARE = 0.7
@@ -118,13 +119,15 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
 
     def __init__(self, config: CitedAnswerConfig, services: Services) -> None:
         super().__init__(config, services)
-        # Loaded and test-rendered now, as query expansion's: an override that does not parse
-        # or uses an unknown variable is refused when the pipeline is defined, not at search time.
+        # Loaded now, and test-rendered by ``check``, as query expansion's: an override that does not
+        # parse or uses an unknown variable is refused when the pipeline is defined, not at search time.
         try:
             self._prompt = services.prompts.get(_PROMPT, config.prompt)
-            self._user_prompt("q", [_block(_SAMPLE)], "January 1, 2026", "i", json=False)
         except ConfigError as exc:
             raise ConfigError(f"processor [{self.name}]: {exc.reason}") from exc
+
+    async def check(self) -> None:
+        await self._user_prompt("q", [_block(_SAMPLE)], "January 1, 2026", "i", json=False)
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         """The checked answer lands in ``ctx.report.answer``; a run's listener hears the
@@ -226,28 +229,38 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             self.warn(ctx, "the chain verified nothing; answering from the search results")
         return answer_evidence(ctx.report, hits, self.config.fields, size=size, snippet_chars=self.config.snippet_chars)
 
-    def _messages(
+    async def _messages(
         self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, *, json: bool
     ) -> list[Message]:
         qa = ctx.generative_qa
         today = self.config.current_date or datetime.now(UTC).date()
         current = written_date(today)
-        system = (
-            qa.system_prompt
-            if qa and qa.system_prompt
-            else self.services.prompts.get(_SYSTEM).render(current_date=current)
+        # Our rules always come first and the caller's system_prompt and user_instructions only
+        # after them, quoted and marked as lower-priority data: any caller may set them, and
+        # replacing our prompt made the operator's LLM a general-purpose one for every caller.
+        system = "\n".join(
+            [
+                await self.services.prompts.get(_SYSTEM).arender(current_date=current),
+                await self.services.prompts.get(_EVIDENCE_IS_DATA).arender(),
+                *await self._caller_instructions(qa.system_prompt if qa else None),
+            ]
         )
-        # A caller's own system prompt replaces ours, never the rule that evidence is data.
-        system = f"{system}\n{self.services.prompts.get(_EVIDENCE_IS_DATA).render()}"
-        user = self._user_prompt(
-            question, [_block(e) for e in blocks], current, qa.user_instructions if qa else None, json=json
+        user = await self._user_prompt(
+            question,
+            [_block(e) for e in blocks],
+            current,
+            "\n".join(await self._caller_instructions(qa.user_instructions if qa else None)),
+            json=json,
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    def _user_prompt(
+    async def _caller_instructions(self, text: str | None) -> list[str]:
+        return [await self.services.prompts.get(_CALLER_INSTRUCTIONS).arender(instructions=text)] if text else []
+
+    async def _user_prompt(
         self, question: str, evidence: list[dict[str, Any]], current: str, instructions: str | None, *, json: bool
     ) -> str:
-        return self._prompt.render(
+        return await self._prompt.arender(
             question=question,
             evidence=evidence,
             current_date=current,
@@ -268,7 +281,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         )
         # JSON only for a whole answer: a listener is shown the tokens as they come.
         structured = not incremental and await self.services.llm.structured(timeout_s=timeout)
-        messages = self._messages(question, blocks, ctx, json=structured)
+        messages = await self._messages(question, blocks, ctx, json=structured)
         options: dict[str, Any] = {
             "max_tokens": self.config.max_tokens,
             "model": (qa.llm_model if qa else None) or self.config.model,

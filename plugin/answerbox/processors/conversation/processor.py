@@ -42,6 +42,10 @@ _SCHEMA = Schema("standalone_question", object_schema(question=string(_MAX_QUEST
 _TEMPLATE = "conversation/standalone.j2"
 # Earlier answers shown to the LLM are cut to this: the question's context, not its evidence.
 _MAX_ANSWER_CHARS = 300
+# Earlier questions, for the rules and the LLM, are cut to this: a memory's last turns (at most
+# limits.max_message_size) then always fit the prompt, and an oversized one stored in an earlier
+# memory slows no rewrite.
+_MAX_EARLIER_QUESTION_CHARS = 1000
 
 
 class _Reply(BaseModel):
@@ -76,7 +80,7 @@ class Conversation(RequestProcessor[ConversationConfig]):
         question = (ctx.question or "").strip()
         if turn is None or report is None or not turn.history or not question:
             return request
-        rules = standalone(question, turn.history[-1].question)
+        rules = standalone(question, turn.history[-1].question[:_MAX_EARLIER_QUESTION_CHARS])
         if not rules.rewritten:
             return request
         written = await self._by_llm(question, turn.history, rules, ctx) if self._asks_llm else None
@@ -103,14 +107,14 @@ class Conversation(RequestProcessor[ConversationConfig]):
         timeout = min(self.config.timeout_s, ctx.deadline.for_work())
         turns = [
             {
-                "question": t.question,
+                "question": t.question[:_MAX_EARLIER_QUESTION_CHARS],
                 "answer": "" if addresses_the_model(t.response) else t.response[:_MAX_ANSWER_CHARS],
             }
             for t in history
         ]
         try:
             structured = await self.services.llm.structured(timeout_s=timeout)
-            prompt = self._prompt.render(history=turns, question=question, json=structured)
+            prompt = await self._prompt.arender(history=turns, question=question, json=structured)
             completion = await self.services.llm.complete(
                 [{"role": "user", "content": prompt}],
                 max_tokens=self.config.max_tokens,

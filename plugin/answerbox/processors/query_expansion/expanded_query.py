@@ -2,11 +2,16 @@
 
 Two shapes, chosen in config and compared in ``bench/retrieval_eval.py``:
 
-* ``repeat``: the paper's literal ``q q q q q expansion`` as the text of the user's own clause;
-* ``bool``: the user's clause untouched but boosted ``weight``×, beside a ``match`` on the
-  expansion (Lucene scores a repeated term as one clause per occurrence, so the two add up
+* ``repeat``: the paper's literal ``q q q q q expansion`` scores, as the text of the user's own
+  clause;
+* ``bool``: the user's clause untouched but boosted ``weight``×, with an optional ``match`` on
+  the expansion (Lucene scores a repeated term as one clause per occurrence, so the two add up
   the same; ``bool`` also keeps the user's ``operator`` and ``minimum_should_match`` meaning
   what they meant).
+
+Either way the user's clause stays required: the expansion reorders its hits and never adds
+one. An expansion sharing a single word ("of") with a document the clause kept out (another
+tenant's) must not bring it in.
 
 The expansion only ever goes into ``match`` / ``multi_match`` text, which OpenSearch analyses
 as plain words: LLM output never reaches a query-string parser.
@@ -70,7 +75,8 @@ def expanded_clause(clause: TextClause, expansion: str, *, weight: int, combine:
     """The query object that replaces ``clause``; filters elsewhere in the query are not touched."""
     spec = _spec(clause)
     if combine == "repeat" and _repeat_keeps_meaning(clause, spec):
-        return _as_clause(clause, {**spec, "query": " ".join([clause.text] * weight + [expansion])})
+        repeated = _as_clause(clause, {**spec, "query": " ".join([clause.text] * weight + [expansion])})
+        return {"bool": {"must": [repeated], "filter": [_as_clause(clause, spec)]}}
     boost = float(spec.get("boost", 1.0))
     original = _as_clause(clause, {**spec, "boost": boost * weight})
-    return {"bool": {"should": [original, _expansion_clause(clause, spec, expansion, boost)]}}
+    return {"bool": {"must": [original], "should": [_expansion_clause(clause, spec, expansion, boost)]}}

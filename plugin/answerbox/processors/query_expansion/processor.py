@@ -2,7 +2,8 @@
 
 The LLM writes a passage (q2d), keywords (q2e) or a rationale (cot) for the question,
 zero-shot, from few-shot examples, or from the top hits of a first BM25 search (PRF); the
-user's text clauses are then rewritten as ``q×weight + expansion`` (see ``expanded_query``).
+clauses that ask the question are then rewritten as ``q×weight + expansion`` (see
+``expanded_query``), never matching a document they did not match before.
 Anything that goes wrong on the way (LLM down or slow, PRF search failing) leaves the
 query as the user wrote it and adds a warning: expansion may improve the hits, never lose them.
 """
@@ -44,7 +45,7 @@ from answerbox.processors.query_expansion.expanded_query import (
 )
 from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hits_of
-from answerbox.query_text import find_text_clauses, replace_text_clauses
+from answerbox.query_text import find_text_clauses, question_clauses, replace_text_clauses
 from answerbox.ttl_cache import TTLCache
 
 if TYPE_CHECKING:
@@ -171,11 +172,10 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
 
     def __init__(self, config: QueryExpansionConfig, services: Services) -> None:
         super().__init__(config, services)
-        # Loaded and test-rendered now, so a missing template or an override using an
-        # unknown variable is rejected when the pipeline is defined.
+        # Loaded now, and test-rendered by ``check``, so a missing template or an override using
+        # an unknown variable is rejected when the pipeline is defined.
         try:
             self._prompt = services.prompts.get(f"query_expansion/{config.method}_{config.mode}.j2", config.prompt)
-            self._prompt.render(query="q", examples=config.few_shot, prf=["d"])
         except ConfigError as exc:
             raise ConfigError(f"processor [{self.name}]: {exc.reason}") from exc
         engine_limit = services.settings.limits.processor_timeout_s
@@ -190,10 +190,13 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         self._in_flight: dict[str, asyncio.Future[str]] = {}
         self._config_digest = json_digest(config.model_dump(mode="json"))
 
+    async def check(self) -> None:
+        await self._prompt.arender(query="q", examples=self.config.few_shot, prf=["d"])
+
     async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
         question = (ctx.question or "").strip()
-        clauses = find_text_clauses(request.body)
-        if not question or not clauses:
+        # Only the question's own clauses are expanded: other text (an org, a tenant) restricts.
+        if not question or not question_clauses(request.body, question):
             return request
         expansion = await self._expansion(question, request, ctx)
         if not expansion:
@@ -201,6 +204,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         expanded = request.copy()
         replace_text_clauses(
             expanded.body,
+            question,
             lambda clause: expanded_clause(
                 clause, expansion, weight=self.config.query_weight, combine=self.config.combine
             ),
@@ -257,7 +261,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
                 passages = (
                     await self._prf_passages(request, ctx) if self.config.mode == "prf" else await _access_checked(ctx)
                 )
-                prompt = self._prompt.render(query=question, examples=self.config.few_shot, prf=passages)
+                prompt = await self._prompt.arender(query=question, examples=self.config.few_shot, prf=passages)
                 completion = await self.services.llm.complete(
                     [{"role": "user", "content": prompt}],
                     max_tokens=self.config.max_tokens,

@@ -73,7 +73,7 @@ async def rewrite_question(
         return Rewrite(tuple(fallback_keywords(question)), "question")
     structured = await llm.structured(timeout_s=timeout_s)
     # One line keeps a question's own line breaks from posing as extra prompt examples.
-    rendered = prompt.render(question=" ".join(question.split()), json=structured)
+    rendered = await prompt.arender(question=" ".join(question.split()), json=structured)
     try:
         completion = await llm.complete(
             [{"role": "user", "content": rendered}],

@@ -44,7 +44,8 @@ Failures degrade the knowledge, never the hits: an evaluator failure leaves the 
 as it came (with a warning); an LLM failure during the rewrite falls back to keywords
 taken from the question, and the rewrite gets at most half the processor timeout so a
 slow LLM cannot time the whole processor out; a failed corrective search leaves the
-refined hits alone.
+refined hits alone, and so does one refused: ``corrective.index`` is not searched for a caller
+whose target is a filtered or routed alias (``ScopedSearch``).
 
 ``ext.answerbox.retrieval`` is a ``RetrievalReport`` (``answerbox.contract``): the verdict,
 the thresholds applied, the scored hits in OpenSearch's order, the action, the knowledge
@@ -292,9 +293,14 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         if not rewrite.keywords:
             self.warn(ctx, "the question has no keywords; no corrective search")
             return _Corrective(details=details)
-        query = corrective_query(config, rewrite.query, config.fields or self.config.text_fields)
+        searched = config.fields or self.config.text_fields
+        query = corrective_query(config, rewrite.query, searched)
         try:
-            found = await ctx.search.search(query, size=config.size, fields=self.config.text_fields, index=index)
+            # The caller's text on the fields searched gives way to the keywords; none named: all
+            # fields are, and the caller's text stays a filter.
+            found = await ctx.search.search(
+                query, size=config.size, fields=self.config.text_fields, searched=searched or (), index=index
+            )
         except (UpstreamError, UpstreamUnavailable, OutOfScope) as exc:
             self.warn(ctx, f"the corrective search failed: {exc.reason}")
             return _Corrective(query=rewrite.query, details=details)

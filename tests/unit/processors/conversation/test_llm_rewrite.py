@@ -146,9 +146,9 @@ def test_when_the_llm_fails_or_strays_the_rules_make_it_standalone(reply: Reply,
     ],
     ids=["late", "twice"],
 )
-def test_the_conversation_processor_must_come_first_and_once(pipeline: dict[str, Any]) -> None:
+async def test_the_conversation_processor_must_come_first_and_once(pipeline: dict[str, Any]) -> None:
     with pytest.raises(ConfigError) as refused:
-        default_registry().build(
+        await default_registry().build(
             "late", PipelineDefinition.parse(pipeline), FakeServices(), PipelineStats(), inline=False
         )
     assert refused.value.reason == (
@@ -156,11 +156,11 @@ def test_the_conversation_processor_must_come_first_and_once(pipeline: dict[str,
     )
 
 
-def test_a_pipeline_without_one_gets_the_defaults() -> None:
+async def test_a_pipeline_without_one_gets_the_defaults() -> None:
     services = FakeServices()
     registry = default_registry()
     definition = PipelineDefinition.parse({"response_processors": [{"cited_answer": {}}]})
-    built = [registry.build(name, definition, services, PipelineStats(), inline=True) for name in ("a", "b")]
+    built = [await registry.build(name, definition, services, PipelineStats(), inline=True) for name in ("a", "b")]
     conversations = [pipeline.conversation for pipeline in built]
     assert isinstance(conversations[0], Conversation)
     assert conversations[0].config.rewrite == "auto"

@@ -15,7 +15,10 @@ from answerbox.errors import ConfigError, LLMError, LLMTimeout, UpstreamError
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import ConfigContext, PipelineContext, SearchRequest
 from answerbox.pipeline.deadline import Deadline
+from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.stats import PipelineStats
+from answerbox.processors import default_registry
 from answerbox.processors.query_expansion import LLMQueryExpansion
 from answerbox.query_text import question_of
 
@@ -130,34 +133,63 @@ async def test_each_method_sends_the_papers_prompt(method: ExpansionMethod, mode
     assert sent.body == {
         "query": {
             "bool": {
-                "should": [
-                    {"match": {"body": {"query": QUERY, "boost": 5.0}}},
-                    {"match": {"body": {"query": "ok", "boost": 1.0}}},
-                ]
+                "must": [{"match": {"body": {"query": QUERY, "boost": 5.0}}}],
+                "should": [{"match": {"body": {"query": "ok", "boost": 1.0}}}],
             }
         }
     }
 
 
-async def test_bool_shape_keeps_the_clause_and_adds_the_expansion() -> None:
+async def test_bool_shape_keeps_the_clause_required_and_adds_the_expansion() -> None:
     processor = _expansion(_services("automobile vehicles"), combine="bool", query_weight=5)
     body = {"query": {"match": {"body": {"query": "car", "operator": "and"}}}}
     sent, _ = await _expand(processor, body)
     assert sent.body["query"] == {
         "bool": {
-            "should": [
-                {"match": {"body": {"query": "car", "operator": "and", "boost": 5.0}}},
-                {"match": {"body": {"query": "automobile vehicles", "boost": 1.0}}},
-            ]
+            "must": [{"match": {"body": {"query": "car", "operator": "and", "boost": 5.0}}}],
+            "should": [{"match": {"body": {"query": "automobile vehicles", "boost": 1.0}}}],
         }
     }
     assert body == {"query": {"match": {"body": {"query": "car", "operator": "and"}}}}  # the caller's, untouched
 
 
-async def test_repeat_shape_is_the_papers_query_text() -> None:
+async def test_repeat_shape_scores_the_papers_query_text_within_the_clauses_hits() -> None:
     processor = _expansion(_services("automobile vehicles"), combine="repeat", query_weight=3)
     sent, _ = await _expand(processor, {"query": {"match": {"body": "car"}}})
-    assert sent.body["query"] == {"match": {"body": {"query": "car car car automobile vehicles"}}}
+    assert sent.body["query"] == {
+        "bool": {
+            "must": [{"match": {"body": {"query": "car car car automobile vehicles"}}}],
+            "filter": [{"match": {"body": {"query": "car"}}}],
+        }
+    }
+
+
+def _asking(query: JSON, question: str) -> JSON:
+    return {"query": query, "ext": {"generative_qa_parameters": {"llm_question": question}}}
+
+
+async def test_only_the_questions_own_clauses_are_expanded() -> None:
+    org = {"match": {"org": {"query": "Acme Corp", "operator": "and"}}}
+    body = _asking({"bool": {"must": [org, MATCH["query"]]}}, QUERY)
+    sent, _ = await _expand(_expansion(_services("the spice of the desert")), body)
+    # The org's clause binds as the caller wrote it: an expansion sharing "of" with another
+    # org's name must not let that org's books in.
+    assert sent.body["query"]["bool"]["must"] == [
+        org,
+        {
+            "bool": {
+                "must": [{"match": {"body": {"query": QUERY, "boost": 5.0}}}],
+                "should": [{"match": {"body": {"query": "the spice of the desert", "boost": 1.0}}}],
+            }
+        },
+    ]
+
+
+async def test_a_query_without_the_questions_text_is_sent_as_written_with_no_llm_call() -> None:
+    services = _services()
+    request = _request(_asking(MATCH["query"], "who mines spice"))
+    assert await _expansion(services).process_request(request, _context(request)) is request
+    assert services.llm.calls == []
 
 
 async def test_filters_aggregations_sort_and_paging_stay_as_written() -> None:
@@ -180,10 +212,8 @@ async def test_filters_aggregations_sort_and_paging_stay_as_written() -> None:
                 "must": [
                     {
                         "bool": {
-                            "should": [
-                                {"match": {"body": {"query": "desert", "boost": 5.0}}},
-                                {"match": {"body": {"query": "desert sand dunes worms", "boost": 1.0}}},
-                            ]
+                            "must": [{"match": {"body": {"query": "desert", "boost": 5.0}}}],
+                            "should": [{"match": {"body": {"query": "desert sand dunes worms", "boost": 1.0}}}],
                         }
                     }
                 ],
@@ -205,10 +235,8 @@ async def test_query_syntax_and_json_in_the_users_query_stay_literal() -> None:
     # The model's "OR *" and match_all are words to score in a multi_match, never syntax.
     assert sent.body["query"] == {
         "bool": {
-            "should": [
-                {"simple_query_string": {"query": user, "fields": ["body"], "boost": 5.0}},
-                {"multi_match": {"query": reply, "boost": 1.0, "fields": ["body"]}},
-            ]
+            "must": [{"simple_query_string": {"query": user, "fields": ["body"], "boost": 5.0}}],
+            "should": [{"multi_match": {"query": reply, "boost": 1.0, "fields": ["body"]}}],
         }
     }
 
@@ -376,11 +404,12 @@ async def test_prf_searches_as_the_caller_within_its_scope_and_caches_per_caller
     await _expand(processor, body, backend, ALICE)
     await _expand(processor, body, backend, ALICE)
     await _expand(processor, body, backend, BOB)
-    # The caller's query within the caller's scope (its filter again, harmlessly), the prompt's
-    # fields only, and the pipeline's OpenSearch part (none here).
+    # The caller's query within the caller's scope (its restriction again, text and all,
+    # harmlessly), the prompt's fields only, and the pipeline's OpenSearch part (none here).
+    restriction = {"bool": {"filter": [MATCH["query"], {"term": {"genre": "scifi"}}]}}
     prf = {
         "size": 3,
-        "query": {"bool": {"must": [body["query"]], "filter": [{"term": {"genre": "scifi"}}]}},
+        "query": {"bool": {"must": [body["query"]], "filter": [restriction]}},
         "_source": {"includes": ["body"], "excludes": []},
     }
     assert backend.calls == [
@@ -427,6 +456,7 @@ async def test_prompt_override_and_examples_file(tmp_path: Path) -> None:
     (tmp_path / "examples.json").write_text(json.dumps(EXAMPLES[:1]))
     services = _services(files_dir=tmp_path)
     await _expand(_expansion(services, prompt="Keywords for {{ query }}, please:"), MATCH)
+    await services.aclose()  # the prompt worker that rendered the override
     # A stored pipeline names the file relative to the configured files_dir.
     stored = ConfigContext(files_dir=tmp_path)
     await _expand(_expansion(services, stored, method="q2e", mode="fs", examples_file="examples.json"), MATCH)
@@ -457,7 +487,6 @@ async def test_no_question_or_no_text_clause_leaves_the_search_alone() -> None:
         ({"examples": EXAMPLES}, "examples are used only by mode 'fs', not 'zs'"),
         ({"query_weight": 0}, "query_weight"),
         ({"timeout_s": 45}, "[timeout_s] must be below limits.processor_timeout_s (30), got 45"),
-        ({"prompt": "{{ question }}"}, "'question' is undefined"),
         ({"prompt": "{% if %}"}, "syntax error"),
         ({"cache_ttl_s": 10**9}, "less than or equal to 86400"),
         ({"mode": "fs", "examples_file": "examples.json"}, "examples_file needs files_dir"),
@@ -469,6 +498,22 @@ def test_invalid_configs_are_rejected_when_defined(config: dict[str, Any], compl
         _expansion(_services(), **config)
     assert complaint in refused.value.reason
     assert refused.value.reason.startswith("processor [llm_query_expansion]")
+
+
+async def test_an_override_using_an_unknown_variable_is_refused_when_the_pipeline_is_built() -> None:
+    """Its test render runs in the prompt worker while the pipeline is built (``check``)."""
+    services = _services()
+    definition = PipelineDefinition.parse(
+        {"request_processors": [{"llm_query_expansion": {"prompt": "{{ question }}"}}]}
+    )
+    try:
+        with pytest.raises(ConfigError) as refused:
+            await default_registry().build("p", definition, services, PipelineStats(), inline=False)
+    finally:
+        await services.aclose()
+    assert refused.value.reason == (
+        "processor [llm_query_expansion]: prompt [query_expansion/q2d_zs.j2 (override)]: 'question' is undefined"
+    )
 
 
 @pytest.mark.parametrize(

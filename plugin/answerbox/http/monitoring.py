@@ -1,0 +1,71 @@
+"""``GET /_answerbox/health``, ``/_answerbox/stats/search_pipeline`` and ``/metrics``.
+
+Their statuses and totals are anyone's: a readiness probe or a scraper carries no credentials.
+What names OpenSearch's address, the directories, the stored pipelines, the processors' tags or
+the host is shown only to a caller OpenSearch authenticates, as OpenSearch's security plugin
+shows its own node stats. Without that plugin OpenSearch authenticates no one and shows
+everything to everyone, and so does answerbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from answerbox.digest import json_digest
+from answerbox.doctor import Doctor, health_body
+from answerbox.errors import AnswerboxError
+from answerbox.memory.identity import Identities
+from answerbox.opensearch import Caller
+from answerbox.pipeline.stats import PipelineStats
+from answerbox.ttl_cache import TTLCache
+
+__all__ = ["Monitoring"]
+
+# Refusals are kept too, a short while: a probe every few seconds asks OpenSearch (and fills its
+# log with a 401) once per period, not once a call.
+_VERDICT_S = 10.0
+_MAX_VERDICTS = 4096  # keyed by credentials callers send: bounded, so invented ones cannot grow memory
+# The liveness probe asks for the stats (deploy/k8s): an OpenSearch that hangs must not stall it.
+_ASK_S = 1.0
+
+
+class Monitoring:
+    def __init__(self, *, doctor: Doctor, stats: PipelineStats, identities: Identities) -> None:
+        self._doctor = doctor
+        self._stats = stats
+        self._identities = identities
+        self._verdicts: TTLCache[bool] = TTLCache(_MAX_VERDICTS, _VERDICT_S)
+
+    async def health(self, request: Request) -> Response:
+        found, details = await asyncio.gather(self._doctor.examine(), self._authenticated(request))
+        body, status = health_body(found, details=details)
+        return JSONResponse(body, status_code=status)
+
+    async def stats(self, request: Request) -> Response:
+        stats = self._stats
+        return JSONResponse(stats.snapshot() if await self._authenticated(request) else stats.summary())
+
+    async def metrics(self, request: Request) -> Response:
+        stats = self._stats
+        registry = stats.registry if await self._authenticated(request) else stats.summary_registry
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def _authenticated(self, request: Request) -> bool:
+        """Whether OpenSearch accepts the caller's credentials (it is asked with them, the answer
+        kept a while per caller); no answer from it in time counts as no."""
+        caller = Caller.from_headers(request.headers)
+        key = json_digest(caller.credentials)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            try:
+                await asyncio.wait_for(self._identities.user(caller), _ASK_S)
+            except (AnswerboxError, TimeoutError):
+                verdict = False
+            else:
+                verdict = True
+            self._verdicts.put(key, verdict)
+        return verdict
