@@ -10,10 +10,15 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from answerbox.errors import ConfigError
 from answerbox.opensearch import JSON, Caller, SearchBackend
 from answerbox.pipeline.base import PipelineContext
 from answerbox.pipeline.deadline import Deadline
+from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.stats import PipelineStats
+from answerbox.processors import default_registry
+from answerbox.services import Services
 
 T = TypeVar("T")
 
@@ -198,3 +203,14 @@ async def take(clock: FakeClock, seconds: float) -> None:
     loop.call_later(seconds, wake)
     clock.advance(seconds)
     await woken
+
+
+async def refused_build(pipeline: JSON, services: Services) -> ConfigError:
+    """The error building ``pipeline`` (a stored one) raises; closes ``services`` either way."""
+    try:
+        await default_registry().build("p", PipelineDefinition.parse(pipeline), services, PipelineStats(), inline=False)
+    except ConfigError as exc:
+        return exc
+    finally:
+        await services.aclose()
+    raise AssertionError("the pipeline was built")

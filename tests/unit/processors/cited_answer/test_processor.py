@@ -21,15 +21,12 @@ from answerbox.errors import ConfigError, LLMError, ModelError
 from answerbox.llm.client import Message
 from answerbox.opensearch import JSON
 from answerbox.pipeline.base import ConfigContext
-from answerbox.pipeline.definition import PipelineDefinition
-from answerbox.pipeline.stats import PipelineStats
-from answerbox.processors import default_registry
 from answerbox.processors.cited_answer import CitedAnswer
 from answerbox.processors.cited_answer.citations import ANSWER_SCHEMA
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 
 from tests.unit.fake_services import FakeEvaluator, FakeReader, FakeServices, Reply, Slow, fake_models
-from tests.unit.fakes import FakeClock, response_of, run_on
+from tests.unit.fakes import FakeClock, refused_build, response_of, run_on
 from tests.unit.processors.cited_answer.books import (
     ABSTAIN,
     AUTHOR_SIGNALS,
@@ -482,13 +479,9 @@ def test_invalid_configs_are_rejected_when_defined(config: dict[str, Any], probl
 
 async def test_an_override_using_an_unknown_variable_is_refused_when_the_pipeline_is_built() -> None:
     """Its test render runs in the prompt worker while the pipeline is built (``check``)."""
-    services = answer_services()
-    definition = PipelineDefinition.parse({"response_processors": [{"cited_answer": {"prompt": "{{ query }}"}}]})
-    try:
-        with pytest.raises(ConfigError) as refused:
-            await default_registry().build("p", definition, services, PipelineStats(), inline=False)
-    finally:
-        await services.aclose()
-    assert refused.value.reason == (
+    refused = await refused_build(
+        {"response_processors": [{"cited_answer": {"prompt": "{{ query }}"}}]}, answer_services()
+    )
+    assert refused.reason == (
         "processor [cited_answer]: prompt [cited_answer/freshprompt.j2 (override)]: 'query' is undefined"
     )

@@ -15,15 +15,20 @@ from answerbox.errors import ConfigError, LLMError, LLMTimeout, UpstreamError
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import ConfigContext, PipelineContext, SearchRequest
 from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
-from answerbox.pipeline.stats import PipelineStats
-from answerbox.processors import default_registry
 from answerbox.processors.query_expansion import LLMQueryExpansion
 from answerbox.query_text import question_of
 
 from tests.unit.fake_services import FakeServices, FakeSharedCache, LLMCall, Reply, Slow
-from tests.unit.fakes import BackendCall, FakeClock, RecordingBackend, ScriptedBackend, pipeline_context, run_on
+from tests.unit.fakes import (
+    BackendCall,
+    FakeClock,
+    RecordingBackend,
+    ScriptedBackend,
+    pipeline_context,
+    refused_build,
+    run_on,
+)
 
 DOCS = [
     {"_id": "spice", "genre": "scifi", "year": 1965, "body": "Spice is mined on the desert planet Arrakis."},
@@ -502,16 +507,10 @@ def test_invalid_configs_are_rejected_when_defined(config: dict[str, Any], compl
 
 async def test_an_override_using_an_unknown_variable_is_refused_when_the_pipeline_is_built() -> None:
     """Its test render runs in the prompt worker while the pipeline is built (``check``)."""
-    services = _services()
-    definition = PipelineDefinition.parse(
-        {"request_processors": [{"llm_query_expansion": {"prompt": "{{ question }}"}}]}
+    refused = await refused_build(
+        {"request_processors": [{"llm_query_expansion": {"prompt": "{{ question }}"}}]}, _services()
     )
-    try:
-        with pytest.raises(ConfigError) as refused:
-            await default_registry().build("p", definition, services, PipelineStats(), inline=False)
-    finally:
-        await services.aclose()
-    assert refused.value.reason == (
+    assert refused.reason == (
         "processor [llm_query_expansion]: prompt [query_expansion/q2d_zs.j2 (override)]: 'question' is undefined"
     )
 
