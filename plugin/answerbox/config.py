@@ -72,6 +72,9 @@ class LLMSettings(_Section):
 
 class ModelSettings(_Section):
     dir: Path = Field(default_factory=lambda: shipped("model"))
+    # The claim verifier (``models/verifier.py``); a folder without a model: citations are
+    # checked by the evaluator's score and shared words, as before the verifier.
+    verifier_dir: Path = Field(default_factory=lambda: shipped("verifier"))
     variant: Literal["int8", "fp32", "fp16"] = "int8"
     providers: list[str] = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     max_batch: int = Field(default=16, ge=1)

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 # The version of this contract, for a client to check what it talks to (in
 # GET /_answerbox/stats/search_pipeline): the minor grows with what is added, the major with
 # what a client could break on. CHANGELOG.md says what each brought.
-CONTRACT_VERSION = "1.2"
+CONTRACT_VERSION = "1.3"
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -57,6 +57,7 @@ __all__ = [
     "DraftNode",
     "ExpansionMethod",
     "ExpansionMode",
+    "FlagReason",
     "FlaggedClaim",
     "GenerativeQAParameters",
     "HitScore",
@@ -235,7 +236,15 @@ class Citation(TextSpan):
 
     marker: int
     quote: str
+    # The probability that the cited text entails the sentence (with the claim verifier, the
+    # default); without one, the evaluator's score of the sentence against the block.
     support: float | None = None
+
+
+# Why a citation was removed: the marker is out of range / the block addresses the model (a
+# prompt injection) / the block does not support it (the evaluator's check, without a claim
+# verifier) / no model could check it / the block says otherwise / the block does not say it.
+FlagReason = Literal["no_evidence", "instructions", "unsupported", "unchecked", "contradicted", "not_found"]
 
 
 class FlaggedClaim(BaseModel):
@@ -243,10 +252,11 @@ class FlaggedClaim(BaseModel):
 
     sentence: str
     marker: int
-    # The marker is out of range / the block addresses the model (a prompt injection) / the
-    # block does not support it / no model could check it.
-    reason: Literal["no_evidence", "instructions", "unsupported", "unchecked"]
+    reason: FlagReason
+    # The probability that the block entails the sentence (with the claim verifier), else the
+    # evaluator's score of the sentence against the block.
     support: float | None = None
+    quote: str | None = None  # the block's sentence that contradicts it
 
 
 AnswerMode = Literal["generative", "extractive", "chain"]

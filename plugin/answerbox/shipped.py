@@ -1,7 +1,8 @@
-"""What answerbox ships besides its code: the prompt templates, the default model and the sample corpus.
+"""What answerbox ships besides its code: the prompt templates, the default models and the sample corpus.
 
 Installed from a wheel, they are package data under ``answerbox/bundled/`` (setup.cfg maps
-the repository's ``templates/``, ``onnx_models/default`` and ``deploy/embedded`` there), found
+the repository's ``templates/``, ``onnx_models/default``, ``onnx_models/verifier`` and
+``deploy/embedded`` there), found
 through ``importlib.resources``. In a checkout (an editable install, or ``PYTHONPATH=plugin``)
 the package holds no copy, and they are the repository's own folders beside it.
 """
@@ -14,11 +15,12 @@ from typing import Literal
 
 __all__ = ["Shipped", "shipped"]
 
-Shipped = Literal["templates", "model", "sample"]
+Shipped = Literal["templates", "model", "verifier", "sample"]
 
 _IN_CHECKOUT: dict[Shipped, tuple[str, ...]] = {
     "templates": ("templates",),
     "model": ("onnx_models", "default"),
+    "verifier": ("onnx_models", "verifier"),
     "sample": ("deploy", "embedded"),
 }
 

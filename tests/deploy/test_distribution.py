@@ -33,9 +33,14 @@ def test_every_package_of_the_code_is_listed_and_the_bundled_folders_are_mapped(
     }
     listed = set(_listed("packages"))
     assert folders <= listed
-    assert listed - folders == {"answerbox.bundled.templates", "answerbox.bundled.model", "answerbox.bundled.sample"}
+    bundled = {
+        "templates": "templates",
+        "model": "onnx_models/default",
+        "verifier": "onnx_models/verifier",
+        "sample": "deploy/embedded",
+    }
+    assert listed - folders == {f"answerbox.bundled.{name}" for name in bundled}
     mapped = dict(line.split(" = ") for line in _listed("package_dir") if not line.startswith("="))
-    bundled = {"templates": "templates", "model": "onnx_models/default", "sample": "deploy/embedded"}
     assert mapped == {f"answerbox.bundled.{name}": folder for name, folder in bundled.items()}
 
 
@@ -112,6 +117,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
 def test_the_wheel_holds_what_serving_uses_and_no_training_file(installed: tuple[Path, dict[str, str], Path]) -> None:
     names = set(zipfile.ZipFile(installed[2]).namelist())
     served = {"answerbox/bundled/model/" + n for n in ("manifest.json", "tokenizer.json", "model.int8.onnx")}
+    served |= {
+        "answerbox/bundled/verifier/" + n
+        for n in ("manifest.json", "verifier.json", "tokenizer.json", "model.int8.onnx")
+    }
     assert served <= names
     assert "answerbox/bundled/templates/cited_answer/freshprompt.j2" in names
     assert {"answerbox/bundled/sample/corpus.jsonl", "answerbox/ui/static/answerbox.js"} <= names

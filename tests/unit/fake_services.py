@@ -23,6 +23,7 @@ from answerbox.llm.client import CallOptions, Completion, LLMClient, Message
 from answerbox.llm.structured import Schema
 from answerbox.models import Evaluator, ModelManifest, Models, Reader, ReaderSpan
 from answerbox.models.encoder import PassageEncoder
+from answerbox.models.verifier import ClaimVerifier, Judgement, VerifierThresholds
 from answerbox.prompts import PromptLibrary
 from answerbox.services import Services
 from answerbox.shared_cache import SharedCache
@@ -36,6 +37,7 @@ __all__ = [
     "FakeReader",
     "FakeServices",
     "FakeSharedCache",
+    "FakeVerifier",
     "LLMCall",
     "Slow",
     "by_words",
@@ -245,6 +247,26 @@ def by_words(scores: Mapping[str, float], default: float = -0.95) -> Callable[[s
     return lambda question, passage: next((s for key, s in scores.items() if key in passage), default)
 
 
+class FakeVerifier(ClaimVerifier):
+    """The claim verifier as a rule: ``judge(evidence, claim)`` gives (P(entailed), P(contradicted))."""
+
+    def __init__(
+        self,
+        judge: Callable[[str, str], tuple[float, float]],
+        thresholds: VerifierThresholds | None = None,
+    ) -> None:  # no session: nothing to run
+        self._judge = judge
+        self.thresholds = thresholds or VerifierThresholds(entailed_above=0.5, contradicted_above=0.5)
+        self.calls: list[list[tuple[str, str]]] = []
+
+    async def judge(self, pairs: Sequence[tuple[str, str]]) -> list[Judgement]:
+        self.calls.append(list(pairs))
+        return [Judgement(*self._judge(evidence, claim)) for evidence, claim in pairs]
+
+    def close(self) -> None:
+        pass
+
+
 class _NoEncoder(PassageEncoder):
     def __init__(self) -> None:  # nothing to run: the fake reader and evaluator encode nothing
         pass
@@ -253,9 +275,15 @@ class _NoEncoder(PassageEncoder):
         pass
 
 
-def fake_models(reader: Reader | None = None, evaluator: Evaluator | None = None, **manifest: Any) -> Models:
+def fake_models(
+    reader: Reader | None = None,
+    evaluator: Evaluator | None = None,
+    verifier: ClaimVerifier | None = None,
+    **manifest: Any,
+) -> Models:
     """The models a processor gets: these fakes and a manifest with ``manifest``'s fields."""
     return Models(
+        verifier=verifier,
         reader=reader or FakeReader(),
         evaluator=evaluator or FakeEvaluator(),
         manifest=ModelManifest(task="fake", variants={}, **manifest),

@@ -1,4 +1,5 @@
-"""``load_models(settings)``: manifest, tokenizer, one ONNX session, the reader and evaluator on top."""
+"""``load_models(settings)``: manifest, tokenizer, one ONNX session, the reader and evaluator on top;
+and the claim verifier, in a session of its own, where its folder holds one."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 from answerbox.config import ModelSettings
 from answerbox.models.encoder import PassageEncoder
 from answerbox.models.evaluator import Evaluator
-from answerbox.models.manifest import ModelManifest
+from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.models.reader import Reader
 from answerbox.models.session import OnnxSession
+from answerbox.models.verifier import ClaimVerifier, load_verifier
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
 __all__ = ["Models", "load_models"]
@@ -24,9 +26,12 @@ class Models:
     provider: str  # the execution provider actually in use, e.g. "CPUExecutionProvider"
     directory: Path
     encoder: PassageEncoder
+    verifier: ClaimVerifier | None = None
 
     def close(self) -> None:
         self.encoder.close()
+        if self.verifier is not None:
+            self.verifier.close()
 
 
 def load_models(settings: ModelSettings) -> Models:
@@ -51,4 +56,17 @@ def load_models(settings: ModelSettings) -> Models:
         provider=session.provider,
         directory=settings.dir,
         encoder=encoder,
+        verifier=_verifier(settings),
+    )
+
+
+def _verifier(settings: ModelSettings) -> ClaimVerifier | None:
+    if not (settings.verifier_dir / MANIFEST_FILE).is_file():
+        return None
+    return load_verifier(
+        settings.verifier_dir,
+        providers=settings.providers,
+        intra_op_threads=settings.intra_op_threads,
+        max_batch=settings.max_batch,
+        max_wait_s=settings.max_wait_ms / 1000,
     )

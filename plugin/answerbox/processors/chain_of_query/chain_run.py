@@ -23,6 +23,7 @@ from answerbox.llm.structured import Schema
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch
 from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
+from answerbox.processors.chain_of_query.entailment import node_supports
 from answerbox.processors.chain_of_query.node_evidence import gather_evidence, reference_excerpt
 from answerbox.processors.chain_of_query.parser import (
     CHAIN_SCHEMA,
@@ -194,8 +195,10 @@ class ChainRun:
         evidence = await gather_evidence(
             self._services, self._search, index=self._index, field=self._config.text_field, queries=queries
         )
-        for position, found in zip(fresh, evidence, strict=True):
-            record = judge_node(chain.nodes[position], found, theta=self._theta, round_=round_)
+        nodes = [chain.nodes[p] for p in fresh]
+        supports = await node_supports(await self._services.models(), nodes, evidence)
+        for position, found, support in zip(fresh, evidence, supports, strict=True):
+            record = judge_node(chain.nodes[position], found, theta=self._theta, round_=round_, support=support)
             self._result.records.append(record)
             if record.action is not Action.PASS:
                 return position, record

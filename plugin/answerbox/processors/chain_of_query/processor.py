@@ -21,6 +21,7 @@ from answerbox.models.confidence import signals_record
 from answerbox.pipeline.base import JSON, PipelineContext, ResponseProcessor, SearchRequest
 from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult
 from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
+from answerbox.processors.chain_of_query.entailment import content_entailed
 from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
 from answerbox.processors.chain_of_query.verify import NodeRecord
 from answerbox.processors.cited_answer.evidence import (
@@ -81,7 +82,10 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         result = await chain.run()
         for warning in result.warnings:
             self.warn(ctx, warning)
-        report = _report(question, result, theta, self.config.max_reference_chars)
+        entailed = await content_entailed(models, result.final_content, result.path) if result.final_content else None
+        if entailed is False:
+            self.warn(ctx, "the verified nodes' references do not entail the final content; the chain abstained")
+        report = _report(question, result, theta, self.config.max_reference_chars, entailed=entailed)
         ctx.report.chain = report
         if ctx.report.answer is None:
             ctx.report.answer = await self._answer(question, report, models)
@@ -169,12 +173,15 @@ def _cited(
     return content, "answer", stated
 
 
-def _report(question: str, result: RunResult, theta: float, max_reference_chars: int) -> ChainReport:
+def _report(
+    question: str, result: RunResult, theta: float, max_reference_chars: int, *, entailed: bool | None
+) -> ChainReport:
     """``ext.answerbox.chain``. The final content is presented only when it cites a verified
-    node (else the chain abstains: text that cites nothing verified cannot be traced);
+    node (else the chain abstains: text that cites nothing verified cannot be traced), and,
+    with the claim verifier, when the verified nodes' references entail it (``entailed``);
     ``verified`` is true only when every node of the path is verified."""
     content, by, cited = _cited(result.final_content, result.path) if result.final_content else (None, "marker", [])
-    abstained = content is None or not any(record.verified for _, record in cited)
+    abstained = content is None or not any(record.verified for _, record in cited) or entailed is False
     citations = [] if abstained else [c for k, record in cited if (c := _citation(k, record, by)) is not None]
     position = {id(r): i for i, r in enumerate(result.records)}
     return ChainReport(

@@ -8,6 +8,12 @@ Every node keeps the hit that was read for it. A node is *verified* only when th
 supports its answer: the reader found a span with f > θ, and the span is the answer (a
 correction) or stands in it (an agreeing pass). A pass with low confidence, and a
 completion with low confidence, stay unverified: IR was not sure, and the report says so.
+
+With the claim verifier (``NodeSupport``), "supports" means *entails*: a node is verified only
+when its reference entails "the answer to the query is <the node's answer>". An LLM answer the
+reference entails passes, verified, whatever span the reader prefers (the reader's span is one
+way of saying it, not the only one); a reader's span the reference does not entail verifies
+nothing, correction or completion alike.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from answerbox.processors.chain_of_query.node_evidence import NodeEvidence
 from answerbox.processors.chain_of_query.parser import ChainNode
 from answerbox.processors.text.normalize import contains_answer
 
-__all__ = ["Action", "NodeRecord", "judge_node"]
+__all__ = ["Action", "NodeRecord", "NodeSupport", "judge_node"]
 
 
 class Action(StrEnum):
@@ -36,6 +42,15 @@ _SOURCE: dict[Action, ChainSource] = {
     Action.COMPLETE: "completed",
     Action.NOT_FOUND: "llm",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSupport:
+    """Whether the node's reference entails its LLM answer and the reader's span, as answers to
+    its query (None: there is none to judge)."""
+
+    llm: bool | None
+    reader: bool | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,16 +86,28 @@ class NodeRecord:
         )
 
 
-def judge_node(node: ChainNode, evidence: NodeEvidence | None, *, theta: float, round_: int) -> NodeRecord:
+def judge_node(
+    node: ChainNode,
+    evidence: NodeEvidence | None,
+    *,
+    theta: float,
+    round_: int,
+    support: NodeSupport | None = None,
+) -> NodeRecord:
     span = evidence.span if evidence is not None and evidence.span.text else None
+    reader_entailed = support is None or support.reader is True
     if node.answer is None:
         action = Action.COMPLETE if span is not None else Action.NOT_FOUND
-        verified = span is not None and span.confidence > theta
+        verified = span is not None and span.confidence > theta and reader_entailed
+    elif support is not None and support.llm:
+        action, verified = Action.PASS, True
     elif span is not None and span.confidence > theta and not contains_answer(span.text, node.answer):
-        action, verified = Action.CORRECT, True
+        action, verified = Action.CORRECT, reader_entailed
     else:
         action = Action.PASS
-        verified = span is not None and span.confidence > theta and contains_answer(span.text, node.answer)
+        verified = (
+            support is None and span is not None and span.confidence > theta and contains_answer(span.text, node.answer)
+        )
     return NodeRecord(
         round=round_, query=node.query, llm_answer=node.answer, evidence=evidence, action=action, verified=verified
     )

@@ -1,12 +1,16 @@
 """Citations in a generated answer: parse ``[1,2]`` / ``[1][3]``, resolve them to evidence, check them.
 
 A claim is one sentence of the answer with the markers that follow it. Each (claim, marker)
-is checked: a model scores the claim against the cited block, and the words the claim adds
-beyond the question must be found in that block. A block that addresses the model (a prompt
-injection) supports nothing. Unsupported or out-of-range markers are
-removed from the text; the claim is reported as flagged. A claim the LLM left uncited may
-be attributed: the best block that passes the same check gets cited (small models often
-answer right and cite nothing).
+is checked: the claim verifier (``answerbox.models.verifier``) reads the cited block and the
+claim is supported only when a window of the block entails it (``support`` is that
+probability), and flagged ``contradicted`` when one contradicts it, quoting that sentence;
+the words the claim adds beyond the question must be found in that block, too, a cheap
+pre-filter. Without a verifier, the evaluator's score of the claim against the block stands
+in for the entailment, as before it: that tells whether the block is *about* the claim, not
+whether it says it. A block that addresses the model (a prompt injection) supports nothing.
+Unsupported or out-of-range markers are removed from the text; the claim is reported as
+flagged. A claim the LLM left uncited may be attributed: the best block that passes the same
+check gets cited (small models often answer right and cite nothing).
 
 Where the LLM endpoint takes a schema, the answer is asked for as :data:`ANSWER_SCHEMA`'s JSON
 (sentences, each with the blocks it comes from); :func:`read_answer` writes it back as the
@@ -24,7 +28,9 @@ from pydantic import BaseModel
 
 from answerbox.contract import Citation
 from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
+from answerbox.models.loader import Models
 from answerbox.processors.cited_answer.evidence import Evidence
+from answerbox.processors.text.claims import Entailment, entailments
 from answerbox.processors.text.spans import Span
 from answerbox.processors.text.words import FUNCTION_WORDS, terms
 
@@ -34,10 +40,12 @@ __all__ = [
     "Claim",
     "ClaimVerdict",
     "Scorer",
+    "Support",
     "citation_of",
     "parse_claims",
     "read_answer",
     "rewrite",
+    "scorer_of",
     "without_echoed_fields",
     "words",
 ]
@@ -57,7 +65,43 @@ _ECHOED_FIELD = re.compile(
 # Function words carry no claim: a sentence is not "unsupported" for saying "the" or "is".
 _STOPWORDS = FUNCTION_WORDS | frozenset("according answer question today".split())
 
-Scorer = Callable[[str, Sequence[str]], Awaitable[list[float]]]
+
+@dataclass(frozen=True, slots=True)
+class Support:
+    """A block's support of a claim: P(entailment), or the evaluator's score without a verifier."""
+
+    score: float
+    contradicted: bool = False  # a window of the block contradicts the claim
+    window: tuple[int, int] | None = None  # the block's characters the verdict rests on
+
+
+# Scores a claim against each block's text.
+Scorer = Callable[[str, Sequence[str]], Awaitable[list[Support]]]
+
+
+def scorer_of(models: Models) -> Scorer:
+    """The verifier's entailment where the models include one, else the evaluator's score."""
+    verifier, evaluator = models.verifier, models.evaluator
+    if verifier is None:
+
+        async def about(claim: str, texts: Sequence[str]) -> list[Support]:
+            return [Support(score) for score in await evaluator.score(claim, texts)]
+
+        return about
+    contradicted_above = verifier.thresholds.contradicted_above
+
+    async def entailed(claim: str, texts: Sequence[str]) -> list[Support]:
+        return [_entailment(e, contradicted_above) for e in await entailments(verifier, [(t, claim) for t in texts])]
+
+    return entailed
+
+
+def _entailment(found: Entailment, contradicted_above: float) -> Support:
+    contradicted = found.contradicted >= contradicted_above
+    # A block that denies the claim more than it says it is quoted where it denies it.
+    window = found.contradicting if contradicted and found.contradicted > found.entailed else found.window
+    return Support(found.entailed, contradicted, window)
+
 
 # FreshPrompt asks for concise answers: the caps only stop a small model that repeats itself.
 ANSWER_SCHEMA = Schema(
@@ -167,12 +211,17 @@ class ClaimVerdict:
     support: float | None  # None: no model was available to check it
     supported: bool
     attributed: bool = False  # the LLM left the claim uncited; the check found its block
+    contradicted: bool = False  # the block says otherwise (``quote`` is where)
 
 
-def _best_sentence(claim: str, evidence: Evidence) -> Span:
-    """The sentence of the block sharing the most words with the claim: the quote."""
+def _best_sentence(claim: str, evidence: Evidence, window: tuple[int, int] | None = None) -> Span:
+    """The sentence of the block (of its ``window``, where the verdict rests) sharing the most
+    words with the claim: the quote."""
     wanted = words(claim)
     sentences = evidence.sentences()
+    if window is not None:
+        inside = evidence.snippet[window[0] : window[1]]
+        sentences = [s for s in sentences if s.text in inside] or sentences
     return max(sentences, key=lambda s: len(wanted & words(s.text))) if sentences else evidence.locate(0)
 
 
@@ -184,7 +233,8 @@ def _coverage(claim: str, question: str, evidence: Evidence) -> float:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
-    """How a claim is checked against a block: the evaluator's score and the words it shares."""
+    """How a claim is checked against a block: the verifier's entailment (or the evaluator's
+    score) and the words it shares."""
 
     question: str
     scorer: Scorer | None  # None: no model to score with
@@ -195,19 +245,23 @@ class Check:
     required: bool = True
 
     def verdict(
-        self, claim: Claim, marker: int, block: Evidence, support: float | None, attributed: bool = False
+        self, claim: Claim, marker: int, block: Evidence, support: Support | None, attributed: bool = False
     ) -> ClaimVerdict:
+        contradicted = False
         if block.instructs:
             supported = False  # an obeyed instruction looks supported by the block that gives it
         elif support is None:
             supported = not self.required
         else:
             supported = (
-                support >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage
+                support.score >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage
             )
-        return ClaimVerdict(claim, marker, block, _best_sentence(claim.plain, block), support, supported, attributed)
+            contradicted = support.contradicted and not supported
+        quote = _best_sentence(claim.plain, block, support.window if support is not None else None)
+        score = support.score if support is not None else None
+        return ClaimVerdict(claim, marker, block, quote, score, supported, attributed, contradicted)
 
-    async def scores(self, claim: Claim, blocks: Sequence[Evidence]) -> list[float | None]:
+    async def scores(self, claim: Claim, blocks: Sequence[Evidence]) -> list[Support | None]:
         if self.scorer is None or not blocks:
             return [None] * len(blocks)
         return list(await self.scorer(claim.plain, [b.snippet for b in blocks]))
@@ -241,7 +295,8 @@ class Check:
             said = words(claim.plain)
             eligible = [b for b, a in zip(evidence, answers, strict=True) if words(a) and words(a) <= said]
             scored = sorted(
-                zip(await self.scores(claim, eligible), eligible, strict=True), key=lambda p: -(p[0] or 0.0)
+                zip(await self.scores(claim, eligible), eligible, strict=True),
+                key=lambda p: -(p[0].score if p[0] is not None else 0.0),
             )
             passing = [
                 v for v in (self.verdict(claim, b.marker, b, s, attributed=True) for s, b in scored) if v.supported

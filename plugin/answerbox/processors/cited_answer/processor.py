@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from answerbox.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, LLMUse
+from answerbox.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, FlagReason, LLMUse
 from answerbox.errors import ConfigError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.models.confidence import AnswerCalibrator, Recalibration, signals_record
@@ -41,6 +41,7 @@ from answerbox.processors.cited_answer.citations import (
     parse_claims,
     read_answer,
     rewrite,
+    scorer_of,
     without_echoed_fields,
 )
 from answerbox.processors.cited_answer.evidence import (
@@ -96,8 +97,11 @@ class CitedAnswerConfig(ProcessorConfig):
     attribute_uncited: bool = Field(
         default=True, description="cite an uncited sentence's best block when it passes the check"
     )
-    # The evaluator score a cited block needs; None: the model's calibrated support_lower: 95%
-    # of passages holding the answer score above it.
+    # What a cited block must give the claim. With the claim verifier, the probability that the
+    # block entails the claim (None: the verifier's threshold, chosen on held-out training
+    # data); without it, the evaluator's score (None: the model's calibrated support_lower: 95%
+    # of passages holding the answer score above it).
+    min_entailment: float | None = Field(default=None, ge=0, le=1)
     min_support: float | None = Field(default=None, ge=-1, le=1)
     min_coverage: float = Field(default=0.5, ge=0, le=1, description="share of a claim's new words the block must hold")
     # None: the thresholds fitted with the model's calibrator (its manifest's answer_confidence):
@@ -332,7 +336,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             "required": self.config.check_citations,
         }
         try:
-            checker = Check(scorer=models.evaluator.score if models else None, **options)
+            checker = Check(scorer=scorer_of(models) if models else None, **options)
             verdicts = await checker.cited(cited, by_marker)
             if models and uncited:
                 spans = await models.reader.read(question, [b.snippet for b in blocks])
@@ -340,7 +344,8 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         except ModelError as exc:
             self.warn(ctx, f"no citation can be checked, the evaluator failed: {exc.reason}")
             verdicts = await Check(scorer=None, **options).cited(cited, by_marker)
-        flagged = _flag(verdicts, lambda message: self.warn(ctx, message))
+        entailment = models is not None and models.verifier is not None
+        flagged = _flag(verdicts, lambda message: self.warn(ctx, message), entailment=entailment)
         kept = [v for v in verdicts if v.supported]
         if not kept:
             return self._abstain("generative", "unsupported", llm="used", flagged=flagged)
@@ -376,6 +381,9 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         )
 
     def _min_support(self, models: Models | None) -> float:
+        if models is not None and models.verifier is not None:
+            given = self.config.min_entailment
+            return given if given is not None else models.verifier.thresholds.entailed_above
         if self.config.min_support is not None:
             return self.config.min_support
         return models.manifest.support_lower if models else -1.0
@@ -416,17 +424,22 @@ def _block(evidence: Evidence) -> dict[str, Any]:
     }
 
 
-def _flag(verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None]) -> list[FlaggedClaim]:
-    """The claims whose citation the check removed, for ``answer.flagged`` and as warnings."""
+def _flag(verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None], *, entailment: bool) -> list[FlaggedClaim]:
+    """The claims whose citation the check removed, for ``answer.flagged`` and as warnings;
+    ``entailment``: the verifier checked them (a claim it does not find is ``not_found``)."""
     flagged = []
     for verdict in (v for v in verdicts if not v.supported):
-        reason: Literal["no_evidence", "instructions", "unsupported", "unchecked"] = (
+        reason: FlagReason = (
             "no_evidence"
             if verdict.evidence is None
             else "instructions"
             if verdict.evidence.instructs
             else "unchecked"
             if verdict.support is None
+            else "contradicted"
+            if verdict.contradicted
+            else "not_found"
+            if entailment
             else "unsupported"
         )
         claim = FlaggedClaim(
@@ -434,6 +447,7 @@ def _flag(verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None]) -> list
             marker=verdict.marker,
             reason=reason,
             support=round(verdict.support, 4) if verdict.support is not None else None,
+            quote=verdict.quote.text if verdict.contradicted and verdict.quote is not None else None,
         )
         if reason == "no_evidence":
             warn(f"citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}")
@@ -444,6 +458,8 @@ def _flag(verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None]) -> list
             )
         elif reason == "unchecked":
             warn(f"citation [{claim.marker}] could not be checked; removed from: {claim.sentence!r}")
+        elif reason == "contradicted":
+            warn(f"block [{claim.marker}] says otherwise ({claim.quote!r}); removed from: {claim.sentence!r}")
         else:
             warn(
                 f"citation [{claim.marker}] does not support the sentence"

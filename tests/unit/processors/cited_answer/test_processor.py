@@ -25,7 +25,7 @@ from answerbox.processors.cited_answer import CitedAnswer
 from answerbox.processors.cited_answer.citations import ANSWER_SCHEMA
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 
-from tests.unit.fake_services import FakeEvaluator, FakeReader, FakeServices, Reply, Slow, fake_models
+from tests.unit.fake_services import FakeEvaluator, FakeReader, FakeServices, FakeVerifier, Reply, Slow, fake_models
 from tests.unit.fakes import FakeClock, refused_build, response_of, run_on
 from tests.unit.processors.cited_answer.books import (
     ABSTAIN,
@@ -484,4 +484,39 @@ async def test_an_override_using_an_unknown_variable_is_refused_when_the_pipelin
     )
     assert refused.reason == (
         "processor [cited_answer]: prompt [cited_answer/freshprompt.j2 (override)]: 'query' is undefined"
+    )
+
+
+def _verifier() -> FakeVerifier:
+    """Entails what the block says of Dune's year and author; contradicts another year."""
+
+    def judge(evidence: str, claim: str) -> tuple[float, float]:
+        if "1966" in claim and "1965" in evidence:
+            return 0.02, 0.95
+        if ("1965" in claim and "1965" in evidence) or ("Herbert wrote" in claim and "Herbert wrote" in evidence):
+            return 0.93, 0.01
+        return 0.1, 0.05
+
+    return FakeVerifier(judge)
+
+
+async def test_with_the_verifier_a_citation_stands_only_where_its_block_entails_the_claim() -> None:
+    models = fake_models(FakeReader(["Frank Herbert"]), FakeEvaluator(support), verifier=_verifier())
+    reply = "Dune was published in 1965 [1]. Dune was published in 1966 [1]. Herbert loved cheese [2]."
+    answer, ctx = await answer_of(answerer(answer_services(reply, models=models), mode="generative"))
+    assert answer.text == "Dune was published in 1965 [1]. Dune was published in 1966. Herbert loved cheese."
+    assert answer.citations == [cite(1, "novel", "Dune is a 1965 science fiction novel by Frank Herbert.", 0.93)]
+    assert answer.flagged == [
+        FlaggedClaim(
+            sentence="Dune was published in 1966.",
+            marker=1,
+            reason="contradicted",
+            support=0.02,
+            quote="Dune is a 1965 science fiction novel by Frank Herbert.",
+        ),
+        FlaggedClaim(sentence="Herbert loved cheese.", marker=2, reason="not_found", support=0.1),
+    ]
+    assert ctx.report.warnings[0] == (
+        "[cited_answer] block [1] says otherwise ('Dune is a 1965 science fiction novel by Frank Herbert.'); "
+        "removed from: 'Dune was published in 1966.'"
     )
