@@ -50,6 +50,7 @@ __all__ = [
     "ChainReport",
     "ChainSource",
     "ChainStop",
+    "CheckedSentence",
     "Citation",
     "ConversationMethod",
     "ConversationReport",
@@ -257,6 +258,16 @@ class FlaggedClaim(BaseModel):
     # evaluator's score of the sentence against the block.
     support: float | None = None
     quote: str | None = None  # the block's sentence that contradicts it
+
+
+class CheckedSentence(BaseModel):
+    """A sentence of the LLM's answer, streamed once its citations were checked (``event:
+    sentence``): ``supported`` by its citations, or ``unchecked`` where the pipeline checks none
+    (``check_citations: false``). A sentence that does not hold up is never streamed."""
+
+    text: str
+    citations: list[Citation] = []
+    verdict: Literal["supported", "unchecked"]
 
 
 AnswerMode = Literal["generative", "extractive", "chain"]

@@ -1,4 +1,4 @@
-"""``POST /{index}/_answerbox/stream``: hits first, then tokens, then the checked answer, as server-sent events.
+"""``POST /{index}/_answerbox/stream``: hits first, then the checked sentences, then the checked answer.
 What it refuses before any search starts is told in-process (tests/unit/http/test_stream.py)."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class BreaksMidStream(ScriptedLLM):
             yield chunk
 
 
-def test_stream_sends_hits_then_tokens_then_checked_answer(
+def test_stream_sends_hits_then_checked_sentences_then_the_checked_answer(
     generative: tuple[ScriptedLLM, str],
     client: httpx.Client,
 ) -> None:
@@ -68,9 +68,9 @@ def test_stream_sends_hits_then_tokens_then_checked_answer(
     kinds = names(events)
     assert kinds[:3] == ["search", "hits", "snippet"]
     assert kinds[-2:] == ["answer", "done"]
-    assert set(kinds[3:-2]) == {"token"}
+    assert set(kinds[3:-2]) == {"sentence"}
     found, hits, snippet, answer = events[0][1], events[1][1], events[2][1], events[-2][1]
-    # The reader's answer, scored, the moment it has one: before the LLM's first token.
+    # The reader's answer, scored, the moment it has one: before the LLM's first sentence.
     assert snippet["mode"] == "extractive"
     assert "Herbert" in snippet["text"]
     assert 0 < snippet["confidence"] < 1
@@ -81,9 +81,14 @@ def test_stream_sends_hits_then_tokens_then_checked_answer(
     direct = client.post(f"{url}/books/_search", json=body).json()
     assert found == {"hits": direct["hits"]}
     # The hits do not wait for the LLM (which stalls a second before its first token).
-    first_token = next(t for name, _, t in events if name == "token")
-    assert first_token - events[1][2] > 0.5
-    assert "".join(data["text"] for name, data, _ in events if name == "token").strip() == scripted.replies[0]
+    first_sentence = next(t for name, _, t in events if name == "sentence")
+    assert first_sentence - events[1][2] > 0.5
+    # Only the sentence that held up was ever sent; the Tacoma one never was.
+    sentences = [data for name, data, _ in events if name == "sentence"]
+    assert [(s["text"], s["verdict"]) for s in sentences] == [
+        ("Dune was written by Frank Herbert [1, 2].", "supported")
+    ]
+    assert "Tacoma" not in json.dumps(events[3:-2])
     assert answer["answer"]["text"] == "Dune was written by Frank Herbert [1, 2]. Herbert was born in Tacoma."
     assert {(c["marker"], c["_id"]) for c in answer["answer"]["citations"]} == {(1, "novel"), (2, "author")}
     assert answer["citations"] == answer["answer"]["citations"]
@@ -99,8 +104,9 @@ def test_llm_failure_mid_stream_sends_error_then_the_extractive_answer(
     with serve(broken.app()) as llm_url:
         url = make_answerbox(llm={"base_url": f"{llm_url}/v1"})
         events = stream(client, url, answer_search())
-    assert names(events) == ["search", "hits", "snippet", "token", "token", "error", "answer", "done"]
-    error, answer = events[5][1], events[6][1]
+    # Two words came before the failure: no sentence was whole, so none was sent.
+    assert names(events) == ["search", "hits", "snippet", "error", "answer", "done"]
+    error, answer = events[3][1], events[4][1]
     assert error["status"] == 502
     assert error["error"]["type"] == "llm_exception"
     # The provider's own words stay in answerbox's log.
@@ -111,7 +117,7 @@ def test_llm_failure_mid_stream_sends_error_then_the_extractive_answer(
     assert any("the LLM failed" in w for w in answer["warnings"])
 
 
-def test_without_an_llm_the_stream_has_no_tokens(
+def test_without_an_llm_the_stream_has_no_sentences(
     books: OpenSearch,
     make_answerbox: AnswerboxFactory,
     client: httpx.Client,

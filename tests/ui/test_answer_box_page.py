@@ -30,22 +30,27 @@ expect = pytest.importorskip(
 ANSWER_TIMEOUT_MS = 45_000
 needs_model = pytest.mark.skipif(not MODEL_READY, reason="onnx_models/default is not exported yet")
 
-# Records, at each token event, how much of the answer the page shows, and the final report.
+# Records, at each sentence event, how much of the answer the page shows; at every event, all
+# the answer's text on the page then; and the final report. The old "token" event is listened
+# for too: a page that showed text as the LLM wrote it would be caught showing it.
 RECORDER = """
-window.seen = {tokens: [], hitsAtFirstToken: null, answer: null};
-document.addEventListener("answerbox:token", (event) => {
+window.seen = {sentences: [], hitsAtFirstSentence: null, answer: null};
+document.addEventListener("answerbox:sentence", (event) => {
   const root = event.target.shadowRoot;
-  if (window.seen.hitsAtFirstToken === null) window.seen.hitsAtFirstToken = root.querySelectorAll(".hit").length;
-  window.seen.tokens.push(root.querySelector(".answer-text.streaming")?.textContent ?? null);
+  if (window.seen.hitsAtFirstSentence === null) window.seen.hitsAtFirstSentence = root.querySelectorAll(".hit").length;
+  window.seen.sentences.push(root.querySelector(".answer-text.streaming")?.textContent ?? null);
 });
 document.addEventListener("answerbox:answer", (event) => { window.seen.answer = event.detail; });
 window.seen.events = [];
-for (const name of ["search", "hits", "snippet", "token", "answer", "done"]) {
+for (const name of ["search", "hits", "snippet", "token", "sentence", "answer", "done"]) {
   document.addEventListener(`answerbox:${name}`, (event) => {
     const root = event.target.shadowRoot;
-    window.seen.events.push(
-      {name, hits: root.querySelectorAll(".hit").length, state: event.target.getAttribute("state")}
-    );
+    window.seen.events.push({
+      name,
+      hits: root.querySelectorAll(".hit").length,
+      state: event.target.getAttribute("state"),
+      shown: root.querySelector(".answer")?.textContent ?? "",
+    });
   });
 }
 """
@@ -113,10 +118,11 @@ def test_the_hits_show_before_the_evaluator_and_the_llm_have_answered(page: Page
     # OpenSearch's hits are on the page first, while the answer is still being written...
     assert names[:2] == ["search", "hits"]
     assert names[-2:] == ["answer", "done"]
-    assert "token" in names
+    assert "sentence" in names
+    assert "token" not in names
     assert events[0]["hits"] > 0
     assert events[0]["state"] == "answering"
-    # ...and stay there, re-ranked, through the tokens, until the checked answer lands.
+    # ...and stay there, re-ranked, through the sentences, until the checked answer lands.
     assert all(e["hits"] > 0 for e in events)
     assert [e["state"] for e in events[:-2]] == ["answering"] * (len(events) - 2)
     assert events[-1]["state"] == "answered"
@@ -126,14 +132,10 @@ def test_typed_question_streams_in_and_its_citation_lands_on_the_highlighted_hit
     box = _ask(page, stack.url, QUESTION)
     expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
     seen = _seen(page)
-    # Hits first, then the answer word by word, each token on screen as it came.
-    assert seen["hitsAtFirstToken"] > 0
-    tokens = seen["tokens"]
+    # Hits first, then the answer a checked sentence at a time: one here, shown once checked.
+    assert seen["hitsAtFirstSentence"] > 0
     written = stack.oracle.answers[-1]
-    # The scripted LLM streams one word a token: the page showed each as it came.
-    assert len(tokens) == len(written.split())
-    assert all(later.startswith(earlier) and later != earlier for earlier, later in itertools.pairwise(tokens))
-    assert tokens[-1].strip() == written
+    assert [s.strip() for s in seen["sentences"]] == [written.replace("[1]", "1")]
     [citation] = seen["answer"]["answer"]["citations"]
     # The [1] became a chip: its text is the marker's number.
     expect(box.locator(".answer-text")).to_have_text(written.replace("[1]", "1"))
@@ -167,6 +169,26 @@ def test_how_this_was_checked_shows_the_verdict_and_the_checked_citations(page: 
     expect(row).to_contain_text(citation["quote"])
     expect(row.locator("td").last).to_have_text(f"{citation['support']:.2f}")
     expect(box.locator(".check-query_expansion .expansion")).to_contain_text(stack.oracle.keywords)
+
+
+@needs_model
+def test_a_sentence_that_fails_its_check_is_never_on_the_page(page: Page, stack: Stack) -> None:
+    stack.oracle.stray = "The game was also played on the Moon [9]."
+    box = _ask(page, stack.url, QUESTION)
+    expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
+    events = _seen(page)["events"]
+    names = [e["name"] for e in events]
+    # Hits, the snippet, the checked sentences, then the checked answer: in that order.
+    assert names[:2] == ["search", "hits"]
+    assert names[-2:] == ["answer", "done"]
+    middle = names[2:-2]
+    assert middle[: middle.count("snippet")] == ["snippet"] * middle.count("snippet")
+    assert set(middle) <= {"snippet", "sentence"}
+    assert "sentence" in middle
+    # The LLM wrote the Moon sentence; at no event was any of it on the page.
+    assert "Moon" in stack.oracle.answers[-1]
+    assert not any("Moon" in e["shown"] for e in events)
+    expect(box.locator(".answer")).not_to_contain_text("Moon")
 
 
 @needs_model
@@ -248,7 +270,8 @@ def test_uncited_answer_shows_no_answer_found_above_the_hits(page: Page, stack: 
     # The snippet showed while the LLM wrote; the checked answer then took its place.
     assert names[:3] == ["search", "hits", "snippet"]
     assert names[-2:] == ["answer", "done"]
-    assert "token" in names
+    # The LLM's sentence cited nothing and held up against nothing: it was never sent.
+    assert "sentence" not in names
     abstention = seen["answer"]["answer"]
     assert abstention["abstained"]
     assert abstention["reason"] == "unsupported"
@@ -341,11 +364,11 @@ def test_real_llm_answer_streams_into_the_page(
     answer = seen["answer"]["answer"]
     assert box.locator(".hit").count() > 0
     assert completions(recorder), "the page's question never reached the LLM"
-    # A generative answer is only ever made of streamed tokens, each shown as it came; a
-    # small model that streams nothing (or fails) gets the fallback, and the page says so.
-    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(seen["tokens"]))
+    # Checked sentences only, each added to what was shown; a small model whose sentences do
+    # not hold up (or that fails) gets the fallback, and the page says so.
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(seen["sentences"]))
     if answer["mode"] == "generative" and not answer["abstained"]:
-        assert seen["tokens"]
+        assert seen["sentences"]
     if box.get_attribute("degraded") is not None:
         expect(box.locator(".degraded")).to_contain_text("The LLM failed")
 

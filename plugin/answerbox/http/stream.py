@@ -5,7 +5,9 @@ Events, in order::
     event: search  data: {"hits": ...}: the hits as OpenSearch answered, before any response processor
     event: hits    data: the search response after every response processor before the answer's
     event: snippet data: the reader's answer with its confidence, the moment it has one (no LLM yet)
-    event: token   data: {"text": "..."}              (zero or more, as the LLM writes)
+    event: sentence data: {"text", "citations", "verdict"}  (zero or more: each sentence of the
+                   LLM's that held up against its citations, once checked; one that does
+                   not is never sent, so a page shows no text nobody checked)
     event: error   data: OpenSearch-shaped error       (something failed; the answer degrades around it)
     event: answer  data: the final ext.answerbox object, with the checked citations
     event: done    data: {}
@@ -27,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from answerbox.config import Settings
-from answerbox.contract import Answer
+from answerbox.contract import Answer, CheckedSentence
 from answerbox.errors import AnswerboxError, ClientClosedRequest, InvalidRequest, ParseError
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.search import json_or_none, parsed, read_body, require_json
@@ -59,8 +61,8 @@ class _Events:
     def snippet(self, answer: Answer) -> None:
         self.queue.put_nowait(_event("snippet", answer.model_dump(by_alias=True)))
 
-    def token(self, text: str) -> None:
-        self.queue.put_nowait(_event("token", {"text": text}))
+    def sentence(self, sentence: CheckedSentence) -> None:
+        self.queue.put_nowait(_event("sentence", sentence.model_dump(by_alias=True)))
 
     def failed(self, error: AnswerboxError) -> None:
         self.queue.put_nowait(_event("error", error.to_body()))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Protocol, T
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo
 
-from answerbox.contract import Answer, AnswerboxReport, GenerativeQAParameters
+from answerbox.contract import Answer, AnswerboxReport, CheckedSentence, GenerativeQAParameters
 from answerbox.errors import AnswerboxError, ConfigError, validation_problems
 from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import JSON, Caller
@@ -151,8 +151,8 @@ class RunListener(Protocol):
     def snippet(self, answer: Answer) -> None:
         """The reader's answer, scored, before any LLM is asked."""
 
-    def token(self, text: str) -> None:
-        """The answer's LLM wrote ``text``."""
+    def sentence(self, sentence: CheckedSentence) -> None:
+        """A sentence of the answer's LLM held up against its citations."""
 
     def failed(self, error: AnswerboxError) -> None:
         """Something failed that the answer degrades around."""

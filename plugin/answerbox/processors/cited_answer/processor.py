@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from answerbox.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, FlagReason, LLMUse
+from answerbox.contract import (
+    Answer,
+    AnswerMode,
+    AnswerReason,
+    Candidate,
+    CheckedSentence,
+    FlaggedClaim,
+    FlagReason,
+    LLMUse,
+)
 from answerbox.errors import ConfigError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.models.confidence import AnswerCalibrator, Recalibration, signals_record
@@ -55,6 +64,7 @@ from answerbox.processors.cited_answer.evidence import (
     written_date,
 )
 from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
+from answerbox.processors.cited_answer.sentences import SentenceHold
 from answerbox.processors.text.passages import hits_of
 
 if TYPE_CHECKING:
@@ -135,7 +145,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         """The checked answer lands in ``ctx.report.answer``; a run's listener hears the
-        reader's snippet, then the LLM's tokens, as they come."""
+        reader's snippet, then each sentence of the LLM's that holds up, once checked."""
         question = ctx.question
         if not question or not question.strip():
             self.warn(ctx, "the search has no question text; no answer")
@@ -213,11 +223,14 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     async def _generative(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer | None:
         """The LLM's checked answer; None when the LLM failed."""
         parts: list[str] = []
+        hold = SentenceHold()
         try:
             async for text in self._generate(question, blocks, ctx):
                 parts.append(text)
                 if ctx.listener is not None:
-                    ctx.listener.token(text)
+                    await self._stream(hold.feed(text), question, blocks, ctx)
+            if ctx.listener is not None:
+                await self._stream(hold.flush(), question, blocks, ctx)
             if not "".join(parts).strip():
                 raise LLMError("the LLM returned no text")
         except LLMError as exc:
@@ -226,6 +239,18 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
                 ctx.listener.failed(exc)
             return None
         return await self._checked("".join(parts), question, blocks, ctx)
+
+    async def _stream(
+        self, sentences: Sequence[str], question: str, blocks: Sequence[Evidence], ctx: PipelineContext
+    ) -> None:
+        """Each sentence to the listener once checked, as the whole answer will be; or not at all.
+        Its flags are the whole answer's to report, once."""
+        assert ctx.listener is not None
+        for sentence in sentences:
+            checked = await self._checked(sentence, question, blocks, ctx, warn=False)
+            if not checked.abstained:
+                verdict: Literal["supported", "unchecked"] = "supported" if self.config.check_citations else "unchecked"
+                ctx.listener.sentence(CheckedSentence(text=checked.text, citations=checked.citations, verdict=verdict))
 
     def _evidence(self, hits: Sequence[JSON], ctx: PipelineContext) -> list[Evidence]:
         size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
@@ -315,20 +340,25 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
                     return
                 yield text
 
-    async def _models(self, ctx: PipelineContext) -> Models | None:
+    async def _models(self, say: Callable[[str], None]) -> Models | None:
         try:
             return await self.services.models()
         except ModelError as exc:
-            self.warn(ctx, f"no citation can be checked, the evaluator is unavailable: {exc.reason}")
+            say(f"no citation can be checked, the evaluator is unavailable: {exc.reason}")
             return None
 
-    async def _checked(self, text: str, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer:
+    async def _checked(
+        self, text: str, question: str, blocks: Sequence[Evidence], ctx: PipelineContext, *, warn: bool = True
+    ) -> Answer:
+        """``text`` checked; ``warn`` off, its flags and failures go unreported (a sentence
+        streamed ahead of the whole answer, whose check reports them once)."""
+        say: Callable[[str], None] = (lambda message: self.warn(ctx, message)) if warn else _quiet
         text = without_echoed_fields(text)
         claims = parse_claims(text)
         cited = [c for c in claims if c.markers]
         uncited = [c for c in claims if not c.markers] if self.config.attribute_uncited else []
         by_marker = {e.marker: e for e in blocks}
-        models = await self._models(ctx) if self.config.check_citations else None
+        models = await self._models(say) if self.config.check_citations else None
         options: dict[str, Any] = {
             "question": question,
             "min_support": self._min_support(models),
@@ -342,15 +372,20 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
                 spans = await models.reader.read(question, [b.snippet for b in blocks])
                 verdicts += await checker.attributed(uncited, blocks, [s.text for s in spans])
         except ModelError as exc:
-            self.warn(ctx, f"no citation can be checked, the evaluator failed: {exc.reason}")
+            say(f"no citation can be checked, the evaluator failed: {exc.reason}")
             verdicts = await Check(scorer=None, **options).cited(cited, by_marker)
         entailment = models is not None and models.verifier is not None
-        flagged = _flag(verdicts, lambda message: self.warn(ctx, message), entailment=entailment)
+        flagged = _flag(verdicts, say, entailment=entailment)
         kept = [v for v in verdicts if v.supported]
         if not kept:
             return self._abstain("generative", "unsupported", llm="used", flagged=flagged)
         citations = list({(c.marker, c.start, c.end): c for c in map(citation_of, kept)}.values())
-        return Answer(text=rewrite(text, verdicts), citations=citations, mode="generative", flagged=flagged, llm="used")
+        shown = rewrite(text, verdicts)
+        if self.config.check_citations:
+            # Only what held up is the answer: a sentence left with no citation was checked
+            # against nothing, and is in ``flagged`` (or was never cited) — as the stream shows.
+            shown = " ".join(c.text.strip() for c in parse_claims(shown) if c.markers)
+        return Answer(text=shown, citations=citations, mode="generative", flagged=flagged, llm="used")
 
     async def _calibrator(self, ctx: PipelineContext) -> AnswerCalibrator:
         try:
@@ -422,6 +457,10 @@ def _block(evidence: Evidence) -> dict[str, Any]:
         "snippet": evidence.snippet,
         "highlight": evidence.highlight,
     }
+
+
+def _quiet(message: str) -> None:
+    pass
 
 
 def _flag(verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None], *, entailment: bool) -> list[FlaggedClaim]:

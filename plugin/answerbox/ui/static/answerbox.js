@@ -15,8 +15,10 @@
 // possible, abstained, searched, error) and degraded (the LLM failed; the answer is a
 // fallback). An answer shows its confidence; one below the pipeline's min_confidence is a
 // muted "possible answer"; with neither, "No answer found in these results" stands above
-// the hits. The reader's snippet shows the moment it arrives; the final answer replaces it.
-// It fires answerbox:search / :hits / :snippet / :token / :answer /
+// the hits. The reader's snippet shows the moment it arrives; each sentence of the LLM's shows
+// once answerbox has checked it (never before: "Checking…" stands while one is held), and the
+// final answer replaces them.
+// It fires answerbox:search / :hits / :snippet / :sentence / :answer /
 // :error / :done events carrying each stream event's data.
 
 import { renderCheck } from "./check.js";
@@ -140,7 +142,7 @@ class AnswerBox extends HTMLElement {
     // search: the hits as found, at once; hits: the same after the evaluator (re-ranked, judged).
     if (event === "search" || event === "hits") this.#showHits(data);
     else if (event === "snippet") this.#showAnswer(data, "answering");
-    else if (event === "token") this.#appendToken(data.text);
+    else if (event === "sentence") this.#appendSentence(data);
     else if (event === "answer") this.#showReport(data);
     else if (event === "error") this.#interrupted(errorReason(data, "the answer failed"));
     else if (event === "done" && this.getAttribute("state") === "answering") this.#setState("searched", this.#noHitsMessage());
@@ -190,14 +192,17 @@ class AnswerBox extends HTMLElement {
     this.#setState("answering", hits.length ? "Writing the answer…" : this.#noHitsMessage());
   }
 
-  // The LLM's draft goes below the snippet, if one is shown: the answer event decides which stays.
-  #appendToken(text) {
+  // The LLM's checked sentences go below the snippet, if one is shown: the answer event
+  // decides which stays. Only checked text ever reaches the page.
+  #appendSentence(sentence) {
     let live = this.#answer.querySelector(".answer-text.streaming");
     if (!live) {
       live = el("p", { class: "answer-text streaming" });
       this.#answer.append(live);
     }
-    live.append(text);
+    const shown = el("span", { class: "sentence", "data-verdict": sentence.verdict }, ...renderAnswerText(sentence));
+    live.append(...(live.childElementCount ? [" ", shown] : [shown]));
+    this.#setState("answering", "Checking the next sentence…");
   }
 
   #showReport(report) {

@@ -12,6 +12,7 @@ import pytest
 from answerbox.contract import (
     Answer,
     ChainReport,
+    CheckedSentence,
     FlaggedClaim,
     GenerativeQAParameters,
     LLMUsageReport,
@@ -73,7 +74,8 @@ async def test_comma_and_adjacent_markers_resolve_to_checked_spans() -> None:
 async def test_out_of_range_and_unsupported_markers_are_removed_and_flagged() -> None:
     reply = "Dune was written by Frank Herbert [1][7]. Herbert was born in Tacoma, Washington [0, 3]."
     answer, ctx = await answer_of(answerer(answer_services(reply)))
-    assert answer.text == "Dune was written by Frank Herbert [1]. Herbert was born in Tacoma, Washington."
+    # Only what held up is the answer: the Tacoma sentence is flagged, not shown.
+    assert answer.text == "Dune was written by Frank Herbert [1]."
     assert answer.citations == [cite(1, "novel", "Dune is a 1965 science fiction novel by Frank Herbert.", 0.6)]
     tacoma = "Herbert was born in Tacoma, Washington."  # the sentence less its markers
     assert answer.flagged == [
@@ -102,7 +104,7 @@ async def test_an_uncited_sentence_is_cited_by_the_block_that_answers_it() -> No
     services = answer_services("Frank Herbert wrote Dune. The book is about giant sandworms.")
     answer, _ = await answer_of(answerer(services))
     # Both blocks whose reader answer the sentence states pass; the better scored is cited.
-    assert answer.text == "Frank Herbert wrote Dune [2]. The book is about giant sandworms."
+    assert answer.text == "Frank Herbert wrote Dune [2]."
     assert answer.citations == [cite(2, "author", "Herbert wrote Dune and five sequels.", 0.8)]
     assert answer.flagged == []
 
@@ -423,8 +425,8 @@ async def test_an_answer_asked_for_as_json_is_checked_as_cited_text() -> None:
     )
 
 
-async def test_a_listener_hears_the_snippet_then_the_tokens_and_gets_plain_text() -> None:
-    heard: list[tuple[str, str]] = []
+async def test_a_listener_hears_the_snippet_then_only_the_sentences_that_hold_up() -> None:
+    heard: list[tuple[str, Any]] = []
 
     class Listener:
         def searched(self, response: JSON) -> None: ...
@@ -432,21 +434,31 @@ async def test_a_listener_hears_the_snippet_then_the_tokens_and_gets_plain_text(
         def snippet(self, answer: Answer) -> None:
             heard.append(("snippet", answer.text))
 
-        def token(self, text: str) -> None:
-            heard.append(("token", text))
+        def sentence(self, sentence: CheckedSentence) -> None:
+            heard.append(("sentence", sentence))
 
         def failed(self, error: Any) -> None:
             heard.append(("failed", str(error)))
 
-    services = answer_services("Frank Herbert wrote Dune [2].", structured=True)
-    answer, _ = await answer_of(answerer(services), ctx=context(listener=Listener()))
+    reply = "Frank Herbert wrote Dune [2]. Herbert was born in Tacoma [2]. Dune is a 1965 novel [1]."
+    services = answer_services(reply, structured=True)
+    answer, ctx = await answer_of(answerer(services), ctx=context(listener=Listener()))
+    author = cite(2, "author", "Herbert wrote Dune and five sequels.", 0.8)
+    novel = cite(1, "novel", "Dune is a 1965 science fiction novel by Frank Herbert.", 0.6)
+    # The Tacoma sentence fails its check: it is never heard, not even for a moment.
     assert heard == [
         ("snippet", "Frank Herbert"),
-        *(("token", w + " ") for w in "Frank Herbert wrote Dune [2].".split(" ")),
+        ("sentence", CheckedSentence(text="Frank Herbert wrote Dune [2].", citations=[author], verdict="supported")),
+        ("sentence", CheckedSentence(text="Dune is a 1965 novel [1].", citations=[novel], verdict="supported")),
     ]
     assert services.llm.calls[0].stream is True
-    assert services.llm.calls[0].schema is None  # tokens are shown as they come: no JSON
-    assert answer.text == "Frank Herbert wrote Dune [2]."
+    assert services.llm.calls[0].schema is None  # sentences are shown as they come: no JSON
+    assert answer.text == "Frank Herbert wrote Dune [2]. Dune is a 1965 novel [1]."
+    # The whole answer's check reports the flag, once.
+    assert [w for w in ctx.report.warnings if "Tacoma" in w] == [
+        "[cited_answer] citation [2] does not support the sentence (support -0.95); "
+        "removed from: 'Herbert was born in Tacoma.'"
+    ]
 
 
 async def test_without_a_question_or_evidence_there_is_no_answer_to_give() -> None:
@@ -504,7 +516,7 @@ async def test_with_the_verifier_a_citation_stands_only_where_its_block_entails_
     models = fake_models(FakeReader(["Frank Herbert"]), FakeEvaluator(support), verifier=_verifier())
     reply = "Dune was published in 1965 [1]. Dune was published in 1966 [1]. Herbert loved cheese [2]."
     answer, ctx = await answer_of(answerer(answer_services(reply, models=models), mode="generative"))
-    assert answer.text == "Dune was published in 1965 [1]. Dune was published in 1966. Herbert loved cheese."
+    assert answer.text == "Dune was published in 1965 [1]."
     assert answer.citations == [cite(1, "novel", "Dune is a 1965 science fiction novel by Frank Herbert.", 0.93)]
     assert answer.flagged == [
         FlaggedClaim(
