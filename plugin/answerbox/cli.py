@@ -39,6 +39,10 @@ def _doctor(args: argparse.Namespace) -> int:
     from answerbox.config import Settings
     from answerbox.doctor import diagnose
 
+    if not args.verbose:
+        # The report says what failed and why, one line a check: the clients' own logs (a
+        # traceback for an OpenSearch that is down) only with --verbose.
+        logging.disable(logging.WARNING)
     findings = asyncio.run(diagnose(Settings.load(args.config)))
     for finding in findings:
         print(finding.line())
@@ -103,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         "doctor", help="check OpenSearch, the rights, stored pipelines, the LLM, the models and the templates"
     )
     doctor.add_argument("--config", type=Path, help="YAML settings file (default: $ANSWERBOX_CONFIG)")
+    doctor.add_argument("--verbose", action="store_true", help="also show the clients' logs and tracebacks")
     doctor.set_defaults(run=_doctor)
 
     demo = commands.add_parser(

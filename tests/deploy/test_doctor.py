@@ -31,11 +31,11 @@ def secured(osmem_url: str) -> Iterator[str]:
         yield url
 
 
-def doctor(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def doctor(tmp_path: Path, *flags: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``answerbox doctor`` in its own process, configured by ``ANSWERBOX_*`` variables."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ANSWERBOX_")}
     variables = {f"ANSWERBOX_{name.upper()}": value for name, value in env.items()}
-    command = [sys.executable, "-m", "answerbox.cli", "doctor"]
+    command = [sys.executable, "-m", "answerbox.cli", "doctor", *flags]
     return subprocess.run(command, env=clean | variables, cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
@@ -91,6 +91,21 @@ def test_a_wrong_password_is_one_failed_line(secured: str, tmp_path: Path) -> No
     assert line.startswith("[fail] opensearch:")
     assert "refused the service credentials (401)" in line
     assert "service_password" in line
+
+
+def test_opensearch_down_is_one_line_with_its_cause_and_the_traceback_only_when_verbose(tmp_path: Path) -> None:
+    from answerbox.server import free_port
+
+    down = f"http://127.0.0.1:{free_port()}"
+    run = doctor(tmp_path, opensearch__url=down)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stdout + run.stderr
+    assert run.stderr == ""
+    [line] = [line for line in run.stdout.splitlines() if line.startswith("[fail]")]
+    assert line.startswith(f"[fail] opensearch: {down} cannot be reached")
+    verbose = doctor(tmp_path, "--verbose", opensearch__url=down)
+    assert "Traceback" in verbose.stderr
+    assert lines(verbose) == lines(run)
 
 
 def test_a_stopped_llm_is_one_failed_line(osmem_url: str, tmp_path: Path) -> None:
