@@ -52,6 +52,10 @@ class ProcessorRegistry:
     def register(self, cls: type[Processor[Any]]) -> None:
         self._types[cls.type_name] = cls
 
+    def types(self) -> list[type[Processor[Any]]]:
+        """The registered processor types, in registration order (``answerbox.reference``)."""
+        return list(self._types.values())
+
     async def build(
         self,
         pipeline_id: str,
