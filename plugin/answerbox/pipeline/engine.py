@@ -137,11 +137,11 @@ class SearchRun:
 
     async def run(self) -> JSON:
         upstream = await self.prepare()
-        started = time.perf_counter()
+        started = self._engine.clock()
         response = await self._engine.backend.search(
             index=upstream.index, body=upstream.body, params=upstream.params, caller=upstream.caller
         )
-        return await self.respond(response, search_ms=(time.perf_counter() - started) * 1000)
+        return await self.respond(response, search_ms=(self._engine.clock() - started) * 1000)
 
     def _upstream(self) -> SearchRequest:
         """Our parameters and ext keys removed, OpenSearch's own processors inline."""
@@ -286,7 +286,7 @@ class SearchEngine:
             if isinstance(prepared, dict):
                 results[i] = prepared
         searches = [self._upstream_line(lines[i], runs[i], upstream[i]) for i in live]
-        started = time.perf_counter()
+        started = self.clock()
         own = {k: v for k, v in params.items() if k not in _OWN_PARAMS}
         # Every line may have failed already: then there is nothing to ask OpenSearch.
         answer = (
@@ -294,7 +294,7 @@ class SearchEngine:
             if searches
             else {"responses": []}
         )
-        took = (time.perf_counter() - started) * 1000
+        took = (self.clock() - started) * 1000
         responses = dict(zip(live, answer["responses"], strict=True))
         finished = await asyncio.gather(*(_responded(runs[i], responses[i], took) for i in live))
         for i, response in zip(live, finished, strict=True):
