@@ -11,8 +11,11 @@ import os
 import pickle
 import re
 import statistics
+import subprocess
+import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +42,7 @@ __all__ = [
     "Batch",
     "ScriptedLLM",
     "Timed",
+    "checkout",
     "dev_paragraphs",
     "doc_id",
     "first_windows",
@@ -64,6 +68,20 @@ BENCH_DIR = Path(os.environ.get("ANSWERBOX_BENCH_DIR", "/root/.cache/answerbox/b
 
 
 serve = serve_in_thread  # the ASGI app on a free loopback port, in a thread; yields its URL
+
+
+@contextmanager
+def checkout(revision: str) -> Iterator[Path]:
+    """This repository at ``revision``, in a temporary git worktree removed afterwards: an earlier
+    answerbox runs from it as ``PYTHONPATH=<it>/plugin``, beside this one, in the same run."""
+    with tempfile.TemporaryDirectory(prefix="answerbox-") as parent:
+        tree = Path(parent) / revision
+        git = ["git", "-C", str(REPO_ROOT), "worktree"]
+        subprocess.run([*git, "add", "--detach", "--quiet", str(tree), revision], check=True)
+        try:
+            yield tree
+        finally:
+            subprocess.run([*git, "remove", "--force", str(tree)], check=False)
 
 
 # --- a scripted LLM ---------------------------------------------------------------------

@@ -89,7 +89,8 @@ def test_stream_sends_hits_then_checked_sentences_then_the_checked_answer(
         ("Dune was written by Frank Herbert [1, 2].", "supported")
     ]
     assert "Tacoma" not in json.dumps(events[3:-2])
-    assert answer["answer"]["text"] == "Dune was written by Frank Herbert [1, 2]. Herbert was born in Tacoma."
+    # The answer, too, is only what held up.
+    assert answer["answer"]["text"] == "Dune was written by Frank Herbert [1, 2]."
     assert {(c["marker"], c["_id"]) for c in answer["answer"]["citations"]} == {(1, "novel"), (2, "author")}
     assert answer["citations"] == answer["answer"]["citations"]
     assert answer == {**plain["ext"]["answerbox"], "timings_ms": answer["timings_ms"]}

@@ -24,24 +24,27 @@ from answerbox.errors import InvalidRequest, UpstreamTimeout, UpstreamUnavailabl
 
 __all__ = ["Passthrough"]
 
-# RFC 9110 §7.6.1 connection-specific headers; never forwarded by a proxy.
+# RFC 9110 §7.6.1 connection-specific headers; never forwarded by a proxy. Bytes, lower case: the
+# ASGI server gives header names so, and matching them undecoded costs every request less.
 _HOP_BY_HOP = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
     }
 )
 
 
 # Responses up to this size are buffered; larger or unsized ones stream.
 _BUFFER_BYTES = 256 * 1024
+# Request bodies up to this size are sent as bytes, larger ones from a file-like object.
+_INLINE_SEND_BYTES = 256 * 1024
 
 
 async def _release(response: aiohttp.ClientResponse) -> None:
@@ -52,18 +55,18 @@ async def _release(response: aiohttp.ClientResponse) -> None:
 # What a proxy in front of OpenSearch says about the caller: OpenSearch's proxy authentication
 # believes these from a trusted proxy's address, which answerbox's may be; a caller's own would
 # then be an identity of its choosing.
-_PROXY_IDENTITY = ("x-proxy-user", "x-proxy-roles", "x-forwarded-")
+_PROXY_IDENTITY = (b"x-proxy-user", b"x-proxy-roles", b"x-forwarded-")
 
 
-def _forwardable(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The caller's headers less the hop-by-hop ones (those RFC 9110 names and those its
-    ``Connection`` header names) and any claim to a proxy-given identity."""
-    pairs = list(headers)
-    named = {token.strip().lower() for k, v in pairs if k.lower() == "connection" for token in v.split(",")}
-    return [(k, v) for k, v in pairs if not _dropped(k.lower(), named)]
+def _forwardable(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    """The caller's headers (the ASGI scope's: names in lower case) less the hop-by-hop ones (those
+    RFC 9110 names and those its ``Connection`` header names) and any claim to a proxy-given identity."""
+    pairs = list(raw)
+    named = {token.strip().lower() for k, v in pairs if k == b"connection" for token in v.split(b",")}
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs if not _dropped(k, named)]
 
 
-def _dropped(name: str, named: set[str]) -> bool:
+def _dropped(name: bytes, named: set[bytes]) -> bool:
     return name in _HOP_BY_HOP or name in named or name.startswith(_PROXY_IDENTITY)
 
 
@@ -77,7 +80,8 @@ class Passthrough:
     """Forwards a Starlette request to OpenSearch and streams the answer back unchanged."""
 
     def __init__(self, settings: OpenSearchSettings) -> None:
-        self._base = URL(settings.url)
+        # Scheme, authority and nothing more: the caller's raw path and query go after it.
+        self._origin = str(URL(settings.url).with_path("", encoded=True))
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=settings.max_connections, ssl=_ssl(settings)),
             timeout=aiohttp.ClientTimeout(
@@ -93,17 +97,20 @@ class Passthrough:
 
     async def forward(self, request: Request, body: bytes | None = None) -> Response:
         """Send ``request`` upstream; ``body`` replaces the request stream when already read."""
-        # A file-like body: aiohttp sends raw bytes of over a megabyte from the event loop in
-        # one piece (and warns that it may block).
-        content: io.BytesIO | AsyncIterator[bytes] = io.BytesIO(body) if body is not None else request.stream()
+        content: bytes | io.BytesIO | AsyncIterator[bytes] = request.stream() if body is None else body
+        if body is not None and len(body) > _INLINE_SEND_BYTES:
+            # A file-like body: aiohttp sends raw bytes of over a megabyte from the event loop in
+            # one piece (and warns that it may block).
+            content = io.BytesIO(body)
         # Path and query string go on as the caller wrote them (still percent-encoded), not
         # decoded and re-encoded: a %00 stays three characters.
-        raw_path = request.scope.get("raw_path") or request.url.path.encode()
-        target = str(self._base.with_path(raw_path.decode("latin-1"), encoded=True))
-        url = URL(f"{target}?{request.url.query}" if request.url.query else target, encoded=True)
+        scope = request.scope
+        target = self._origin + (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        query = scope["query_string"].decode("latin-1")
+        url = URL(f"{target}?{query}" if query else target, encoded=True)
         try:
             upstream = await self._session.request(
-                request.method, url, data=content, headers=_forwardable(request.headers.items()), allow_redirects=False
+                request.method, url, data=content, headers=_forwardable(scope["headers"]), allow_redirects=False
             )
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise UpstreamTimeout.after(exc) from exc
@@ -121,9 +128,7 @@ class Passthrough:
                 upstream.content.iter_any(), status_code=upstream.status, background=BackgroundTask(_release, upstream)
             )
         # A list, not a dict: repeated headers (Set-Cookie, Warning) must all come back.
-        response.raw_headers = [
-            (k, v) for k, v in upstream.raw_headers if k.decode("latin-1").lower() not in _HOP_BY_HOP
-        ]
+        response.raw_headers = [(k, v) for k, v in upstream.raw_headers if k.lower() not in _HOP_BY_HOP]
         return response
 
     async def aclose(self) -> None:

@@ -1,0 +1,224 @@
+"""Where an extractive answer's time goes, and what it costs against an earlier commit, in one run.
+
+    PYTHONPATH=plugin:. python -m bench.answer_cost [--questions 300] [--baseline-rev 44e4c7a]
+        [--clients 1 4 16 32] [--load-questions 120]
+
+osmem-server holds every SQuAD v1.1 dev paragraph; each question goes through the extractive
+pipeline a new user writes: ``retrieval_evaluator`` (top 10, rerank) then ``cited_answer``
+(size 5, no LLM).
+
+1. **Stages** (this tree, in process, one search at a time): each wrapped step's share of the
+   answer's time: the search (OpenSearch's own ``took`` as answerbox timed it), tokenising and
+   building windows, the encoder's forward pass (with the batch shapes it ran), decoding spans,
+   the calibrator and rendering the response; what is left is answerbox's own code between them.
+2. **Latency**: p50/p90 of the same questions through ``answerbox serve`` from this tree and from
+   ``--baseline-rev`` (a temporary worktree), alternating which goes first.
+3. **Throughput**: answers/s with 1, 4, 16 and 32 clients each sending questions back to back,
+   both servers in turn, and the ratio this tree / baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from answerbox import app as answerbox_app
+from answerbox.config import Settings
+from answerbox.embedded import wait_until_up
+from answerbox.models import confidence, reader, session, windows
+from answerbox.pipeline import engine
+from opensearchpy import OpenSearch
+from osmem_server import OsmemServer
+from starlette.responses import JSONResponse
+
+from bench.harness import REPO_ROOT, checkout, dev_paragraphs, free_port, index_paragraphs, quantile, serve
+from onnx_models.squad import sample_questions
+
+PIPELINE = {
+    "response_processors": [
+        {"retrieval_evaluator": {"text_fields": ["text"], "top_n": 10, "rerank": True}},
+        {"cited_answer": {"size": 5, "mode": "extractive"}},
+    ]
+}
+INDEX = "squad"
+
+
+def _body(question: str) -> dict[str, Any]:
+    return {"query": {"match": {"text": question}}, "size": 10, "search_pipeline": PIPELINE}
+
+
+# --- 1. stages ------------------------------------------------------------------------------
+
+
+class _Stages:
+    """Seconds per stage and the encoder's batch shapes, summed over the wrapped calls (which run on
+    the loop, in threads and on the batcher's worker: one search at a time keeps them apart)."""
+
+    def __init__(self) -> None:
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.batches: Counter[tuple[int, int]] = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, stage: str, seconds: float) -> None:
+        with self._lock:
+            self.seconds[stage] += seconds
+
+    def timed(self, stage: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.add(stage, time.perf_counter() - started)
+
+        return wrapper
+
+
+@contextmanager
+def _instrumented(stages: _Stages) -> Iterator[None]:
+    """The steps wrapped where the package looks them up, and put back after."""
+    forward = session.OnnxSession.run
+
+    def run(self: session.OnnxSession, inputs: dict[str, Any]) -> Any:
+        stages.batches[tuple(inputs["input_ids"].shape)] += 1
+        return forward(self, inputs)
+
+    patches: list[tuple[Any, str, Any]] = [
+        (windows.WindowTokenizer, "windows", stages.timed("tokenise + windows", windows.WindowTokenizer.windows)),
+        (windows, "_to_window", stages.timed("windows built", windows._to_window)),
+        (session.OnnxSession, "run", stages.timed("forward pass", run)),
+        (reader, "best_span", stages.timed("decode spans", reader.best_span)),
+        (confidence.AnswerCalibrator, "confidence", stages.timed("calibrator", confidence.AnswerCalibrator.confidence)),
+        (engine.SearchRun, "_rendered", stages.timed("render", engine.SearchRun._rendered)),
+        (JSONResponse, "render", stages.timed("render", JSONResponse.render)),
+    ]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    for owner, name, wrapped in patches:
+        setattr(owner, name, wrapped)
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+def profile(osmem_url: str, questions: Sequence[str]) -> None:
+    stages = _Stages()
+    total = 0.0
+    settings = Settings.load(opensearch={"url": osmem_url})
+    with serve(answerbox_app.create_app(settings)) as url, httpx.Client(base_url=url, timeout=300) as http:
+        http.post(f"/{INDEX}/_search", json=_body(questions[0])).raise_for_status()  # loads the model
+        with _instrumented(stages):
+            for question in questions:
+                started = time.perf_counter()
+                response = http.post(f"/{INDEX}/_search", json=_body(question))
+                total += time.perf_counter() - started
+                response.raise_for_status()
+                stages.add("search", response.json()["ext"]["answerbox"]["timings_ms"]["search"] / 1000)
+    # Tokenising is the wrapped windows() less the windows it built inside it.
+    seconds = dict(stages.seconds)
+    seconds["tokenise"] = seconds.pop("tokenise + windows", 0.0) - seconds.get("windows built", 0.0)
+    seconds["other (answerbox, HTTP)"] = total - sum(seconds.values())
+    n = len(questions)
+    print(f"stages, this tree, {n} questions one at a time: {total / n * 1000:.1f} ms an answer on average")
+    for stage, spent in sorted(seconds.items(), key=lambda item: -item[1]):
+        print(f"  {stage:<24} {spent / n * 1000:7.2f} ms  {spent / total:6.1%}")
+    shapes = ", ".join(f"{b}x{length}: {count}" for (b, length), count in stages.batches.most_common(8))
+    print(f"  encoder batches (windows x tokens: runs): {shapes}")
+
+
+# --- 2 and 3. latency and throughput against a baseline -----------------------------------
+
+
+@contextmanager
+def _answerbox(osmem_url: str, plugin: Path) -> Iterator[str]:
+    """``answerbox serve`` from ``plugin`` (a checkout's package folder), its own process."""
+    port = free_port()
+    env = {**os.environ, "ANSWERBOX_OPENSEARCH__URL": osmem_url, "ANSWERBOX_PORT": str(port), "PYTHONPATH": str(plugin)}
+    server = subprocess.Popen([sys.executable, "-m", "answerbox.cli", "serve", "--log-level", "warning"], env=env)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_up(f"{url}/", server, 60)
+        httpx.post(f"{url}/{INDEX}/_search", json=_body("warm up"), timeout=120).raise_for_status()
+        yield url
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def latency(urls: dict[str, str], questions: Sequence[str]) -> None:
+    millis: dict[str, list[float]] = {name: [] for name in urls}
+    with httpx.Client(timeout=300) as http:
+        for i, question in enumerate(questions):
+            for name in list(urls)[:: 1 if i % 2 else -1]:
+                started = time.perf_counter()
+                http.post(f"{urls[name]}/{INDEX}/_search", json=_body(question)).raise_for_status()
+                millis[name].append((time.perf_counter() - started) * 1000)
+    print(f"latency, {len(questions)} questions one at a time, alternating")
+    for name, values in millis.items():
+        print(f"  {name:>10}  p50 {quantile(values, 0.5):7.1f} ms  p90 {quantile(values, 0.9):7.1f} ms")
+    this, base = millis["this tree"], millis[list(urls)[1]]
+    for q in (0.5, 0.9):
+        print(f"  p{int(q * 100)} ratio this tree / baseline: {quantile(this, q) / quantile(base, q):.2f}")
+
+
+async def _answers_per_s(url: str, questions: Sequence[str], clients: int) -> float:
+    pending = iter(questions)
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=clients)) as http:
+
+        async def client() -> None:
+            for question in pending:
+                (await http.post(f"/{INDEX}/_search", json=_body(question))).raise_for_status()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        return len(questions) / (time.perf_counter() - started)
+
+
+def throughput(urls: dict[str, str], questions: Sequence[str], clients: Sequence[int]) -> None:
+    print(f"saturated throughput, {len(questions)} questions per server and level")
+    for n in clients:
+        rates = {name: asyncio.run(_answers_per_s(url, questions, n)) for name, url in urls.items()}
+        this, base = rates["this tree"], rates[list(urls)[1]]
+        shown = "  ".join(f"{name} {rate:6.2f}/s" for name, rate in rates.items())
+        print(f"  {n:>2} clients  {shown}  ratio {this / base:.2f}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--questions", type=int, default=300)
+    parser.add_argument("--load-questions", type=int, default=120, help="questions per throughput level")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 32])
+    parser.add_argument("--baseline-rev", default="44e4c7a")
+    parser.add_argument("--seed", type=int, default=2025)
+    parser.add_argument("--skip-stages", action="store_true")
+    args = parser.parse_args(argv)
+    paragraphs = dev_paragraphs()
+    questions = [q.text for _, q in sample_questions(paragraphs, args.questions, args.seed)]
+    with ExitStack() as stack:
+        osmem = stack.enter_context(OsmemServer.start(japanese=False))
+        index_paragraphs(OpenSearch(hosts=[osmem.url], timeout=120), INDEX, paragraphs)
+        if not args.skip_stages:
+            profile(osmem.url, questions)
+        tree = stack.enter_context(checkout(args.baseline_rev))
+        urls = {
+            "this tree": stack.enter_context(_answerbox(osmem.url, REPO_ROOT / "plugin")),
+            args.baseline_rev: stack.enter_context(_answerbox(osmem.url, tree / "plugin")),
+        }
+        latency(urls, questions)
+        throughput(urls, questions[: args.load_questions], args.clients)
+
+
+if __name__ == "__main__":
+    main()
