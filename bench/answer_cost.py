@@ -14,7 +14,7 @@ pipeline a new user writes: ``retrieval_evaluator`` (top 10, rerank) then ``cite
 2. **Latency**: p50/p90 of the same questions through ``answerbox serve`` from this tree and from
    ``--baseline-rev`` (a temporary worktree), alternating which goes first.
 3. **Throughput**: answers/s with 1, 4, 16 and 32 clients each sending questions back to back,
-   both servers in turn, and the ratio this tree / baseline.
+   both servers in turn, and the ratio this tree / baseline; each level asks new questions.
 """
 
 from __future__ import annotations
@@ -134,8 +134,14 @@ def profile(osmem_url: str, questions: Sequence[str]) -> None:
     print(f"stages, this tree, {n} questions one at a time: {total / n * 1000:.1f} ms an answer on average")
     for stage, spent in sorted(seconds.items(), key=lambda item: -item[1]):
         print(f"  {stage:<24} {spent / n * 1000:7.2f} ms  {spent / total:6.1%}")
-    shapes = ", ".join(f"{b}x{length}: {count}" for (b, length), count in stages.batches.most_common(8))
-    print(f"  encoder batches (windows x tokens: runs): {shapes}")
+    runs = sum(stages.batches.values())
+    rows = sum(b * count for (b, _), count in stages.batches.items())
+    padded = sum(b * length * count for (b, length), count in stages.batches.items())
+    print(
+        f"  encoder: {runs / n:.1f} runs an answer, {rows / n:.1f} windows, {padded / n:.0f} padded tokens; "
+        f"commonest shapes (windows x tokens: runs) "
+        + ", ".join(f"{b}x{length}: {count}" for (b, length), count in stages.batches.most_common(5))
+    )
 
 
 # --- 2 and 3. latency and throughput against a baseline -----------------------------------
@@ -187,9 +193,13 @@ async def _answers_per_s(url: str, questions: Sequence[str], clients: int) -> fl
 
 
 def throughput(urls: dict[str, str], questions: Sequence[str], clients: Sequence[int]) -> None:
-    print(f"saturated throughput, {len(questions)} questions per server and level")
-    for n in clients:
-        rates = {name: asyncio.run(_answers_per_s(url, questions, n)) for name, url in urls.items()}
+    """Each level asks questions no earlier level or phase asked: a repeated one is the encoder's
+    cache's (question, passage) hit, not an answer's work."""
+    per_level = len(questions) // len(clients)
+    print(f"saturated throughput, {per_level} new questions per server and level")
+    for level, n in enumerate(clients):
+        asked = questions[level * per_level : (level + 1) * per_level]
+        rates = {name: asyncio.run(_answers_per_s(url, asked, n)) for name, url in urls.items()}
         this, base = rates["this tree"], rates[list(urls)[1]]
         shown = "  ".join(f"{name} {rate:6.2f}/s" for name, rate in rates.items())
         print(f"  {n:>2} clients  {shown}  ratio {this / base:.2f}")
@@ -198,14 +208,16 @@ def throughput(urls: dict[str, str], questions: Sequence[str], clients: Sequence
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=300)
-    parser.add_argument("--load-questions", type=int, default=120, help="questions per throughput level")
+    parser.add_argument("--load-questions", type=int, default=120, help="new questions per throughput level")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 32])
     parser.add_argument("--baseline-rev", default="44e4c7a")
     parser.add_argument("--seed", type=int, default=2025)
     parser.add_argument("--skip-stages", action="store_true")
     args = parser.parse_args(argv)
     paragraphs = dev_paragraphs()
-    questions = [q.text for _, q in sample_questions(paragraphs, args.questions, args.seed)]
+    wanted = args.questions + args.load_questions * len(args.clients)
+    sampled = [q.text for _, q in sample_questions(paragraphs, wanted, args.seed)]
+    questions, unseen = sampled[: args.questions], sampled[args.questions :]
     with ExitStack() as stack:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         index_paragraphs(OpenSearch(hosts=[osmem.url], timeout=120), INDEX, paragraphs)
@@ -217,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.baseline_rev: stack.enter_context(_answerbox(osmem.url, tree / "plugin")),
         }
         latency(urls, questions)
-        throughput(urls, questions[: args.load_questions], args.clients)
+        throughput(urls, unseen, args.clients)
 
 
 if __name__ == "__main__":
