@@ -21,28 +21,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
 from answerbox import app as answerbox_app
 from answerbox.config import Settings
-from answerbox.embedded import wait_until_up
 from answerbox.models import confidence, reader, session, windows
 from answerbox.pipeline import engine
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 from starlette.responses import JSONResponse
 
-from bench.harness import REPO_ROOT, checkout, dev_paragraphs, free_port, index_paragraphs, quantile, serve
+from bench.harness import REPO_ROOT, answerbox_serve, checkout, dev_paragraphs, index_paragraphs, quantile, serve
 from onnx_models.squad import sample_questions
 
 PIPELINE = {
@@ -147,20 +142,9 @@ def profile(osmem_url: str, questions: Sequence[str]) -> None:
 # --- 2 and 3. latency and throughput against a baseline -----------------------------------
 
 
-@contextmanager
-def _answerbox(osmem_url: str, plugin: Path) -> Iterator[str]:
-    """``answerbox serve`` from ``plugin`` (a checkout's package folder), its own process."""
-    port = free_port()
-    env = {**os.environ, "ANSWERBOX_OPENSEARCH__URL": osmem_url, "ANSWERBOX_PORT": str(port), "PYTHONPATH": str(plugin)}
-    server = subprocess.Popen([sys.executable, "-m", "answerbox.cli", "serve", "--log-level", "warning"], env=env)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_until_up(f"{url}/", server, 60)
-        httpx.post(f"{url}/{INDEX}/_search", json=_body("warm up"), timeout=120).raise_for_status()
-        yield url
-    finally:
-        server.terminate()
-        server.wait(10)
+def _warm_up(url: str) -> None:
+    """The model loaded before anything is timed."""
+    httpx.post(f"{url}/{INDEX}/_search", json=_body("warm up"), timeout=120).raise_for_status()
 
 
 def latency(urls: dict[str, str], questions: Sequence[str]) -> None:
@@ -225,9 +209,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             profile(osmem.url, questions)
         tree = stack.enter_context(checkout(args.baseline_rev))
         urls = {
-            "this tree": stack.enter_context(_answerbox(osmem.url, REPO_ROOT / "plugin")),
-            args.baseline_rev: stack.enter_context(_answerbox(osmem.url, tree / "plugin")),
+            "this tree": stack.enter_context(answerbox_serve(osmem.url, REPO_ROOT / "plugin")),
+            args.baseline_rev: stack.enter_context(answerbox_serve(osmem.url, tree / "plugin")),
         }
+        for url in urls.values():
+            _warm_up(url)
         latency(urls, questions)
         throughput(urls, unseen, args.clients)
 

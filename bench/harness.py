@@ -12,6 +12,7 @@ import pickle
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from answerbox.embedded import wait_until_up
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
@@ -42,6 +44,7 @@ __all__ = [
     "Batch",
     "ScriptedLLM",
     "Timed",
+    "answerbox_serve",
     "checkout",
     "dev_paragraphs",
     "doc_id",
@@ -82,6 +85,27 @@ def checkout(revision: str) -> Iterator[Path]:
             yield tree
         finally:
             subprocess.run([*git, "remove", "--force", str(tree)], check=False)
+
+
+@contextmanager
+def answerbox_serve(opensearch_url: str, plugin: Path) -> Iterator[str]:
+    """``answerbox serve`` from ``plugin`` (a checkout's package folder) in front of ``opensearch_url``,
+    in its own process (so the load generator does not share its interpreter); yields its URL."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "ANSWERBOX_OPENSEARCH__URL": opensearch_url,
+        "ANSWERBOX_PORT": str(port),
+        "PYTHONPATH": str(plugin),
+    }
+    server = subprocess.Popen([sys.executable, "-m", "answerbox.cli", "serve", "--log-level", "warning"], env=env)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_up(f"{url}/", server, 60)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 # --- a scripted LLM ---------------------------------------------------------------------

@@ -15,13 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -30,9 +27,9 @@ from osmem_server import OsmemServer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from answerbox.embedded import SAMPLE_INDEX, load_sample_corpus, wait_until_up
+from answerbox.embedded import SAMPLE_INDEX, load_sample_corpus
 
-from bench.harness import checkout, free_port
+from bench.harness import answerbox_serve, checkout
 
 
 def _queries(n: int) -> list[dict[str, object]]:
@@ -62,26 +59,6 @@ def _p(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-@contextmanager
-def _answerbox(osmem_url: str, plugin: Path) -> Iterator[str]:
-    """``answerbox serve`` from ``plugin`` (a checkout's package folder) in front of ``osmem_url``."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "ANSWERBOX_OPENSEARCH__URL": osmem_url,
-        "ANSWERBOX_PORT": str(port),
-        "PYTHONPATH": str(plugin),
-    }
-    proxy = subprocess.Popen([sys.executable, "-m", "answerbox.cli", "serve", "--log-level", "warning"], env=env)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until_up(f"{base}/", proxy, 30)
-        yield base
-    finally:
-        proxy.terminate()
-        proxy.wait(10)
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=400)
@@ -93,10 +70,10 @@ async def main() -> None:
     with ExitStack() as stack:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         load_sample_corpus(osmem.url)
-        paths = {"direct": osmem.url, "answerbox": stack.enter_context(_answerbox(osmem.url, ROOT / "plugin"))}
+        paths = {"direct": osmem.url, "answerbox": stack.enter_context(answerbox_serve(osmem.url, ROOT / "plugin"))}
         for revision in args.baseline_rev:
             tree = stack.enter_context(checkout(revision))
-            paths[revision] = stack.enter_context(_answerbox(osmem.url, tree / "plugin"))
+            paths[revision] = stack.enter_context(answerbox_serve(osmem.url, tree / "plugin"))
         for base in paths.values():  # warm every path's connection pools and caches
             await _run(base, queries[:50], 4)
         print(f"{len(queries)} match queries x {args.rounds} rounds per path, sample corpus, osmem-server")
