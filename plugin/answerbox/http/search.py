@@ -17,6 +17,7 @@ from answerbox.http.disconnect import until_disconnected
 from answerbox.http.passthrough import Passthrough
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.engine import SearchEngine
+from answerbox.pipeline.msearch import MsearchRunner
 
 __all__ = ["SearchHandler", "json_or_none", "parse_json", "parsed", "read_body", "require_json"]
 
@@ -162,6 +163,7 @@ class SearchHandler:
 
     def __init__(self, *, engine: SearchEngine, passthrough: Passthrough, settings: Settings) -> None:
         self._engine = engine
+        self._msearch = MsearchRunner(engine)
         self._passthrough = passthrough
         self._settings = settings
 
@@ -189,14 +191,14 @@ class SearchHandler:
         pairs = await parsed(raw, partial(_ndjson_pairs, most=self._settings.limits.max_msearch_searches))
         params = dict(http_request.query_params)
         lines = (
-            await self._engine.msearch_lines(pairs, index=http_request.path_params.get("index"), params=params)
+            await self._msearch.lines(pairs, index=http_request.path_params.get("index"), params=params)
             if pairs
             else None
         )
         if lines is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)
-        msearch = self._engine.msearch(lines, params=params, caller=Caller.from_headers(http_request.headers))
+        msearch = self._msearch.run(lines, params=params, caller=Caller.from_headers(http_request.headers))
         return JSONResponse(await until_disconnected(http_request, msearch))
 
 

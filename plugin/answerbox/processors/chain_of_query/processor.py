@@ -34,6 +34,7 @@ from answerbox.processors.cited_answer.evidence import (
     in_context,
 )
 from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
+from answerbox.processors.cited_answer.policy import AnswerPolicy, asks_llm
 from answerbox.processors.text.normalize import contains_answer
 from answerbox.processors.text.passages import hits_of
 from answerbox.processors.text.spans import Span
@@ -92,16 +93,22 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         return response
 
     async def _reader_is_sure(self, question: str, response: JSON, models: Models, ctx: PipelineContext) -> bool:
-        """Whether the reader's featured snippet from the hits is confident enough to answer without the chain."""
+        """Whether the reader's featured snippet from the hits is confident enough to answer without
+        the chain: ``cited_answer``'s rule for its LLM (auto mode, the more confident answer preferred)."""
         calibrator = models.manifest.answer_calibrator.for_index(self.config.calibration)
-        threshold = self.config.skip_llm_above if self.config.skip_llm_above is not None else calibrator.skip_llm_above
-        if threshold >= 1:
+        policy = AnswerPolicy.resolved(
+            calibrator, abstain_text=self.config.abstain_text, skip_llm_above=self.config.skip_llm_above
+        )
+        if policy.skip_llm_above >= 1:  # 1 means never: spare the reader its run
             return False
         fields = EvidenceFields(text=self.config.text_field, title=None)
         hits = hits_of(response)
         evidence = answer_evidence(ctx.report, hits, fields, size=EVIDENCE_SIZE, snippet_chars=SNIPPET_CHARS)
         found = await featured_snippet(question, in_context(evidence, hits, max_chars=READING_CHARS), models)
-        return found is not None and calibrator.confidence(found.signals) >= threshold
+        if found is None:
+            return False
+        snippet = found.answer.model_copy(update={"confidence": calibrator.confidence(found.signals)})
+        return not asks_llm(snippet, policy)
 
     async def _answer(self, question: str, report: ChainReport, models: Models) -> Answer:
         """The chain's answer for RAG clients: only verified citations, or an abstention.

@@ -6,7 +6,7 @@ unsupported ones are removed, and an answer left with no supported claim abstain
 reader's best span (a featured snippet) comes first: with no LLM, when it fails, or when the
 snippet is confident enough (``skip_llm_above``), it is the answer. Every answer carries its
 calibrated ``confidence`` (``answerbox.models.confidence``); below ``min_confidence`` it
-abstains and is kept as ``answer.candidate``.
+abstains and is kept as ``answer.candidate``. Which answer is returned: ``policy``.
 """
 
 from __future__ import annotations
@@ -19,16 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from answerbox.contract import (
-    Answer,
-    AnswerMode,
-    AnswerReason,
-    Candidate,
-    CheckedSentence,
-    FlaggedClaim,
-    FlagReason,
-    LLMUse,
-)
+from answerbox.contract import Answer, AnswerMode, CheckedSentence, FlaggedClaim, FlagReason
 from answerbox.errors import ConfigError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.models.confidence import AnswerCalibrator, Recalibration, signals_record
@@ -64,6 +55,7 @@ from answerbox.processors.cited_answer.evidence import (
     written_date,
 )
 from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
+from answerbox.processors.cited_answer.policy import AnswerPolicy, Mode, Prefer, abstention, asks_llm, choose, gate
 from answerbox.processors.cited_answer.sentences import SentenceHold
 from answerbox.processors.text.passages import hits_of
 
@@ -85,13 +77,9 @@ _SAMPLE = Evidence(index="i", id="d", field="text", excerpts=(), rank=0, marker=
 
 
 class CitedAnswerConfig(ProcessorConfig):
-    # auto: the reader's snippet first; the LLM only when the snippet's confidence is below
-    # skip_llm_above, and its checked answer replaces the snippet only when it held up and is
-    # more confident (prefer: generative, whenever it held up). generative: the LLM's checked
-    # answer or an abstention. extractive: no LLM at all. Whatever the mode, an answer less
-    # confident than min_confidence abstains, its text kept in answer.candidate.
-    mode: Literal["auto", "generative", "extractive"] = "auto"
-    prefer: Literal["confident", "generative"] = "confident"
+    # Which answer the search returns: the table in ``policy``.
+    mode: Mode = "auto"
+    prefer: Prefer = "confident"
     fields: EvidenceFields = EvidenceFields()
     size: int = Field(default=EVIDENCE_SIZE, ge=1, le=50, description="evidence blocks (n); ext context_size overrides")
     snippet_chars: int = Field(default=SNIPPET_CHARS, ge=100, le=20_000)
@@ -152,73 +140,34 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             return response
         hits = hits_of(response)
         blocks = self._evidence(hits, ctx)
-        mode: AnswerMode = "generative" if self._uses_llm else "extractive"
+        mode: Mode = self.config.mode if self.services.llm.configured else "extractive"  # no LLM: the reader alone
         if not blocks:
             incorrect = ctx.report.retrieval is not None and ctx.report.retrieval.verdict == "incorrect"
-            ctx.report.answer = self._abstain(mode, "retrieval_incorrect" if incorrect else "no_evidence")
+            kind: AnswerMode = "extractive" if mode == "extractive" else "generative"
+            ctx.report.answer = abstention(
+                self.config.abstain_text, kind, "retrieval_incorrect" if incorrect else "no_evidence"
+            )
             return response
         calibrator = await self._calibrator(ctx)
+        policy = AnswerPolicy.resolved(
+            calibrator,
+            abstain_text=self.config.abstain_text,
+            mode=mode,
+            prefer=self.config.prefer,
+            min_confidence=self.config.min_confidence,
+            skip_llm_above=self.config.skip_llm_above,
+        )
         reading = in_context(blocks, hits, max_chars=self.config.reading_chars)
         snippet = await self._snippet(question, reading, calibrator, ctx)
         if snippet is not None and ctx.listener is not None:
-            ctx.listener.snippet(self._gated(snippet, mode, calibrator))  # shown as the answer will be
-        answer = await self._answer(question, blocks, snippet, calibrator, ctx) if self._uses_llm else snippet
-        ctx.report.answer = self._gated(answer, mode, calibrator)
-        return response
-
-    @property
-    def _uses_llm(self) -> bool:
-        return self.services.llm.configured and self.config.mode != "extractive"
-
-    async def _answer(
-        self,
-        question: str,
-        blocks: Sequence[Evidence],
-        snippet: Answer | None,
-        calibrator: AnswerCalibrator,
-        ctx: PipelineContext,
-    ) -> Answer | None:
-        """The LLM's checked answer or the snippet, whichever the mode and the confidences choose."""
-        auto = self.config.mode == "auto"
-        skip_above = self.config.skip_llm_above if self.config.skip_llm_above is not None else calibrator.skip_llm_above
-        if (
-            auto
-            and self.config.prefer == "confident"
-            and snippet is not None
-            and snippet.confidence is not None
-            and snippet.confidence >= skip_above
-        ):
-            return snippet.model_copy(update={"llm": "skipped"})
-        generated = await self._generative(question, blocks, ctx)
-        if generated is None:  # the LLM failed: the snippet, whatever the mode
-            return (
-                snippet.model_copy(update={"llm": "failed"})
-                if snippet is not None
-                else self._abstain("generative", "unavailable", llm="failed")
-            )
-        if not generated.abstained:
+            ctx.listener.snippet(gate(snippet, policy))  # shown as the answer will be
+        generated = await self._generative(question, blocks, ctx) if asks_llm(snippet, policy) else None
+        if generated is not None and not generated.abstained:
             generated = _scored(generated, snippet, calibrator)
-        if not auto or snippet is None:
-            return generated
-        if generated.abstained:
+        ctx.report.answer = answer = choose(snippet, generated, policy)
+        if generated is not None and generated.abstained and answer.mode == "extractive":
             self.warn(ctx, "no claim of the LLM's answer held up; answering extractively")
-            return snippet.model_copy(update={"llm": "used", "flagged": generated.flagged})
-        if self.config.prefer == "generative" or (generated.confidence or 0.0) > (snippet.confidence or 0.0):
-            return generated
-        return snippet.model_copy(update={"llm": "used"})
-
-    def _gated(self, answer: Answer | None, mode: AnswerMode, calibrator: AnswerCalibrator) -> Answer:
-        """``answer`` when it is confident enough, else an abstention holding it as the candidate."""
-        if answer is None:
-            return self._abstain(mode, "unsupported")
-        threshold = self.config.min_confidence if self.config.min_confidence is not None else calibrator.min_confidence
-        if answer.abstained or answer.confidence is None or answer.confidence >= threshold:
-            return answer
-        candidate = Candidate(
-            text=answer.text, citations=answer.citations, mode=answer.mode, confidence=answer.confidence
-        )
-        held = self._abstain(answer.mode, "low_confidence", llm=answer.llm, flagged=answer.flagged)
-        return held.model_copy(update={"candidate": candidate, "signals": answer.signals})
+        return response
 
     async def _generative(self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext) -> Answer | None:
         """The LLM's checked answer; None when the LLM failed."""
@@ -378,7 +327,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         flagged = _flag(verdicts, say, entailment=entailment)
         kept = [v for v in verdicts if v.supported]
         if not kept:
-            return self._abstain("generative", "unsupported", llm="used", flagged=flagged)
+            return abstention(self.config.abstain_text, "generative", "unsupported", llm="used", flagged=flagged)
         citations = list({(c.marker, c.start, c.end): c for c in map(citation_of, kept)}.values())
         shown = rewrite(text, verdicts)
         if self.config.check_citations:
@@ -422,13 +371,6 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         if self.config.min_support is not None:
             return self.config.min_support
         return models.manifest.support_lower if models else -1.0
-
-    def _abstain(
-        self, mode: AnswerMode, reason: AnswerReason, *, llm: LLMUse | None = None, flagged: Sequence[FlaggedClaim] = ()
-    ) -> Answer:
-        return Answer(
-            text=self.config.abstain_text, mode=mode, abstained=True, reason=reason, llm=llm, flagged=list(flagged)
-        )
 
 
 async def _whole(completion: Awaitable[Completion], structured: bool) -> AsyncGenerator[str, None]:
