@@ -14,6 +14,7 @@ OpenSearch response plus::
         "timings_ms":      {"<processor>": ms, "search": ms, "total": ms}
         "llm_skipped":     ["chain_of_query"]   # processors the reader's confidence spared the LLM
         "warnings":        ["..."]              # degradations: LLM down, model failure, ...
+        "plan":            RunPlan              # only with verbose_pipeline=true: what the run was set to
       },
       "retrieval_augmented_generation": {"answer": "...", "message_id": "..."}   # for OpenSearch RAG clients
     }
@@ -66,9 +67,13 @@ __all__ = [
     "LLMUsageReport",
     "LLMUse",
     "PassagePiece",
+    "PlanSource",
+    "Planned",
+    "PlannedStep",
     "QueryExpansionReport",
     "RetrievalAction",
     "RetrievalReport",
+    "RunPlan",
     "TextSpan",
 ]
 
@@ -339,6 +344,47 @@ class ConversationReport(BaseModel):
     message_id: str | None = None  # this interaction, stored; None when storing failed
 
 
+# Where a value of the run plan came from: answerbox's default, its settings, the model's
+# manifest (or the manifest's moved by the pipeline's ``calibration``), the pipeline, the search.
+PlanSource = Literal["default", "settings", "manifest", "calibration", "pipeline", "request"]
+
+
+class Planned(BaseModel):
+    """One value a run goes by, and where it came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: Any
+    source: PlanSource
+
+
+class PlannedStep(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    processor: str  # its name: type, or type:tag
+    phase: Literal["request", "response"]
+    # Its part of the budget when the run starts (its weight over all weights); what a step
+    # leaves unused goes to the steps after it.
+    share: float
+    # Why a step the pipeline does not list runs: the search names a memory.
+    added: str | None = None
+    # The values it runs with, each with its source.
+    values: dict[str, Planned] = {}
+
+
+class RunPlan(BaseModel):
+    """What a search through a pipeline is set to do, resolved from the settings, the pipeline,
+    ``generative_qa_parameters`` and the model's manifest (``pipeline/plan.py``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pipeline: str
+    budget_s: Planned
+    processor_timeout_s: Planned
+    steps: list[PlannedStep]
+    in_opensearch: list[str] = []  # OpenSearch's own processor types, run there
+
+
 class AnswerboxReport(BaseModel):
     answer: Answer | None = None
     conversation: ConversationReport | None = None
@@ -349,6 +395,7 @@ class AnswerboxReport(BaseModel):
     # Processors that did not ask the LLM: the reader's own answer was confident enough (skip_llm_above).
     llm_skipped: list[str] = []
     warnings: list[str] = []
+    plan: RunPlan | None = None
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -371,4 +418,6 @@ class AnswerboxReport(BaseModel):
     def render(self) -> dict[str, Any]:
         body = self.model_dump(by_alias=True)
         body["citations"] = body["answer"]["citations"] if self.answer else []
+        if self.plan is None:  # asked for (verbose_pipeline), not a field every response carries
+            del body["plan"]
         return body

@@ -12,6 +12,7 @@ from answerbox.errors import ResourceNotFound
 from answerbox.http.search import parsed, read_body, require_json
 from answerbox.opensearch import Caller
 from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
+from answerbox.pipeline.plan import plan_of
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.store import PipelineStore
 
@@ -38,12 +39,20 @@ class PipelineAPI:
         return JSONResponse({"acknowledged": True})
 
     async def get(self, request: Request) -> Response:
+        """OpenSearch's answer; with ``?explain``, each pipeline's definition beside its run plan
+        (``pipeline/plan.py``): the values a search through it goes by, and where each came from."""
         pattern = request.path_params.get("id", "*")
         found = await self._store.list(Caller.from_headers(request.headers), pattern)
         if not found and "*" not in pattern:
             # OpenSearch answers a missing pipeline with an empty object and 404.
             return JSONResponse({}, status_code=404)
-        return JSONResponse({pid: definition.to_json() for pid, definition in found.items()})
+        if "explain" not in request.query_params:
+            return JSONResponse({pid: definition.to_json() for pid, definition in found.items()})
+        explained = {}
+        for pid, definition in found.items():
+            plan = await plan_of(await self._resolver.build(pid, definition), None)
+            explained[pid] = {"pipeline": definition.to_json(), "plan": plan.model_dump()}
+        return JSONResponse(explained)
 
     async def delete(self, request: Request) -> Response:
         pipeline_id = request.path_params["id"]

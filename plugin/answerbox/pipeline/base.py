@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Protocol, T
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo
 
-from answerbox.contract import Answer, AnswerboxReport, CheckedSentence, GenerativeQAParameters
+from answerbox.contract import (
+    Answer,
+    AnswerboxReport,
+    CheckedSentence,
+    GenerativeQAParameters,
+    Planned,
+    PlanSource,
+)
 from answerbox.errors import AnswerboxError, ConfigError, validation_problems
 from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import JSON, Caller
@@ -40,6 +47,7 @@ __all__ = [
     "RunListener",
     "SearchRequest",
     "StoredOnly",
+    "planned_model",
 ]
 
 
@@ -100,6 +108,16 @@ StoredOnly = Annotated[T, AfterValidator(_stored_only)]
 LLMModel = Annotated[str | None, AfterValidator(_allowed_model)]
 
 
+def planned_model(qa: GenerativeQAParameters | None, pipeline_model: str | None, settings_model: str) -> Planned:
+    """The LLM model a processor asks, as it chooses it: the search's ``llm_model``, else the
+    pipeline's ``model``, else ``llm.model``."""
+    if qa is not None and qa.llm_model:
+        return Planned(value=qa.llm_model, source="request")
+    if pipeline_model:
+        return Planned(value=pipeline_model, source="pipeline")
+    return Planned(value=settings_model, source="settings")
+
+
 def _within_token_limit(value: int, info: ValidationInfo) -> int:
     if isinstance(info.context, ConfigContext) and value > info.context.max_llm_tokens:
         raise ValueError(f"max_tokens {value} is above limits.max_llm_tokens ({info.context.max_llm_tokens})")
@@ -118,6 +136,15 @@ class ProcessorConfig(BaseModel):
     tag: str | None = None
     description: str | None = None
     ignore_failure: bool = False
+
+    def planned(self, name: str) -> Planned:
+        """Field ``name`` for the run plan: from the pipeline where it set the field, else the default."""
+        return Planned(value=getattr(self, name), source="pipeline" if name in self.model_fields_set else "default")
+
+    def planned_as(self, name: str, resolved: Any, otherwise: PlanSource) -> Planned:
+        """``resolved``, the value field ``name`` came to: the pipeline's where it set one (not
+        None), else from ``otherwise`` (the manifest, for a field whose None means the model's)."""
+        return Planned(value=resolved, source="pipeline" if getattr(self, name) is not None else otherwise)
 
 
 @dataclass(kw_only=True)
@@ -214,6 +241,11 @@ class Processor(ABC, Generic[C]):
     def warn(self, ctx: PipelineContext, message: str) -> None:
         """A degradation this processor worked around, in ``ext.answerbox.warnings`` as ``[name] message``."""
         ctx.report.warn(f"[{self.name}] {message}")
+
+    async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
+        """The values that decide what it does, each with where it came from, for the run plan
+        (``pipeline/plan.py``); ``qa`` is the search's ``generative_qa_parameters``."""
+        return {}
 
     async def check(self) -> None:
         """What of its config is checked when the pipeline is built but must not hold up the event

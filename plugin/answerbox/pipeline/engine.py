@@ -22,6 +22,7 @@ from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRe
 from answerbox.pipeline.conversation_memory import recall, remember, turn_of
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.pipeline import Pipeline
+from answerbox.pipeline.plan import plan_of
 from answerbox.pipeline.request_limits import RequestLimits
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
@@ -71,6 +72,8 @@ class SearchRun:
 
     async def prepare(self) -> SearchRequest:
         """The request processors; returns the request in the form OpenSearch must receive."""
+        if self.verbose:
+            self.ctx.report.plan = await plan_of(self.pipeline, self.ctx.generative_qa)
         await recall(self.ctx, self._engine.memory, self.request.caller)
         self.request = await self.pipeline.process_request(self.request, self.ctx)
         # The response processors' own searches see what the search as sent sees.

@@ -46,9 +46,12 @@ class Pipeline:
     stats: PipelineStats
     timeout_s: float  # one processor's cap
     budget_s: float  # all processors of one search together
+    budget_from_pipeline: bool = False  # else limits.pipeline_budget_s
     # What rewrites a follow-up (a search with ``memory_id``): the pipeline's own ``conversation``
     # processor, else one with its defaults, which runs first for such searches only.
     conversation: RequestProcessor[Any] | None = None
+    # Whether ``conversation`` runs first because the search named a memory (``for_conversation``).
+    conversation_added: bool = False
     # Set once every processor has warmed up: a search then awaits nothing more.
     _warm: bool = field(default=False, init=False, repr=False, compare=False)
 
@@ -88,7 +91,7 @@ class Pipeline:
         """This pipeline as a search with a memory runs it: its ``conversation`` processor first."""
         if self.conversation is None or self.conversation in self.request_processors:
             return self
-        return replace(self, request_processors=[self.conversation, *self.request_processors])
+        return replace(self, request_processors=[self.conversation, *self.request_processors], conversation_added=True)
 
     async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
         return await self._phase(

@@ -121,6 +121,7 @@ class ProcessorRegistry:
             stats=stats,
             timeout_s=limits.processor_timeout_s,
             budget_s=definition.budget_s or limits.pipeline_budget_s,
+            budget_from_pipeline=definition.budget_s is not None,
             conversation=self._conversation(pipeline_id, request, services, context) if request or response else None,
         )
 

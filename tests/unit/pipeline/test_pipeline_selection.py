@@ -112,7 +112,9 @@ async def test_response_contract_and_verbose_results(client: httpx.AsyncClient) 
         "timings_ms",
         "llm_skipped",
         "warnings",
+        "plan",  # verbose_pipeline's
     }
+    assert [step["processor"] for step in report["plan"]["steps"]] == ["label_hits:lab"]
     assert set(report["timings_ms"]) == {"label_hits:lab", "search", "total"}
     assert "retrieval_augmented_generation" not in response["ext"]
     [result] = response["processor_results"]

@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from answerbox.contract import Answer, AnswerMode, CheckedSentence, FlaggedClaim, FlagReason
+from answerbox.contract import (
+    Answer,
+    AnswerMode,
+    CheckedSentence,
+    FlaggedClaim,
+    FlagReason,
+    GenerativeQAParameters,
+    Planned,
+    PlanSource,
+)
 from answerbox.errors import ConfigError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.models.confidence import AnswerCalibrator, Recalibration, signals_record
@@ -32,6 +41,7 @@ from answerbox.pipeline.base import (
     ProcessorConfig,
     ResponseProcessor,
     SearchRequest,
+    planned_model,
 )
 from answerbox.processors.cited_answer.citations import (
     ANSWER_SCHEMA,
@@ -140,23 +150,15 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             return response
         hits = hits_of(response)
         blocks = self._evidence(hits, ctx)
-        mode: Mode = self.config.mode if self.services.llm.configured else "extractive"  # no LLM: the reader alone
         if not blocks:
             incorrect = ctx.report.retrieval is not None and ctx.report.retrieval.verdict == "incorrect"
-            kind: AnswerMode = "extractive" if mode == "extractive" else "generative"
+            kind: AnswerMode = "extractive" if self._mode() == "extractive" else "generative"
             ctx.report.answer = abstention(
                 self.config.abstain_text, kind, "retrieval_incorrect" if incorrect else "no_evidence"
             )
             return response
-        calibrator = await self._calibrator(ctx)
-        policy = AnswerPolicy.resolved(
-            calibrator,
-            abstain_text=self.config.abstain_text,
-            mode=mode,
-            prefer=self.config.prefer,
-            min_confidence=self.config.min_confidence,
-            skip_llm_above=self.config.skip_llm_above,
-        )
+        calibrator = await self._calibrator()
+        policy = self._policy(calibrator)
         reading = in_context(blocks, hits, max_chars=self.config.reading_chars)
         snippet = await self._snippet(question, reading, calibrator, ctx)
         if snippet is not None and ctx.listener is not None:
@@ -336,7 +338,38 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             shown = " ".join(c.text.strip() for c in parse_claims(shown) if c.markers)
         return Answer(text=shown, citations=citations, mode="generative", flagged=flagged, llm="used")
 
-    async def _calibrator(self, ctx: PipelineContext) -> AnswerCalibrator:
+    async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
+        policy = self._policy(await self._calibrator())
+        config = self.config
+        # A threshold the pipeline leaves unset is the manifest's, moved by its calibration if any.
+        fitted: PlanSource = "calibration" if config.calibration is not None else "manifest"
+        mode = config.planned("mode") if self.services.llm.configured else Planned(value=policy.mode, source="settings")
+        size = Planned(value=qa.context_size, source="request") if qa and qa.context_size else config.planned("size")
+        values = {
+            "mode": mode,
+            "prefer": config.planned("prefer"),
+            "min_confidence": config.planned_as("min_confidence", policy.min_confidence, fitted),
+            "skip_llm_above": config.planned_as("skip_llm_above", policy.skip_llm_above, fitted),
+            "size": size,
+        }
+        if policy.mode != "extractive":
+            values["model"] = planned_model(qa, config.model, self.services.settings.llm.model)
+        return values
+
+    def _mode(self) -> Mode:
+        return self.config.mode if self.services.llm.configured else "extractive"  # no LLM: the reader alone
+
+    def _policy(self, calibrator: AnswerCalibrator) -> AnswerPolicy:
+        return AnswerPolicy.resolved(
+            calibrator,
+            abstain_text=self.config.abstain_text,
+            mode=self._mode(),
+            prefer=self.config.prefer,
+            min_confidence=self.config.min_confidence,
+            skip_llm_above=self.config.skip_llm_above,
+        )
+
+    async def _calibrator(self) -> AnswerCalibrator:
         try:
             calibrator = (await self.services.models()).manifest.answer_calibrator
         except ModelError:

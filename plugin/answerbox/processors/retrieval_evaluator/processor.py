@@ -64,7 +64,15 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from answerbox.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalAction, RetrievalReport
+from answerbox.contract import (
+    CorrectiveReport,
+    GenerativeQAParameters,
+    HitScore,
+    KnowledgeStrip,
+    Planned,
+    RetrievalAction,
+    RetrievalReport,
+)
 from answerbox.errors import ConfigError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
 from answerbox.processors.retrieval_evaluator.corrective import (
@@ -190,6 +198,23 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         self._prompt = (
             services.prompts.get(KEYWORD_REWRITE_TEMPLATE, config.corrective.prompt) if config.corrective else None
         )
+
+    async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
+        config = self.config
+        values = {"top_n": config.planned("top_n"), "rerank": config.planned("rerank")}
+        try:
+            manifest = (await self.services.models()).manifest
+        except ModelError:
+            return values  # the thresholds wait for a model that loads
+        upper, lower = self._thresholds(manifest)
+        values["upper"] = config.planned_as("upper", upper, "manifest")
+        values["lower"] = config.planned_as("lower", lower, "manifest")
+        if config.rerank:
+            values["fusion_weight"] = config.planned_as("fusion_weight", self._fusion_weight(manifest), "manifest")
+        return values
+
+    def _fusion_weight(self, manifest: ModelManifest) -> float:
+        return manifest.rerank_fusion_weight if self.config.fusion_weight is None else self.config.fusion_weight
 
     def _thresholds(self, manifest: ModelManifest) -> tuple[float, float]:
         upper = manifest.crag_upper if self.config.upper is None else self.config.upper
@@ -319,8 +344,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         self, scored: Sequence[JSON], scores: Sequence[float], manifest: ModelManifest, ctx: PipelineContext
     ) -> list[float]:
         """What ``rerank`` sorts by and writes to ``_score``: the evaluator's scores fused with the engine's."""
-        weight = manifest.rerank_fusion_weight if self.config.fusion_weight is None else self.config.fusion_weight
-        fused = fuse(scores, [hit.get("_score") for hit in scored], weight)
+        fused = fuse(scores, [hit.get("_score") for hit in scored], self._fusion_weight(manifest))
         if fused is None:
             self.warn(ctx, "the hits have no comparable engine scores; reranked by the evaluator's score alone")
             return list(scores)
