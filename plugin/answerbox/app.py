@@ -92,7 +92,7 @@ def _build_state(settings: Settings, registry: ProcessorRegistry, transports: Tr
     )
     memory = Memory(settings.memory, clients)
     engine = SearchEngine(resolver=resolver, backend=clients.search, memory=memory, settings=settings)
-    warm_up = WarmUp(store=store, resolver=resolver)
+    warm_up = WarmUp(store=store, resolver=resolver, llm=services.llm)
     doctor = Doctor(settings, clients, services, resolver.build, warm_up=warm_up)
     return _State(
         monitoring=Monitoring(doctor=doctor, stats=stats, identities=memory.identities),

@@ -1,10 +1,11 @@
 """Warm-up: a replica loads what its stored pipelines run on before it says it is ready, and a
-load never counts against a search's time budget."""
+load never counts against a search's time budget; nor does the LLM's structured-output probe."""
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory, bulk_index
 from tests.support.processors import SlowWarmUp, registry_with_test_processors
+from tests.support.scripted_llm import ScriptedLLM
 
 PIPELINE: dict[str, Any] = {"response_processors": [{"slow_warm_up": {}}]}
 
@@ -61,3 +63,28 @@ def test_a_search_waits_for_its_pipelines_warm_up_outside_its_budget(
     elapsed, left = map(float, re.findall(r"([\d.]+)s", note))
     assert elapsed < 0.5
     assert left > 0.3  # the second of warm-up came before the search's clock started
+
+
+def test_the_llm_is_probed_for_structured_output_at_start_not_in_a_search(
+    make_answerbox: AnswerboxFactory,
+    opensearch: OpenSearch,
+    scripted_llm: tuple[ScriptedLLM, str],
+    client: httpx.Client,
+) -> None:
+    scripted, llm_url = scripted_llm
+    scripted.formats = ("json_object",)
+    url = make_answerbox(llm={"base_url": llm_url})
+    for _ in range(200):  # no search yet: the probe is the start's
+        if len(scripted.probes) == 2:
+            break
+        time.sleep(0.05)
+    assert [p["response_format"]["type"] for p in scripted.probes] == ["json_schema", "json_object"]
+    bulk_index(opensearch, "notes", [{"_id": "a", "text": "Spice is mined on Arrakis."}])
+    scripted.replies = ['{"keywords": ["spice"]}']
+    body = {
+        "query": {"match": {"text": "where is spice mined"}},
+        "search_pipeline": {"response_processors": [{"retrieval_evaluator": {"upper": 1, "lower": 1}}]},
+    }
+    assert client.post(f"{url}/notes/_search", json=body).status_code == 200
+    assert scripted.calls  # the search asked the LLM (the corrective keywords) ...
+    assert len(scripted.probes) == 2  # ... in the form found at the start, with no probe of its own

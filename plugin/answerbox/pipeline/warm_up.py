@@ -1,5 +1,8 @@
 """A replica's start: every stored pipeline built and warmed up (its models loaded) before
-readiness says yes, so no search pays a model load within its time budget."""
+readiness says yes, so no search pays a model load within its time budget; and, beside it, the
+LLM asked once which structured output it takes, so that no search's budget pays the probe
+either (readiness does not wait for it: the LLM is optional, and a search whose LLM was down
+at the start probes again)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import logging
 from contextlib import suppress
 
 from answerbox.errors import AnswerboxError
+from answerbox.llm import LLMClient
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.store import PipelineStore
 
@@ -17,13 +21,18 @@ logger = logging.getLogger(__name__)
 
 
 class WarmUp:
-    def __init__(self, *, store: PipelineStore, resolver: PipelineResolver) -> None:
+    def __init__(self, *, store: PipelineStore, resolver: PipelineResolver, llm: LLMClient | None = None) -> None:
         self._store = store
         self._resolver = resolver
+        self._llm = llm
         self._task: asyncio.Task[None] | None = None
+        self._probe: asyncio.Task[bool] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run())
+        if self._llm is not None and self._llm.configured:
+            self._probe = loop.create_task(self._llm.structured(timeout_s=self._llm.settings.timeout_s))
 
     @property
     def done(self) -> bool:
@@ -45,7 +54,8 @@ class WarmUp:
             await pipeline.warm_up()
 
     async def aclose(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._probe):
+            if task is not None and not task.done():
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
