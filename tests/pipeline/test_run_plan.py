@@ -53,6 +53,7 @@ def test_explain_names_where_each_value_of_a_stored_pipeline_comes_from(
         "upper": (manifest.crag_upper, "manifest"),
         "lower": (-0.6, "pipeline"),
         "fusion_weight": (manifest.rerank_fusion_weight, "manifest"),
+        "rewrite_llm_timeout_s": (LLMSettings().timeout_s, "settings"),
     }
     assert values(plan, "cited_answer") == {
         "mode": ("auto", "default"),
@@ -61,6 +62,7 @@ def test_explain_names_where_each_value_of_a_stored_pipeline_comes_from(
         "skip_llm_above": (calibrator.skip_llm_above, "manifest"),
         "size": (4, "pipeline"),
         "model": (LLMSettings().model, "settings"),
+        "llm_timeout_s": (LLMSettings().timeout_s, "settings"),
     }
 
 
@@ -74,7 +76,7 @@ def test_a_verbose_search_carries_its_plan_and_the_request_wins(
     assert client.put(f"{url}/_search/pipeline/answers", json=ours).status_code == 200
     body = {
         "query": {"match": {"text": QUESTION}},
-        "ext": {"generative_qa_parameters": {"context_size": 2, "llm_model": "other-model"}},
+        "ext": {"generative_qa_parameters": {"context_size": 2, "llm_model": "other-model", "timeout": 7}},
     }
     verbose = client.post(f"{url}/books/_search?search_pipeline=answers&verbose_pipeline=true", json=body).json()
     plan = verbose["ext"]["answerbox"]["plan"]
@@ -82,5 +84,6 @@ def test_a_verbose_search_carries_its_plan_and_the_request_wins(
     assert values(plan, "cited_answer")["size"] == (2, "request")
     assert values(plan, "cited_answer")["model"] == ("other-model", "request")
     assert values(plan, "cited_answer")["min_confidence"] == (0.3, "pipeline")
+    assert values(plan, "cited_answer")["llm_timeout_s"] == (7, "request")
     quiet = client.post(f"{url}/books/_search?search_pipeline=answers", json=body).json()
     assert "plan" not in quiet["ext"]["answerbox"]  # only when asked for

@@ -47,7 +47,7 @@ __all__ = [
     "RunListener",
     "SearchRequest",
     "StoredOnly",
-    "planned_model",
+    "first_set",
 ]
 
 
@@ -108,14 +108,13 @@ StoredOnly = Annotated[T, AfterValidator(_stored_only)]
 LLMModel = Annotated[str | None, AfterValidator(_allowed_model)]
 
 
-def planned_model(qa: GenerativeQAParameters | None, pipeline_model: str | None, settings_model: str) -> Planned:
-    """The LLM model a processor asks, as it chooses it: the search's ``llm_model``, else the
-    pipeline's ``model``, else ``llm.model``."""
-    if qa is not None and qa.llm_model:
-        return Planned(value=qa.llm_model, source="request")
-    if pipeline_model:
-        return Planned(value=pipeline_model, source="pipeline")
-    return Planned(value=settings_model, source="settings")
+def first_set(*candidates: tuple[Any, PlanSource]) -> Planned:
+    """The first of ``candidates`` whose value is set, with its source: the one precedence of
+    every value a search may override (the search's, then the pipeline's, then the settings')."""
+    for value, source in candidates:
+        if value is not None and value != "":
+            return Planned(value=value, source=source)
+    raise ValueError("no candidate is set: the last must be a setting's value")
 
 
 def _within_token_limit(value: int, info: ValidationInfo) -> int:

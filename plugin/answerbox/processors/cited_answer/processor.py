@@ -41,7 +41,7 @@ from answerbox.pipeline.base import (
     ProcessorConfig,
     ResponseProcessor,
     SearchRequest,
-    planned_model,
+    first_set,
 )
 from answerbox.processors.cited_answer.citations import (
     ANSWER_SCHEMA,
@@ -255,10 +255,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     ) -> AsyncGenerator[str, None]:
         qa = ctx.generative_qa
         incremental = ctx.listener is not None
-        limit = ctx.deadline.share(_LLM_SHARE)
-        timeout = min(
-            (qa.timeout if qa else None) or self.config.timeout_s or self.services.settings.llm.timeout_s, limit
-        )
+        timeout = min(float(self._llm_timeout(qa).value), ctx.deadline.share(_LLM_SHARE))
         # JSON only for a whole answer: a listener is shown the tokens as they come.
         structured = not incremental and await self.services.llm.structured(timeout_s=timeout)
         messages = await self._messages(question, blocks, ctx, json=structured)
@@ -353,8 +350,21 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             "size": size,
         }
         if policy.mode != "extractive":
-            values["model"] = planned_model(qa, config.model, self.services.settings.llm.model)
+            values["model"] = first_set(
+                (qa.llm_model if qa else None, "request"),
+                (config.model, "pipeline"),
+                (self.services.settings.llm.model, "settings"),
+            )
+            values["llm_timeout_s"] = self._llm_timeout(qa)
         return values
+
+    def _llm_timeout(self, qa: GenerativeQAParameters | None) -> Planned:
+        """The LLM call's own timeout before the step's time left caps it."""
+        return first_set(
+            (qa.timeout if qa else None, "request"),
+            (self.config.timeout_s, "pipeline"),
+            (self.services.settings.llm.timeout_s, "settings"),
+        )
 
     def _mode(self) -> Mode:
         return self.config.mode if self.services.llm.configured else "extractive"  # no LLM: the reader alone

@@ -74,7 +74,7 @@ from answerbox.contract import (
     RetrievalReport,
 )
 from answerbox.errors import ConfigError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
-from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest, first_set
 from answerbox.processors.retrieval_evaluator.corrective import (
     KEYWORD_REWRITE_TEMPLATE,
     CorrectiveSearchConfig,
@@ -202,6 +202,9 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
     async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
         config = self.config
         values = {"top_n": config.planned("top_n"), "rerank": config.planned("rerank")}
+        corrective = config.corrective
+        if corrective is not None and corrective.keywords == "llm" and self.services.llm.configured:
+            values["rewrite_llm_timeout_s"] = self._rewrite_llm_timeout(corrective)
         try:
             manifest = (await self.services.models()).manifest
         except ModelError:
@@ -228,7 +231,10 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
     def _rewrite_timeout(self, config: CorrectiveSearchConfig, ctx: PipelineContext) -> float:
         """The LLM's time for the rewrite: never more than half the processor's time left, so that a
         slow LLM ends in the keyword fallback rather than in a processor timeout that loses the hits."""
-        return min(config.llm_timeout_s or self.services.settings.llm.timeout_s, ctx.deadline.share(_REWRITE_SHARE))
+        return min(float(self._rewrite_llm_timeout(config).value), ctx.deadline.share(_REWRITE_SHARE))
+
+    def _rewrite_llm_timeout(self, config: CorrectiveSearchConfig) -> Planned:
+        return first_set((config.llm_timeout_s, "pipeline"), (self.services.settings.llm.timeout_s, "settings"))
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         question = (ctx.question or "").strip()
