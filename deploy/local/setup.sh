@@ -50,6 +50,6 @@ fi
 # older than the packed graph. Unpacking is the building side's (onnx_models/, [export]).
 MODEL_DIR="$ROOT/onnx_models/default"
 if [ "$PROFILE" = test ] && [ ! "$MODEL_DIR/model.fp32.onnx" -nt "$MODEL_DIR/model.fp32.packed.onnx" ]; then
-  (cd "$ROOT" && "$VENV/bin/answerbox" models unpack "$MODEL_DIR" >&2)
+  (cd "$ROOT" && "$VENV/bin/python" -m answerbox.cli models unpack "$MODEL_DIR" >&2)
 fi
 echo "$VENV"

@@ -16,8 +16,8 @@ from starlette.responses import JSONResponse, Response
 
 from answerbox.config import Limits
 from answerbox.errors import InvalidRequest, validation_problems
+from answerbox.http.bodies import parsed, read_body, require_json
 from answerbox.http.passthrough import Passthrough
-from answerbox.http.search import parsed, read_body, require_json
 from answerbox.memory import Memory
 from answerbox.memory.records import MemoryFields, MessageUpdate, NewMessage, Paging
 from answerbox.opensearch import JSON, Caller

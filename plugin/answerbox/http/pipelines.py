@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse, Response
 
 from answerbox.config import Limits
 from answerbox.errors import ResourceNotFound
-from answerbox.http.search import parsed, read_body, require_json
+from answerbox.http.bodies import parsed, read_body, require_json
 from answerbox.opensearch import Caller
 from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
 from answerbox.pipeline.plan import plan_of

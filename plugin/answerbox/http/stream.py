@@ -31,8 +31,8 @@ from starlette.responses import Response, StreamingResponse
 from answerbox.config import Settings
 from answerbox.contract import Answer, CheckedSentence
 from answerbox.errors import AnswerboxError, ClientClosedRequest, InvalidRequest, ParseError
+from answerbox.http.bodies import json_or_none, parsed, read_body, require_json
 from answerbox.http.disconnect import until_disconnected
-from answerbox.http.search import json_or_none, parsed, read_body, require_json
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.engine import SearchEngine, SearchRun
 

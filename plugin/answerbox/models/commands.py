@@ -1,18 +1,19 @@
 """``answerbox models export|pack|unpack|info``: wired into the main CLI by :func:`add_models_subcommand`.
 
 Serving needs none of export, pack and unpack: they live in ``onnx_models/`` (with torch and
-onnx, the ``[export]`` extra) and are imported only when called, from a checkout's root.
+onnx, the ``[export]`` extra), which the wheel does not carry, and are imported only when called.
+``onnx_models`` is imported as any package is: from a checkout's root, run as
+``python -m answerbox.cli models ...`` (which puts that folder on ``sys.path``) or with the
+checkout on ``PYTHONPATH``; where it is not importable, the command says so in one line.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 __all__ = ["add_models_subcommand"]
@@ -51,21 +52,22 @@ def add_models_subcommand(subparsers: Any) -> None:
     info.set_defaults(run=_info)
 
 
-def _building(module: str) -> ModuleType:
-    """``onnx_models.<module>``: the building side, in the checkout run from, with the ``[export]`` extra."""
-    if importlib.util.find_spec("onnx_models") is None and (Path.cwd() / "onnx_models").is_dir():
-        sys.path.insert(0, str(Path.cwd()))  # a console script does not look in the folder it runs in
+@contextmanager
+def _building(command: str) -> Iterator[None]:
+    """Imports of ``onnx_models`` (the building side) inside: one that fails exits with one line."""
     try:
-        return importlib.import_module(f"onnx_models.{module}")
+        yield
     except ModuleNotFoundError as exc:
         raise SystemExit(
-            f"answerbox models: {exc.name} is missing; building models needs a checkout of answerbox "
-            "(run the command from its root) and the [export] extra"
+            f"answerbox models {command}: {exc.name} is missing: run it from the root of an answerbox checkout "
+            f"(where onnx_models/ lives) as `python -m answerbox.cli models {command} ...`, "
+            "with the [export] extra installed"
         ) from exc
 
 
 def _export(args: argparse.Namespace) -> int:
-    export_model = _building("export").export_model
+    with _building("export"):
+        from onnx_models.export import export_model
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     manifest = export_model(
         args.checkpoint, args.out, args.task, variants, max_length=args.max_length, stride=args.stride
@@ -75,12 +77,16 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
-    print(_building("packing").pack_fp32(args.dir))
+    with _building("pack"):
+        from onnx_models.packing import pack_fp32
+    print(pack_fp32(args.dir))
     return 0
 
 
 def _unpack(args: argparse.Namespace) -> int:
-    print(_building("packing").unpack_fp32(args.dir))
+    with _building("unpack"):
+        from onnx_models.packing import unpack_fp32
+    print(unpack_fp32(args.dir))
     return 0
 
 

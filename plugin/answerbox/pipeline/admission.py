@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from answerbox.config import Limits
 from answerbox.digest import json_digest
 from answerbox.errors import RejectedExecution
-from answerbox.llm.admission import call_budget
+from answerbox.llm.call_limits import call_budget
 from answerbox.memory.identity import Identities
 from answerbox.opensearch import Caller
 from answerbox.prompt_sandbox import request_render_budget

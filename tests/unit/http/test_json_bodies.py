@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from answerbox.errors import ParseError
 from answerbox.http import search
-from answerbox.http.search import MAX_JSON_VALUES, json_or_none, parse_json, parsed
+from answerbox.http.bodies import MAX_JSON_VALUES, json_or_none, parse_json, parsed
 
 from tests.unit.asgi import in_process, opensearch_error
 from tests.unit.fake_opensearch import FakeOpenSearch
