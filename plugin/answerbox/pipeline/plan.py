@@ -14,7 +14,7 @@ stored pipeline's (no search, so nothing from a request)::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from answerbox.contract import GenerativeQAParameters, Planned, PlannedStep, RunPlan
 from answerbox.pipeline.base import Processor
@@ -27,7 +27,7 @@ _MEMORY = "the search names a memory (generative_qa_parameters.memory_id)"
 
 async def plan_of(pipeline: Pipeline, qa: GenerativeQAParameters | None) -> RunPlan:
     """``pipeline``'s plan for a search with ``qa`` (None: none, or no search)."""
-    order: list[tuple[str, Processor[Any]]] = [
+    order: list[tuple[Literal["request", "response"], Processor[Any]]] = [
         *(("request", p) for p in pipeline.request_processors),
         *(("response", p) for p in pipeline.response_processors),
     ]
@@ -35,7 +35,7 @@ async def plan_of(pipeline: Pipeline, qa: GenerativeQAParameters | None) -> RunP
     steps = [
         PlannedStep(
             processor=p.name,
-            phase="request" if phase == "request" else "response",
+            phase=phase,
             share=round(p.budget_weight / weights, 4),
             added=_MEMORY if pipeline.conversation_added and p is pipeline.conversation else None,
             values=await p.planned(qa),
