@@ -38,7 +38,7 @@ from osmem_server import OsmemServer
 from starlette.responses import JSONResponse
 
 from bench.harness import REPO_ROOT, answerbox_serve, checkout, dev_paragraphs, index_paragraphs, quantile, serve
-from onnx_models.squad import sample_questions
+from onnx_models.data.squad import sample_questions
 
 PIPELINE = {
     "response_processors": [

@@ -62,7 +62,7 @@ from bench.harness import (
     readme_pipeline,
     serve,
 )
-from onnx_models.squad import (
+from onnx_models.data.squad import (
     Paragraph,
     Question,
     contains_gold,

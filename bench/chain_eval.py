@@ -41,7 +41,7 @@ from osmem_server import OsmemServer
 
 from bench.harness import dev_paragraphs, index_paragraphs, serve
 from bench.twohop import compose
-from onnx_models.squad import exact_match, sample_questions
+from onnx_models.data.squad import exact_match, sample_questions
 
 OUT = Path("/root/.cache/answerbox/bench")
 

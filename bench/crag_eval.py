@@ -42,7 +42,7 @@ from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
 from bench.harness import dev_paragraphs, doc_id, index_paragraphs, quantile, serve
-from onnx_models.squad import Paragraph, Question, normalize_answer, sample_questions
+from onnx_models.data.squad import Paragraph, Question, normalize_answer, sample_questions
 
 VERDICTS = ("correct", "ambiguous", "incorrect")
 
@@ -188,7 +188,9 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=500)
-    parser.add_argument("--seed", type=int, default=2024, help="onnx_models/calibrate.py samples with seed 7")
+    parser.add_argument(
+        "--seed", type=int, default=2024, help="onnx_models/calibrate/thresholds.py samples with seed 7"
+    )
     parser.add_argument("--top-n", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument(

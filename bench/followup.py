@@ -11,7 +11,7 @@ named. ``--source``:
 
 - ``dev``: SQuAD v1.1 dev, all 2,067 paragraphs indexed; for reporting only;
 - ``new_wiki``: squad_shifts new_wiki, every paragraph indexed, the pairs drawn from the
-  articles that training held out (``--holdout``, as ``onnx_models.answer_confidence`` picks
+  articles that training held out (``--holdout``, as ``onnx_models.calibrate.answer_confidence`` picks
   them): the set to choose anything by.
 
 osmem-server holds the paragraphs (index ``squad``, ``_id`` the paragraph id) and each search
@@ -56,8 +56,7 @@ from osmem_server import OsmemServer
 
 from bench.followup_pairs import FollowUp, follow_ups, sample_pairs
 from bench.harness import BENCH_DIR, SQUAD_INDEX, dev_paragraphs, free_port, match_body, serve
-from onnx_models.rows import Row, load_rows, resume
-from onnx_models.squad import (
+from onnx_models.data.squad import (
     Paragraph,
     Question,
     contains_gold,
@@ -66,6 +65,7 @@ from onnx_models.squad import (
     index_with_titles,
     load_squad,
 )
+from onnx_models.evaluate.rows import Row, load_rows, resume
 
 NEW_WIKI = "new_wiki_v1.0.json"
 SOURCES = ("dev", "new_wiki")

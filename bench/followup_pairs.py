@@ -50,7 +50,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from onnx_models.squad import Paragraph, Question
+from onnx_models.data.squad import Paragraph, Question
 
 __all__ = [
     "FOLLOWERS",

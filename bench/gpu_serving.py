@@ -15,7 +15,7 @@ end.
    fp16 or fp32 falling back, or answerbox's own server logging another provider, fails the
    run (exit 1); int8 is measured only where it runs on the device.
 2. Agreement with the CPU fp32 graph on ``--pairs`` questions, each read against its gold
-   paragraph and scored against its BM25 top 10 (``onnx_models.squad.BM25`` over the corpus):
+   paragraph and scored against its BM25 top 10 (``onnx_models.data.squad.BM25`` over the corpus):
    the same best span, the same order of the 10 by the evaluator's score, the largest logit
    difference, through answerbox's reader and evaluator (micro-batcher included).
 3. pairs/s of each device graph at ``--batches``, through ``OnnxSession`` with IO binding (what
@@ -66,9 +66,7 @@ from answerbox.shipped import shipped
 from osmem_server import OsmemServer
 
 from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, quantile
-from onnx_models.export import to_fp16  # the export's fp16 converter: export_model needs a PyTorch checkpoint
-from onnx_models.packing import unpack_fp32
-from onnx_models.squad import (
+from onnx_models.data.squad import (
     BM25,
     DEV_FILE,
     Paragraph,
@@ -79,6 +77,8 @@ from onnx_models.squad import (
     normalize_answer,
     sample_questions,
 )
+from onnx_models.export.packing import unpack_fp32
+from onnx_models.export.variants import to_fp16  # the export's fp16 converter: export_model needs a PyTorch checkpoint
 
 CUDA = "CUDAExecutionProvider"
 PROVIDERS = {"cuda": CUDA, "cpu": CPU}

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from onnx_models.squad import DEV_FILE, Paragraph, Question, load_squad
+from onnx_models.data.squad import DEV_FILE, Paragraph, Question, load_squad
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -271,7 +271,7 @@ def torch_runner(checkpoint: Path, threads: int) -> Callable[[Batch], object] | 
         return None
     import torch
 
-    from onnx_models.modeling import ReaderEvaluatorModel
+    from onnx_models.train.modeling import ReaderEvaluatorModel
 
     if threads:
         torch.set_num_threads(threads)

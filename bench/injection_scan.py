@@ -17,7 +17,7 @@ from typing import Any
 
 from answerbox.processors.text.instructions import addresses_the_model
 
-from onnx_models.squad import DEV_FILE, TRAIN_FILES, default_tarball, load_squad
+from onnx_models.data.squad import DEV_FILE, TRAIN_FILES, default_tarball, load_squad
 
 FILES = [DEV_FILE, *TRAIN_FILES, "amazon_reviews_v1.0.json", "reddit_v1.0.json"]
 

@@ -32,8 +32,16 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU
 
 from bench.harness import Batch, Timed, first_windows, interleaved_pairs_per_s, median_ratio, onnx_runner, torch_runner
-from onnx_models.reading import evaluate
-from onnx_models.squad import DEV_FILE, Paragraph, Question, data_dir, default_tarball, load_squad, sample_questions
+from onnx_models.data.squad import (
+    DEV_FILE,
+    Paragraph,
+    Question,
+    data_dir,
+    default_tarball,
+    load_squad,
+    sample_questions,
+)
+from onnx_models.evaluate.reading import evaluate
 
 
 async def batcher_run(models: Models, requests: Sequence[tuple[Paragraph, Question]], callers: int) -> dict[str, float]:

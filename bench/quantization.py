@@ -16,10 +16,10 @@ default: the output heads in fp32), ``heads+last_layer`` (and the last encoder l
 outliers int8 clips worst), ``heads+embeddings`` (and the word, position and token-type
 tables, which ONNX Runtime stores as uint8 with one scale per table), ``heads+ffn_out_per_token``
 (the heads in fp32, every down-projection int8 with one activation scale per token:
-``onnx_models.row_scaling``), ``heads+ffn_per_token`` (the up-projections too),
+``onnx_models.export.row_scaling``), ``heads+ffn_per_token`` (the up-projections too),
 ``heads+attention_in+ffn_out_per_token`` (the query, key and value projections' shared input
 too), ``heads+all_per_token`` (every projection but the heads per token). Smoothed per channel
-(``onnx_models.smoothing``): ``heads+smooth_up`` (the up-projections' input),
+(``onnx_models.export.smoothing``): ``heads+smooth_up`` (the up-projections' input),
 ``heads+smooth_normalized`` (every LayerNorm output a projection reads: query/key/value and
 up), each also ``+ffn_out_per_token`` (the down-projections per token), and ``heads+smooth_all``
 (the down-projections smoothed too).
@@ -43,11 +43,11 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU
 
 from bench.harness import Timed, first_windows, interleaved_pairs_per_s, median_ratio, onnx_runner, torch_runner
-from onnx_models.export import output_heads, to_int8
-from onnx_models.reading import evaluate
-from onnx_models.row_scaling import down_projections, feed_forward, projections
-from onnx_models.smoothing import layer_norm_inputs
-from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_questions
+from onnx_models.data.squad import DEV_FILE, default_tarball, load_squad, sample_questions
+from onnx_models.evaluate.reading import evaluate
+from onnx_models.export.row_scaling import down_projections, feed_forward, projections
+from onnx_models.export.smoothing import layer_norm_inputs
+from onnx_models.export.variants import output_heads, to_int8
 
 _LAYER = re.compile(r"/layer\.(\d+)/")
 

@@ -7,7 +7,7 @@
     PYTHONPATH=plugin python -m bench.reader_eval --holdout 0.1  # the training articles a
                                                                # run with --holdout 0.1 left out
 
-The scoring is ``onnx_models.reading.evaluate``, through the public runtime API.
+The scoring is ``onnx_models.evaluate.reading.evaluate``, through the public runtime API.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from pathlib import Path
 from answerbox.config import ModelSettings
 from answerbox.models import load_models
 
-from onnx_models.reading import evaluate
-from onnx_models.squad import (
+from onnx_models.data.squad import (
     DEV_FILE,
     TRAIN_FILES,
     default_tarball,
@@ -29,6 +28,7 @@ from onnx_models.squad import (
     load_squad,
     sample_questions,
 )
+from onnx_models.evaluate.reading import evaluate
 
 
 def main() -> None:

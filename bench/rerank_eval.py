@@ -9,7 +9,7 @@ reordered by the evaluator alone and by its fusion with BM25 (what ``retrieval_e
 The fusion is ``evaluator score + w · BM25 score / best BM25 score of the top 20``
 (``answerbox.processors.retrieval_evaluator.fusion``) with the manifest's
 ``rerank_fusion_weight`` unless ``--fusion-weight`` is given; the weight is chosen on
-training questions by ``python -m onnx_models.fusion``, never on these. Starts its own
+training questions by ``python -m onnx_models.calibrate.fusion``, never on these. Starts its own
 osmem-server unless given a URL; the index is uniquely named and deleted afterwards.
 """
 
@@ -25,8 +25,8 @@ from answerbox.config import ModelSettings
 from answerbox.models import load_models
 from opensearchpy import OpenSearch
 
-from onnx_models.ranking import bm25_top, cluster, evaluator_scores, fused_order, indexed, rank_metrics
-from onnx_models.squad import DEV_FILE, default_tarball, load_squad, sample_questions
+from onnx_models.data.squad import DEV_FILE, default_tarball, load_squad, sample_questions
+from onnx_models.evaluate.ranking import bm25_top, cluster, evaluator_scores, fused_order, indexed, rank_metrics
 
 
 def main() -> None:

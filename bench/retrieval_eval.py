@@ -40,7 +40,7 @@ from osmem_server import OsmemServer
 from scipy import stats
 
 from bench.harness import BENCH_DIR, ScriptedLLM, serve
-from onnx_models.squad import DEV_FILE, load_squad
+from onnx_models.data.squad import DEV_FILE, load_squad
 
 INDEX = "squad"
 METHODS = ("q2e_zs", "q2d_prf", "q2e_prf", "q2d_zs", "cot_zs", "cot_prf", "q2d_fs", "q2e_fs")

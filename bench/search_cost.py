@@ -30,7 +30,7 @@ from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
 from bench.harness import REPO_ROOT, dev_paragraphs, index_paragraphs, quantile, serve
-from onnx_models.squad import normalize_answer, sample_questions
+from onnx_models.data.squad import normalize_answer, sample_questions
 
 PIPELINE = {
     "response_processors": [

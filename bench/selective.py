@@ -54,9 +54,9 @@ from bench.harness import (
     readme_pipeline,
     serve,
 )
-from onnx_models.answer_confidence import answer_of, aurc
-from onnx_models.rows import load_rows, resume
-from onnx_models.squad import Question, contains_gold, index_with_titles, sample_questions
+from onnx_models.calibrate.answer_confidence import answer_of, aurc
+from onnx_models.data.squad import Question, contains_gold, index_with_titles, sample_questions
+from onnx_models.evaluate.rows import load_rows, resume
 
 REMOVED_INDEX = "squad-removed"
 EXTRACTIVE: dict[str, Any] = {

@@ -3,7 +3,7 @@ lies inside a gold answer, so *contains gold* (the measure of ``answer.confidenc
 
     PYTHONPATH=plugin:. python -m bench.short_spans
 
-It reads the answerable rows ``onnx_models/answer_confidence.py`` collected for the served
+It reads the answerable rows ``onnx_models/calibrate/answer_confidence.py`` collected for the served
 model (held-out training articles, through answerbox; run that first), scores each snippet
 with the manifest's calibrator as serving does (the fitted model, not its cross-validated
 probabilities), and counts, at and above ``min_confidence``: the answers, the wrong ones,
@@ -20,9 +20,9 @@ from answerbox.config import ModelSettings
 from answerbox.models.confidence import AnswerCalibrator, SnippetSignals
 from answerbox.models.manifest import ModelManifest
 
-from onnx_models.answer_confidence import rows_dir
-from onnx_models.rows import load_rows
-from onnx_models.squad import TRAIN_FILES, cut_short, held_out, holdout_fraction, load_squad
+from onnx_models.calibrate.answer_confidence import rows_dir
+from onnx_models.data.squad import TRAIN_FILES, cut_short, held_out, holdout_fraction, load_squad
+from onnx_models.evaluate.rows import load_rows
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
     path = rows_dir(args.model_dir, args.variant) / "answerable.jsonl"
     rows = [r for r in load_rows(path).values() if r["signals"] is not None]
     if not rows:
-        raise SystemExit(f"no rows in {path}: run python -m onnx_models.answer_confidence first")
+        raise SystemExit(f"no rows in {path}: run python -m onnx_models.calibrate.answer_confidence first")
     answers = {q.id: q.answers for p in held_out(load_squad(TRAIN_FILES), args.holdout) for q in p.questions}
     shown = [r for r in rows if calibrator.confidence(SnippetSignals(**r["signals"])) >= calibrator.min_confidence]
     wrong = [r for r in shown if not r["right"]]

@@ -37,7 +37,7 @@ from answerbox.processors.cited_answer.extractive import Snippet
 from osmem_server import OsmemServer
 
 from bench.harness import SQUAD_INDEX, dev_paragraphs, match_body, serve
-from onnx_models.squad import contains_gold, exact_match, index_with_titles, sample_questions
+from onnx_models.data.squad import contains_gold, exact_match, index_with_titles, sample_questions
 
 PIPELINE = {
     "response_processors": [

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from bench.harness import dev_paragraphs
-from onnx_models.squad import Paragraph, Question, normalize_answer
+from onnx_models.data.squad import Paragraph, Question, normalize_answer
 
 __all__ = ["TwoHop", "compose"]
 

@@ -36,9 +36,9 @@ from answerbox.processors.text.claims import entailments
 from osmem_server import OsmemServer
 
 from bench.harness import ScriptedLLM, serve
-from onnx_models.squad import TRAIN_FILES, default_tarball, in_holdout, load_squad
-from onnx_models.verifier_data import HOLDOUT, Pair, contrastive_pairs, vitaminc_pairs
-from onnx_models.verifier_eval import judge, sample, summary, verifier_of
+from onnx_models.data.squad import TRAIN_FILES, default_tarball, in_holdout, load_squad
+from onnx_models.data.verifier_pairs import HOLDOUT, Pair, contrastive_pairs, vitaminc_pairs
+from onnx_models.evaluate.verifier import judge, sample, summary, verifier_of
 
 BATCH = 8
 INDEX = "heldout"

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from onnx_models.squad import DEV_FILE, load_squad
+from onnx_models.data.squad import DEV_FILE, load_squad
 
 HERE = Path(__file__).parent / "embedded"  # the wheel bundles this folder's data files
 

@@ -3,22 +3,22 @@
 # model the tree ships (onnx_models/default), or from .gpu/start when it holds float16 shards.
 # What it needs beside the tree, prepared here in a folder git ignores
 # (echo /.gpu/ >> .git/info/exclude), 5 MB in all:
-#   python -m onnx_models.travel base .gpu/base    # config, tokenizer, parameter names
-#   python -m onnx_models.travel data .gpu/data    # the training files, gzipped
+#   python -m onnx_models.train.travel base .gpu/base    # config, tokenizer, parameter names
+#   python -m onnx_models.train.travel data .gpu/data    # the training files, gzipped
 #   # what answerbox imports that the GPU image lacks, as wheels for its Python 3.12:
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d .gpu/wheels \
 #     pydantic==2.14.4 pydantic-core==2.50.5 pydantic-settings==2.16.3 annotated-types==0.8.0 \
 #     typing-inspection==0.4.5 python-dotenv==1.2.4 Events==0.5 opensearch-py==3.2.0 openai==3.57.0 \
 #     httpx2==2.16.2 sniffio==1.3.1
-#   (onnx_models.squad imports answerbox.processors, whose package imports the clients)
+#   (onnx_models.data.squad imports answerbox.processors, whose package imports the clients)
 # A reader that never saw the held-out articles (the shipped one saw every article in its first
 # epochs, so the fits on "held-out" articles read it where it has learned the answers) starts
 # from the base encoder instead, 44 MB more (the last call's $OUT/trained shards, put in
 # .gpu/start, go on from there in the next call). The tree (47 MB) and .gpu (52 MB) are then
 # over the 64 MiB a call takes: the run does not read the tree's graphs, so for that call take
 # them out of git's index (and ignore them), then put them back:
-#   python -m onnx_models.travel start .gpu/start
+#   python -m onnx_models.train.travel start .gpu/start
 #   git rm -q --cached onnx_models/default/model.{int8,fp32.packed}.onnx
 #   printf '/onnx_models/default/model.%s.onnx\n' int8 fp32.packed >> .git/info/exclude
 #   # the device run, carry [".gpu"] (4 epochs of 6 seeds: 8 min of the call, 22 steps/s each):
@@ -27,11 +27,11 @@
 #   git reset -q HEAD onnx_models/default   # then drop the two lines from .git/info/exclude
 # Then run, with carry [".gpu"], e.g.:
 #   bash onnx_models/device_train.sh --lr 3e-5 --epochs 3 --train-embeddings --holdout 0.1 --keep-weights
-# The arguments go to onnx_models.train (after --device cuda). SEEDS="41 42 43" trains one run
+# The arguments go to onnx_models.train.reader (after --device cuda). SEEDS="41 42 43" trains one run
 # per seed at once (one run of this small model leaves the GPU mostly idle) and brings back the
 # mean of their weights: runs from one start share a basin, so their mean is a model soup
-# (onnx_models.average). The trained weights come back as float16 shards with config.json and
-# the runs' train.log under $OUT/trained; here `python -m onnx_models.travel unshard` makes
+# (onnx_models.train.average). The trained weights come back as float16 shards with config.json and
+# the runs' train.log under $OUT/trained; here `python -m onnx_models.train.travel unshard` makes
 # them a checkpoint again.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -42,15 +42,15 @@ fi
 export PYTHONPATH="plugin:.:$site" HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 work=$(mktemp -d)
 if compgen -G ".gpu/start/weights-*.npz" >/dev/null; then
-  python3 -m onnx_models.travel unshard .gpu/start "$work/base" --tokenizer .gpu/base
+  python3 -m onnx_models.train.travel unshard .gpu/start "$work/base" --tokenizer .gpu/base
 else
-  python3 -m onnx_models.travel checkpoint .gpu/base "$work/base"
+  python3 -m onnx_models.train.travel checkpoint .gpu/base "$work/base"
 fi
 read -ra seeds <<<"${SEEDS:-13}"
 runs=() pids=()
 for seed in "${seeds[@]}"; do
   runs+=("$work/run-$seed")
-  python3 -m onnx_models.train --device cuda --init "$work/base" --encoder "$work/base" --data .gpu/data \
+  python3 -m onnx_models.train.reader --device cuda --init "$work/base" --encoder "$work/base" --data .gpu/data \
     --out "$work/run-$seed" "$@" --seed "$seed" >"$work/run-$seed.out" 2>&1 &
   pids+=($!)
 done
@@ -59,8 +59,8 @@ for i in "${!pids[@]}"; do
 done
 trained=${runs[0]}
 if [ ${#runs[@]} -gt 1 ]; then
-  python3 -m onnx_models.average "${runs[@]}" "$work/soup"
+  python3 -m onnx_models.train.average "${runs[@]}" "$work/soup"
   trained=$work/soup
 fi
-python3 -m onnx_models.travel shards "$trained" "$OUT/trained"
+python3 -m onnx_models.train.travel shards "$trained" "$OUT/trained"
 for run in "${runs[@]}"; do cat "$run/train.log"; done | tee "$OUT/trained/train.log" | tail -n 5

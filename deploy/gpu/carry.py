@@ -49,7 +49,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from onnx_models.squad import DEV_FILE, default_tarball, read_tarball_files
+from onnx_models.data.squad import DEV_FILE, default_tarball, read_tarball_files
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -154,7 +154,7 @@ def stored(wheel: Path) -> bytes:
 
 
 def dev_data() -> bytes | None:
-    """SQuAD v1.1 dev gzipped, as ``onnx_models.squad.load_squad`` reads a folder, where the data cache has the
+    """SQuAD v1.1 dev gzipped, as ``onnx_models.data.squad.load_squad`` reads a folder, where the data cache has the
     tarball."""
     if not default_tarball().exists():
         return None

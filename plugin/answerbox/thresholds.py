@@ -11,7 +11,7 @@ held back below the pipeline's own ``min_confidence``, and its confidence come f
 The threshold is the lowest at which the answered share is right ``precision`` of the time by
 the one-sided Wilson lower bound: the lowest threshold that meets a target on a sample is where
 chance flattered it, and the bound keeps what it promises on new questions. The fit of the
-shipped calibrator (``onnx_models/answer_confidence.py``) chooses its default the same way.
+shipped calibrator (``onnx_models/calibrate/answer_confidence.py``) chooses its default the same way.
 
 The same questions also correct the confidence's numbers for this index: Platt scaling of what
 the pipeline showed to what was right (``cited_answer.calibration``), pulled toward no

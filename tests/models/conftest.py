@@ -16,9 +16,9 @@ from answerbox.models import Models, load_models
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.models.windows import WindowTokenizer, load_tokenizer, pad_windows
 
-from onnx_models.export import export_model
-from onnx_models.squad import TRAIN_FILES
-from onnx_models.tiny import make_tiny_checkpoint
+from onnx_models.data.squad import TRAIN_FILES
+from onnx_models.export.variants import export_model
+from onnx_models.train.tiny import make_tiny_checkpoint
 
 DEFAULT_DIR = ModelSettings().dir
 TINY_QUESTION = "who wrote the letter?"

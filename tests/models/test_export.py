@@ -10,9 +10,9 @@ from answerbox.errors import ModelError
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import OnnxSession
 
-from onnx_models.export import export_model
-from onnx_models.modeling import ReaderEvaluatorModel
-from onnx_models.tiny import tiny_config
+from onnx_models.export.variants import export_model
+from onnx_models.train.modeling import ReaderEvaluatorModel
+from onnx_models.train.tiny import tiny_config
 
 
 def test_export_writes_variants_tokenizer_and_manifest(tiny_export: Path) -> None:

@@ -10,9 +10,9 @@ import torch
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import OnnxSession
 
-from onnx_models.int8_simulation import simulate_int8
-from onnx_models.modeling import ReaderEvaluatorModel
-from onnx_models.tiny import tiny_config
+from onnx_models.train.int8_simulation import simulate_int8
+from onnx_models.train.modeling import ReaderEvaluatorModel
+from onnx_models.train.tiny import tiny_config
 
 
 def test_simulated_int8_tracks_the_served_int8_graph(

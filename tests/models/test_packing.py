@@ -18,7 +18,7 @@ from answerbox.models import load_models
 from answerbox.models.manifest import PACKED_FP32
 from onnx import numpy_helper
 
-from onnx_models.packing import pack_fp32, unpack_fp32
+from onnx_models.export.packing import pack_fp32, unpack_fp32
 from tests.models.conftest import DEFAULT_DIR
 from tests.support.repo import REPO_ROOT
 

@@ -8,8 +8,8 @@ from answerbox.models import Models, Reader, ReaderSpan
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
-from onnx_models.span_cover import read_at_margins
-from onnx_models.squad import Paragraph, Question
+from onnx_models.calibrate.span_cover import read_at_margins
+from onnx_models.data.squad import Paragraph, Question
 from tests.support.repo import REPO_ROOT
 
 QUESTION = "Which team won Super Bowl 50?"

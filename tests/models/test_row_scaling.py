@@ -8,9 +8,9 @@ import pytest
 from answerbox.models.session import OnnxSession
 from onnx import version_converter
 
-from onnx_models.export import to_int8
-from onnx_models.row_scaling import down_projections, feed_forward, projections, scale_rows
-from onnx_models.tiny import tiny_config
+from onnx_models.export.row_scaling import down_projections, feed_forward, projections, scale_rows
+from onnx_models.export.variants import to_int8
+from onnx_models.train.tiny import tiny_config
 
 
 def _run(model_path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

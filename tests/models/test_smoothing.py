@@ -8,9 +8,9 @@ import pytest
 from answerbox.models.session import OnnxSession
 from onnx import numpy_helper
 
-from onnx_models.export import to_int8
-from onnx_models.smoothing import channel_maxima, layer_norm_inputs, smooth_channels
-from onnx_models.tiny import tiny_config
+from onnx_models.export.smoothing import channel_maxima, layer_norm_inputs, smooth_channels
+from onnx_models.export.variants import to_int8
+from onnx_models.train.tiny import tiny_config
 
 _OUTLIER = 7  # the channel made an outlier below
 

@@ -14,13 +14,12 @@ import torch
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer
 from safetensors.torch import load_file
 
-from onnx_models.average import average
-from onnx_models.modeling import ReaderEvaluatorModel
-from onnx_models.select_average import by_step, select
-from onnx_models.select_average import parse_args as select_args
-from onnx_models.squad import TRAIN_FILES, Paragraph, Question, in_holdout
-from onnx_models.tiny import tiny_config
-from onnx_models.train import (
+from onnx_models.data.squad import TRAIN_FILES, Paragraph, Question, in_holdout
+from onnx_models.evaluate.select_average import by_step, select
+from onnx_models.evaluate.select_average import parse_args as select_args
+from onnx_models.train.average import average
+from onnx_models.train.modeling import ReaderEvaluatorModel
+from onnx_models.train.reader import (
     Example,
     answer_spans,
     hard_negatives,
@@ -30,6 +29,7 @@ from onnx_models.train import (
     spans_loss,
     train,
 )
+from onnx_models.train.tiny import tiny_config
 from tests.models.conftest import TOPICS
 
 

@@ -12,10 +12,17 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from onnx_models.modeling import ReaderEvaluatorModel
-from onnx_models.packing import pack_fp32
-from onnx_models.squad import TRAIN_FILES, load_squad
-from onnx_models.travel import base_bundle, checkpoint_from_tree, extract_data, fresh_start, from_shards, to_shards
+from onnx_models.data.squad import TRAIN_FILES, load_squad
+from onnx_models.export.packing import pack_fp32
+from onnx_models.train.modeling import ReaderEvaluatorModel
+from onnx_models.train.travel import (
+    base_bundle,
+    checkpoint_from_tree,
+    extract_data,
+    fresh_start,
+    from_shards,
+    to_shards,
+)
 
 
 def test_shards_stay_under_the_limit_and_come_back_as_float16_rounded_weights(

@@ -134,8 +134,10 @@ class FakeLLM(LLMClient):
             text=text, prompt_tokens=10, completion_tokens=len(text.split()), millis=self.millis, cut_off=cut
         )
 
-    async def stream(self, messages: Sequence[Message], **options: Unpack[CallOptions]) -> AsyncIterator[str]:
-        text = await self._reply(LLMCall.of(messages, options, stream=True))
+    async def stream(
+        self, messages: Sequence[Message], *, schema: Schema | None = None, **options: Unpack[CallOptions]
+    ) -> AsyncIterator[str]:
+        text = await self._reply(LLMCall.of(messages, options, schema=schema, stream=True))
         for word in text.split(" "):
             yield word + " "
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from answerbox.errors import ConfigError
 from answerbox.opensearch import JSON, Caller, SearchBackend
-from answerbox.pipeline.base import PipelineContext
+from answerbox.pipeline.base import PipelineContext, RequestProcessor, ResponseProcessor, SearchRequest
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
@@ -104,6 +104,21 @@ def pipeline_context(clock: FakeClock | None = None, **overrides: Any) -> Pipeli
     return PipelineContext(
         pipeline_id=overrides.pop("pipeline_id", "test"), question=overrides.pop("question", None), **overrides
     )
+
+
+async def responded(
+    processor: ResponseProcessor[Any], request: SearchRequest, response: JSON, ctx: PipelineContext
+) -> JSON:
+    """``processor``'s response as a run gets it: its run plan's values resolved first, as the
+    engine resolves them when a search opens (``pipeline/plan.py``)."""
+    ctx.planned_values[processor] = await processor.planned(ctx.generative_qa)
+    return await processor.process_response(request, response, ctx)
+
+
+async def requested(processor: RequestProcessor[Any], request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
+    """``processor``'s request as a run gets it (``responded``'s twin for request processors)."""
+    ctx.planned_values[processor] = await processor.planned(ctx.generative_qa)
+    return await processor.process_request(request, ctx)
 
 
 def response_of(hits: Sequence[JSON]) -> JSON:

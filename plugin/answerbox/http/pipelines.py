@@ -50,7 +50,7 @@ class PipelineAPI:
             return JSONResponse({pid: definition.to_json() for pid, definition in found.items()})
         explained = {}
         for pid, definition in found.items():
-            plan = await plan_of(await self._resolver.build(pid, definition), None)
+            plan = (await plan_of(await self._resolver.build(pid, definition), None)).plan
             explained[pid] = {"pipeline": definition.to_json(), "plan": plan.model_dump()}
         return JSONResponse(explained)
 

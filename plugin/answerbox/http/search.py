@@ -8,11 +8,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from answerbox.config import Settings
-from answerbox.errors import InvalidRequest
 from answerbox.http.bodies import json_or_none, parsed, read_body, require_json, too_many_values
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.passthrough import Passthrough
 from answerbox.opensearch import JSON, Caller
+from answerbox.pipeline.caller_limits import CallerLimits
 from answerbox.pipeline.engine import SearchEngine
 from answerbox.pipeline.msearch import MsearchRunner
 
@@ -49,7 +49,7 @@ class SearchHandler:
 
     async def msearch(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._settings.limits)
-        pairs = await parsed(raw, partial(_ndjson_pairs, most=self._settings.limits.max_msearch_searches))
+        pairs = await parsed(raw, partial(_ndjson_pairs, limits=self._engine.limits))
         params = dict(http_request.query_params)
         lines = (
             await self._msearch.lines(pairs, index=http_request.path_params.get("index"), params=params)
@@ -63,17 +63,14 @@ class SearchHandler:
         return JSONResponse(await until_disconnected(http_request, msearch))
 
 
-def _ndjson_pairs(raw: bytes, *, most: int) -> list[tuple[JSON, JSON]] | None:
+def _ndjson_pairs(raw: bytes, *, limits: CallerLimits) -> list[tuple[JSON, JSON]] | None:
     """An ``_msearch`` body's searches, header and body each; None where a line is not a JSON object
-    (or the body holds too many values to parse), and OpenSearch answers it. More than ``most``
-    searches are refused before any line is parsed or even split: their newlines are counted first,
+    (or the body holds too many values to parse), and OpenSearch answers it. More searches than
+    the limits allow are refused before any line is parsed or even split: their newlines are counted first,
     in a scan (two a search, and a blank line at the end)."""
-    searches, lines = raw.count(b"\n") // 2, []
-    if searches <= most:
-        lines = [line for line in raw.split(b"\n") if line.strip()]
-        searches = (len(lines) + 1) // 2
-    if searches > most:
-        raise InvalidRequest(f"_msearch holds {searches} searches, above limits.max_msearch_searches ({most})")
+    limits.check_msearch(raw.count(b"\n") // 2)
+    lines = [line for line in raw.split(b"\n") if line.strip()]
+    limits.check_msearch((len(lines) + 1) // 2)
     if len(lines) % 2 or too_many_values(raw):
         return None
     values = [json_or_none(line) for line in lines]

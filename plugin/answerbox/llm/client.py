@@ -225,9 +225,15 @@ class LLMClient:
         self._caps_taken = True
         return response
 
-    async def stream(self, messages: Sequence[Message], **options: Unpack[CallOptions]) -> AsyncIterator[str]:
-        """Yield text deltas as they arrive."""
+    async def stream(
+        self, messages: Sequence[Message], *, schema: Schema | None = None, **options: Unpack[CallOptions]
+    ) -> AsyncIterator[str]:
+        """Yield text deltas as they arrive; with ``schema``, of JSON fitting it as ``complete``'s.
+        A stream is never sent again, so its schema keeps its string caps only where a server took them."""
         client, args = self._request(messages, options)
+        mode = await self._structured_mode(options.get("timeout_s")) if schema is not None else "none"
+        if schema is not None and mode != "none":
+            args["response_format"] = response_format(mode, schema if self._caps_taken else schema.uncapped())
         finished = False
         async with self._slots.admitted(args["timeout"]) as args["timeout"]:
             with self._translated(options.get("timeout_s")):

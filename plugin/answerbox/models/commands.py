@@ -67,7 +67,7 @@ def _building(command: str) -> Iterator[None]:
 
 def _export(args: argparse.Namespace) -> int:
     with _building("export"):
-        from onnx_models.export import export_model
+        from onnx_models.export.variants import export_model
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     manifest = export_model(
         args.checkpoint, args.out, args.task, variants, max_length=args.max_length, stride=args.stride
@@ -78,14 +78,14 @@ def _export(args: argparse.Namespace) -> int:
 
 def _pack(args: argparse.Namespace) -> int:
     with _building("pack"):
-        from onnx_models.packing import pack_fp32
+        from onnx_models.export.packing import pack_fp32
     print(pack_fp32(args.dir))
     return 0
 
 
 def _unpack(args: argparse.Namespace) -> int:
     with _building("unpack"):
-        from onnx_models.packing import unpack_fp32
+        from onnx_models.export.packing import unpack_fp32
     print(unpack_fp32(args.dir))
     return 0
 

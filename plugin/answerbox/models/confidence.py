@@ -5,7 +5,7 @@ after SQuAD normalisation (``answerbox.processors.text.normalize``). The probabi
 from a logistic regression over signals the pipeline already has (Kamath et al. 2020 fit a
 small calibrator on a QA model's own features the same way). Its coefficients live in the
 model manifest (``answer_confidence``), fitted with the pipeline in the loop by
-``onnx_models/answer_confidence.py`` on held-out training articles; a manifest without them
+``onnx_models/calibrate/answer_confidence.py`` on held-out training articles; a manifest without them
 falls back to the evaluator's own calibrated probability that the cited passage holds the
 answer, ``(score + 1) / 2``. A pipeline may correct the probability for its own index with a
 ``Recalibration`` that ``answerbox threshold`` fits on questions labelled there.

@@ -21,11 +21,11 @@ PACKED_FP32 = "model.fp32.packed.onnx"  # the fp32 graph as the repository keeps
 
 @dataclass(frozen=True, kw_only=True)
 class ModelManifest:
-    """Written by ``answerbox models export``; thresholds filled in by ``onnx_models/calibrate.py``.
+    """Written by ``answerbox models export``; thresholds filled in by ``onnx_models/calibrate/thresholds.py``.
 
     ``score = tanh(score_scale * relevance_logit + score_offset)`` maps the relevance logit
     into CRAG's [-1, 1]; with Platt-scaled constants it is ``2 * P(passage answers) - 1``.
-    ``rerank_fusion_weight`` (chosen by ``onnx_models/fusion.py``, after calibration: it is
+    ``rerank_fusion_weight`` (chosen by ``onnx_models/calibrate/fusion.py``, after calibration: it is
     on that score's scale) is the engine score's weight when ``retrieval_evaluator`` reranks;
     0, the default for manifests written before it, reranks by the evaluator alone.
     """
@@ -50,7 +50,7 @@ class ModelManifest:
     score_offset: float = 0.0
     rerank_fusion_weight: float = 0.0  # fused = score + w · engine score / best engine score
     # answer.confidence's calibrator and thresholds (``answerbox.models.confidence``), fitted by
-    # ``onnx_models/answer_confidence.py``; empty: the evaluator's own probability.
+    # ``onnx_models/calibrate/answer_confidence.py``; empty: the evaluator's own probability.
     answer_confidence: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] = field(default_factory=dict)  # how the thresholds were chosen
 

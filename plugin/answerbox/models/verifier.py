@@ -1,7 +1,7 @@
 """The claim verifier: does a passage entail a claim, contradict it, or leave it open?
 
 A small cross-encoder of its own (``onnx_models/verifier``, trained by
-``onnx_models.train_verifier`` on VitaminC and contrastive claims of the training articles),
+``onnx_models.train.verifier`` on VitaminC and contrastive claims of the training articles),
 in its own ONNX session, batched like the reader. The reader and evaluator score whether a
 passage is *about* a question; a claim with one fact swapped is still about it. The verifier
 reads ``[CLS] evidence [SEP] claim [SEP]`` and answers the probability of each of

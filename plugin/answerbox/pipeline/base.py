@@ -11,10 +11,9 @@ from __future__ import annotations
 import marshal
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from answerbox.contract import (
     Answer,
@@ -27,6 +26,7 @@ from answerbox.contract import (
 from answerbox.errors import AnswerboxError, ConfigError, validation_problems
 from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import JSON, Caller
+from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch
 
@@ -35,10 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JSON",
-    "ConfigContext",
-    "LLMModel",
-    "LLMTokens",
-    "Override",
     "PipelineContext",
     "Processor",
     "ProcessorConfig",
@@ -46,66 +42,8 @@ __all__ = [
     "ResponseProcessor",
     "RunListener",
     "SearchRequest",
-    "StoredOnly",
     "first_set",
 ]
-
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigContext:
-    """What a config may need beyond its own fields, given to its validators."""
-
-    # Where a stored pipeline's files (few-shot examples) may be read from; None: nowhere.
-    files_dir: Path | None = None
-    # A search's own pipeline object: it names no files on the server at all.
-    inline: bool = False
-    # The most completion tokens any processor may ask the LLM for (limits.max_llm_tokens).
-    max_llm_tokens: int = 1024
-    # Whether a search's own pipeline may set what shapes the LLM's work: prompt templates,
-    # few-shot examples, the model (limits.inline_overrides). A stored pipeline always may.
-    inline_overrides: bool = False
-    # The models any pipeline may name (llm.model and llm.allowed_models); None: not checked.
-    llm_models: frozenset[str] | None = None
-
-    @property
-    def overrides_allowed(self) -> bool:
-        return not self.inline or self.inline_overrides
-
-
-def _override(value: Any, info: ValidationInfo) -> Any:
-    if value and isinstance(info.context, ConfigContext) and not info.context.overrides_allowed:
-        raise ValueError(
-            "a search's own pipeline may not set it; store the pipeline (limits.inline_overrides allows it)"
-        )
-    return value
-
-
-def _stored_only(value: Any, info: ValidationInfo) -> Any:
-    if value and isinstance(info.context, ConfigContext) and info.context.inline:
-        raise ValueError("a search's own pipeline may not set it; store the pipeline")
-    return value
-
-
-def _allowed_model(value: str | None, info: ValidationInfo) -> str | None:
-    context = info.context
-    if value is not None and isinstance(context, ConfigContext):
-        _override(value, info)
-        if context.llm_models is not None and value not in context.llm_models:
-            raise ValueError(f"model [{value}] is not one pipelines may name (llm.model, llm.allowed_models)")
-    return value
-
-
-# What shapes the LLM's work (a template's text, few-shot examples): a stored pipeline may set
-# it, a search's own pipeline only where the admin allows; otherwise a caller who may only
-# search gets the prompts the admin chose.
-Override = Annotated[T, AfterValidator(_override)]
-# What only a stored pipeline may set, whatever the settings: what writes with the service account.
-StoredOnly = Annotated[T, AfterValidator(_stored_only)]
-# A processor's LLM model: one the admin allows, and an override like a template.
-LLMModel = Annotated[str | None, AfterValidator(_allowed_model)]
 
 
 def first_set(*candidates: tuple[Any, PlanSource]) -> Planned:
@@ -115,16 +53,6 @@ def first_set(*candidates: tuple[Any, PlanSource]) -> Planned:
         if value is not None and value != "":
             return Planned(value=value, source=source)
     raise ValueError("no candidate is set: the last must be a setting's value")
-
-
-def _within_token_limit(value: int, info: ValidationInfo) -> int:
-    if isinstance(info.context, ConfigContext) and value > info.context.max_llm_tokens:
-        raise ValueError(f"max_tokens {value} is above limits.max_llm_tokens ({info.context.max_llm_tokens})")
-    return value
-
-
-# A processor's max_tokens: checked against the configured limit when a pipeline is built.
-LLMTokens = Annotated[int, AfterValidator(_within_token_limit)]
 
 
 class ProcessorConfig(BaseModel):
@@ -200,6 +128,13 @@ class PipelineContext:
     # The search's time: the running processor's share and every part of it (deadline.py).
     deadline: Deadline = field(default_factory=Deadline)
     listener: RunListener | None = None
+    # Each step's values in the run plan (``pipeline/plan.py``), resolved when the search opened.
+    planned_values: dict[Processor[Any], dict[str, Planned]] = field(default_factory=dict)
+
+    def planned(self, processor: Processor[Any], name: str) -> Any:
+        """The value ``processor`` runs with for ``name``, as the run plan resolved it: the one
+        place a step reads what the settings, the manifest or the search may decide."""
+        return self.planned_values[processor][name].value
 
 
 C = TypeVar("C", bound=ProcessorConfig)

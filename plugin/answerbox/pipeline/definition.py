@@ -10,7 +10,26 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from answerbox.digest import json_digest
 from answerbox.errors import ConfigError, InvalidRequest, validation_problems
 
-__all__ = ["AD_HOC_PIPELINE_ID", "PipelineDefinition", "ProcessorEntry", "validate_pipeline_id"]
+__all__ = ["AD_HOC_PIPELINE_ID", "NATIVE_TYPES", "PipelineDefinition", "ProcessorEntry", "validate_pipeline_id"]
+
+# OpenSearch's own processor types (core and the neural-search / ml-commons plugins).
+# They are sent to OpenSearch inline; any other unknown type is rejected up front, as
+# OpenSearch rejects it.
+NATIVE_TYPES: dict[str, frozenset[str]] = {
+    "request_processors": frozenset(
+        {
+            "filter_query", "script", "oversample", "neural_query_enricher", "neural_sparse_two_phase_processor",
+            "ml_inference", "agentic_query_translator",
+        }
+    ),
+    "response_processors": frozenset(
+        {
+            "rename_field", "collapse", "truncate_hits", "sort", "split", "rerank", "personalize_search_ranking",
+            "retrieval_augmented_generation", "ml_inference", "explanation_response_processor",
+        }
+    ),
+    "phase_results_processors": frozenset({"normalization-processor", "score-ranker-processor"}),
+}  # fmt: skip
 
 # The id a search's own (inline) pipeline runs under.
 AD_HOC_PIPELINE_ID = "_ad_hoc_pipeline"

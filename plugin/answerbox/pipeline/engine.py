@@ -19,11 +19,11 @@ from answerbox.memory import Memory
 from answerbox.opensearch import Caller, SearchBackend, with_pipeline
 from answerbox.pipeline.admission import Admission, caller_key
 from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRequest
+from answerbox.pipeline.caller_limits import CallerLimits
 from answerbox.pipeline.conversation_memory import recall, remember, turn_of
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.plan import plan_of
-from answerbox.pipeline.request_limits import RequestLimits
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 
@@ -56,13 +56,13 @@ class SearchRun:
         self.pipeline = pipeline
         self.request = request
         self.verbose = verbose
-        qa = engine.limits.generative_qa(pipeline, request.body)
+        qa = engine.limits.generative_qa(request.body, native_rag=pipeline.native_rag)
         turn = turn_of(pipeline, qa)
         if turn is not None:
             self.pipeline = pipeline.for_conversation()
         self.ctx = PipelineContext(
             pipeline_id=pipeline.id,
-            question=engine.limits.question(request),
+            question=engine.limits.question(request.body, request.params),
             search=engine.scoped(pipeline, request),
             generative_qa=qa,
             conversation=turn,
@@ -72,8 +72,10 @@ class SearchRun:
 
     async def prepare(self) -> SearchRequest:
         """The request processors; returns the request in the form OpenSearch must receive."""
+        resolved = await plan_of(self.pipeline, self.ctx.generative_qa)
+        self.ctx.planned_values = resolved.values
         if self.verbose:
-            self.ctx.report.plan = await plan_of(self.pipeline, self.ctx.generative_qa)
+            self.ctx.report.plan = resolved.plan
         await recall(self.ctx, self._engine.memory, self.request.caller)
         self.request = await self.pipeline.process_request(self.request, self.ctx)
         # The response processors' own searches see what the search as sent sees.
@@ -154,7 +156,7 @@ class SearchEngine:
         self.resolver = resolver
         self.backend = backend
         self.memory = memory
-        self.limits = RequestLimits(settings)
+        self.limits = CallerLimits(settings)
         self.clock = clock  # every run's Deadline reads it
         self.admission = Admission(settings.limits)
 

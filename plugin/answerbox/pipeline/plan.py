@@ -14,36 +14,46 @@ stored pipeline's (no search, so nothing from a request)::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from answerbox.contract import GenerativeQAParameters, Planned, PlannedStep, RunPlan
 from answerbox.pipeline.base import Processor
 from answerbox.pipeline.pipeline import Pipeline
 
-__all__ = ["plan_of"]
+__all__ = ["Resolved", "plan_of"]
 
 _MEMORY = "the search names a memory (generative_qa_parameters.memory_id)"
 
 
-async def plan_of(pipeline: Pipeline, qa: GenerativeQAParameters | None) -> RunPlan:
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A search's plan, and each step's values by the processor that runs with them."""
+
+    plan: RunPlan
+    values: dict[Processor[Any], dict[str, Planned]]
+
+
+async def plan_of(pipeline: Pipeline, qa: GenerativeQAParameters | None) -> Resolved:
     """``pipeline``'s plan for a search with ``qa`` (None: none, or no search)."""
     order: list[tuple[Literal["request", "response"], Processor[Any]]] = [
         *(("request", p) for p in pipeline.request_processors),
         *(("response", p) for p in pipeline.response_processors),
     ]
     weights = sum(p.budget_weight for _, p in order) or 1.0
+    values = {p: await p.planned(qa) for _, p in order}
     steps = [
         PlannedStep(
             processor=p.name,
             phase=phase,
             share=round(p.budget_weight / weights, 4),
             added=_MEMORY if pipeline.conversation_added and p is pipeline.conversation else None,
-            values=await p.planned(qa),
+            values=values[p],
         )
         for phase, p in order
     ]
     native = pipeline.native
-    return RunPlan(
+    plan = RunPlan(
         pipeline=pipeline.id,
         budget_s=Planned(value=pipeline.budget_s, source="pipeline" if pipeline.budget_from_pipeline else "settings"),
         processor_timeout_s=Planned(value=pipeline.timeout_s, source="settings"),
@@ -57,3 +67,4 @@ async def plan_of(pipeline: Pipeline, qa: GenerativeQAParameters | None) -> RunP
         if native is not None
         else [],
     )
+    return Resolved(plan, values)

@@ -10,34 +10,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from answerbox.errors import ConfigError
-from answerbox.pipeline.base import ConfigContext, Processor, RequestProcessor, ResponseProcessor
-from answerbox.pipeline.definition import PipelineDefinition, ProcessorEntry
+from answerbox.pipeline.base import Processor, RequestProcessor, ResponseProcessor
+from answerbox.pipeline.caller_limits import CallerLimits, ConfigContext
+from answerbox.pipeline.definition import NATIVE_TYPES, PipelineDefinition, ProcessorEntry
 from answerbox.pipeline.pipeline import CONVERSATION, Pipeline
 from answerbox.pipeline.stats import PipelineStats
 
 if TYPE_CHECKING:
     from answerbox.services import Services
 
-__all__ = ["NATIVE_TYPES", "ProcessorRegistry"]
-
-# OpenSearch's own processor types (core and the neural-search / ml-commons plugins).
-# They are sent to OpenSearch inline; any other unknown type is rejected up front, as
-# OpenSearch rejects it.
-NATIVE_TYPES: dict[str, frozenset[str]] = {
-    "request_processors": frozenset(
-        {
-            "filter_query", "script", "oversample", "neural_query_enricher", "neural_sparse_two_phase_processor",
-            "ml_inference", "agentic_query_translator",
-        }
-    ),
-    "response_processors": frozenset(
-        {
-            "rename_field", "collapse", "truncate_hits", "sort", "split", "rerank", "personalize_search_ranking",
-            "retrieval_augmented_generation", "ml_inference", "explanation_response_processor",
-        }
-    ),
-    "phase_results_processors": frozenset({"normalization-processor", "score-ranker-processor"}),
-}  # fmt: skip
+__all__ = ["ProcessorRegistry"]
 
 
 class ProcessorRegistry:
@@ -65,26 +47,9 @@ class ProcessorRegistry:
         *,
         inline: bool,
     ) -> Pipeline:
-        limits = services.settings.limits
-        count = sum(len(getattr(definition, section)) for section in NATIVE_TYPES)
-        if count > limits.max_processors:
-            raise ConfigError(
-                f"pipeline [{pipeline_id}] has {count} processors, above limits.max_processors "
-                f"({limits.max_processors})"
-            )
-        if definition.budget_s is not None and definition.budget_s > limits.pipeline_budget_s:
-            raise ConfigError(
-                f"pipeline [{pipeline_id}]: [budget_s] {definition.budget_s:g} is above "
-                f"limits.pipeline_budget_s ({limits.pipeline_budget_s:g})"
-            )
-        llm = services.settings.llm
-        context = ConfigContext(
-            files_dir=services.settings.files_dir,
-            inline=inline,
-            max_llm_tokens=limits.max_llm_tokens,
-            inline_overrides=limits.inline_overrides,
-            llm_models=frozenset((llm.model, *llm.allowed_models)),
-        )
+        limits = CallerLimits(services.settings)
+        limits.check_pipeline(pipeline_id, definition)
+        context = limits.config_context(inline=inline)
         native: dict[str, list[ProcessorEntry]] = {}
         request: list[RequestProcessor[Any]] = []
         response: list[ResponseProcessor[Any]] = []
@@ -119,8 +84,8 @@ class ProcessorRegistry:
             response_processors=response,
             native=PipelineDefinition(**native) if native else None,  # type: ignore[arg-type]
             stats=stats,
-            timeout_s=limits.processor_timeout_s,
-            budget_s=definition.budget_s or limits.pipeline_budget_s,
+            timeout_s=services.settings.limits.processor_timeout_s,
+            budget_s=definition.budget_s or services.settings.limits.pipeline_budget_s,
             budget_from_pipeline=definition.budget_s is not None,
             conversation=self._conversation(pipeline_id, request, services, context) if request or response else None,
         )

@@ -1,8 +1,8 @@
 """A replica's start: every stored pipeline built and warmed up (its models loaded) before
 readiness says yes, so no search pays a model load within its time budget; and, beside it, the
 LLM asked once which structured output it takes, so that no search's budget pays the probe
-either (readiness does not wait for it: the LLM is optional, and a search whose LLM was down
-at the start probes again)."""
+either. Readiness waits for that answer at most ``PROBE_BOUND_S``: the LLM is optional, and a
+search whose LLM was down or slow at the start probes again."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ __all__ = ["WarmUp"]
 
 logger = logging.getLogger(__name__)
 
+PROBE_BOUND_S = 10.0
+
 
 class WarmUp:
     def __init__(self, *, store: PipelineStore, resolver: PipelineResolver, llm: LLMClient | None = None) -> None:
@@ -26,17 +28,25 @@ class WarmUp:
         self._resolver = resolver
         self._llm = llm
         self._task: asyncio.Task[None] | None = None
-        self._probe: asyncio.Task[bool] | None = None
+        self._probe: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._run())
         if self._llm is not None and self._llm.configured:
-            self._probe = loop.create_task(self._llm.structured(timeout_s=self._llm.settings.timeout_s))
+            self._probe = loop.create_task(self._settle_structured(self._llm))
 
     @property
     def done(self) -> bool:
-        return self._task is not None and self._task.done()
+        """Whether readiness may say yes: the pipelines warmed up and the LLM's probe answered
+        (or ``PROBE_BOUND_S`` passed)."""
+        return self._task is not None and self._task.done() and (self._probe is None or self._probe.done())
+
+    @staticmethod
+    async def _settle_structured(llm: LLMClient) -> None:
+        with suppress(TimeoutError):
+            async with asyncio.timeout(PROBE_BOUND_S):
+                await llm.structured(timeout_s=llm.settings.timeout_s)
 
     async def _run(self) -> None:
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.followup_pairs import entities, follow_ups, pronoun_follow_up, sample_pairs
-from onnx_models.squad import Paragraph, Question
+from onnx_models.data.squad import Paragraph, Question
 
 
 def _question(id: str, text: str, answer: str) -> Question:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from onnx_models.answer_confidence import by_kind
+from onnx_models.calibrate.answer_confidence import by_kind
 
 
 def test_each_kind_reports_its_own_gap() -> None:

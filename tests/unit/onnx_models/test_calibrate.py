@@ -14,8 +14,8 @@ from answerbox.config import ModelSettings
 from answerbox.models import ModelManifest
 from answerbox.models.confidence import platt
 
-from onnx_models.calibrate import calibrate, parse_args
-from onnx_models.squad import DEV_FILE, TRAIN_FILES
+from onnx_models.calibrate.thresholds import calibrate, parse_args
+from onnx_models.data.squad import DEV_FILE, TRAIN_FILES
 
 
 @pytest.mark.parametrize("spread", [1.0, 8.0, 40.0])

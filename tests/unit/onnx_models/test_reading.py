@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onnx_models.reading import measure
+from onnx_models.evaluate.reading import measure
 
 GOLDS = ["Denver Broncos"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from onnx_models.span_cover import choose, parse_args
+from onnx_models.calibrate.span_cover import choose, parse_args
 
 
 def _table(*f1: float) -> dict[float, dict[str, float]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from onnx_models.squad import cut_short
+from onnx_models.data.squad import cut_short
 
 GOLDS = ("the Rural Housing Stability Program", "Rural Housing Stability Program")
 

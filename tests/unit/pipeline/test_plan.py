@@ -30,18 +30,18 @@ def _pipeline(*, budget_from_pipeline: bool) -> Pipeline:
 
 
 async def test_each_step_has_its_share_and_the_budget_its_source() -> None:
-    plan = await plan_of(_pipeline(budget_from_pipeline=False), None)
+    plan = (await plan_of(_pipeline(budget_from_pipeline=False), None)).plan
     assert (plan.budget_s.value, plan.budget_s.source) == (8.0, "settings")
     assert [(s.processor, s.phase, s.share, s.added) for s in plan.steps] == [
         ("only_title", "request", 0.5, None),
         ("label_hits:l", "response", 0.5, None),
     ]
     assert plan.in_opensearch == []
-    assert (await plan_of(_pipeline(budget_from_pipeline=True), None)).budget_s.source == "pipeline"
+    assert (await plan_of(_pipeline(budget_from_pipeline=True), None)).plan.budget_s.source == "pipeline"
 
 
 async def test_a_memory_adds_the_conversation_step_first_and_the_plan_says_why() -> None:
-    plan = await plan_of(_pipeline(budget_from_pipeline=False).for_conversation(), None)
+    plan = (await plan_of(_pipeline(budget_from_pipeline=False).for_conversation(), None)).plan
     assert [s.processor for s in plan.steps] == ["only_title:memory", "only_title", "label_hits:l"]
     assert "memory_id" in (plan.steps[0].added or "")
     assert [s.added for s in plan.steps[1:]] == [None, None]

@@ -108,9 +108,11 @@ class ChainRun:
         search: ScopedSearch,
         question: str,
         deadline: Deadline,
+        llm_timeout_s: float,
     ) -> None:
         """``index`` is where nodes are checked and ``theta`` the reader's gate, both resolved
-        (the config's, else the search's index and the model's θ)."""
+        (the config's, else the search's index and the model's θ); ``llm_timeout_s`` is each LLM
+        call's own timeout, as the run plan resolved it."""
         self._services = services
         self._config = config
         self._index = index
@@ -118,6 +120,7 @@ class ChainRun:
         self._search = search
         self._question = question
         self._deadline = deadline
+        self._llm_timeout_s = llm_timeout_s
         self._result = RunResult()
         self._structured = False  # whether the LLM is asked for JSON (set once, before the first round)
 
@@ -246,7 +249,7 @@ class ChainRun:
     def _llm_timeout(self) -> float:
         # The LLM's own timeout still applies; past the chain's deadline, the run's own timeout
         # cuts the call (and names the budget as the cause), not the LLM client's.
-        return min(self._services.settings.llm.timeout_s, self._deadline.left() + _PAST_DEADLINE_S)
+        return min(self._llm_timeout_s, self._deadline.left() + _PAST_DEADLINE_S)
 
     async def _complete(self, messages: list[Message], stop: tuple[str, ...] | None, schema: Schema) -> Completion:
         completion = await self._services.llm.complete(

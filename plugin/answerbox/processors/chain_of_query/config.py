@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from answerbox.models.confidence import Recalibration
-from answerbox.pipeline.base import LLMTokens, ProcessorConfig
+from answerbox.pipeline.base import ProcessorConfig
+from answerbox.pipeline.caller_limits import LLMTokens
 
 __all__ = ["ChainOfQueryConfig"]
 

@@ -15,10 +15,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from answerbox.contract import Answer, ChainCitation, ChainReport, Citation, PassagePiece
+from answerbox.contract import (
+    Answer,
+    ChainCitation,
+    ChainReport,
+    Citation,
+    GenerativeQAParameters,
+    PassagePiece,
+    Planned,
+)
 from answerbox.errors import ModelError
 from answerbox.models.confidence import signals_record
-from answerbox.pipeline.base import JSON, PipelineContext, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import JSON, PipelineContext, ResponseProcessor, SearchRequest, first_set
 from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult
 from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
 from answerbox.processors.chain_of_query.entailment import content_entailed
@@ -52,6 +60,12 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
     budget_weight = 3.0
     writes_answer = True
 
+    async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
+        return {
+            "budget_s": self.config.planned("budget_s"),
+            "llm_timeout_s": first_set((self.services.settings.llm.timeout_s, "settings")),
+        }
+
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         question = (ctx.question or "").strip()
         if not question:
@@ -70,7 +84,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             return response
         theta = self.config.theta if self.config.theta is not None else models.manifest.theta
         # Its share of the pipeline's time, less a margin for tracing and the report.
-        deadline = ctx.deadline.within(min(self.config.budget_s, ctx.deadline.for_work()))
+        deadline = ctx.deadline.within(min(ctx.planned(self, "budget_s"), ctx.deadline.for_work()))
         chain = ChainRun(
             self.services,
             self.config,
@@ -79,6 +93,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             search=ctx.search,
             question=question,
             deadline=deadline,
+            llm_timeout_s=ctx.planned(self, "llm_timeout_s"),
         )
         result = await chain.run()
         for warning in result.warnings:

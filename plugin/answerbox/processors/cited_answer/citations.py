@@ -40,6 +40,7 @@ __all__ = [
     "Claim",
     "ClaimVerdict",
     "Scorer",
+    "StreamedAnswer",
     "Support",
     "citation_of",
     "parse_claims",
@@ -146,6 +147,36 @@ def read_answer(text: str, structured: bool) -> str:
     if answer is None:
         return text
     return " ".join(s for s in map(_sentence, answer.sentences) if s)
+
+
+# A sentence object whose text, and blocks if any, closed: a streamed reply reads up to its brace.
+_CLOSED_SENTENCE = re.compile(_WHOLE_SENTENCE.pattern + r"\s*\}")
+
+
+class StreamedAnswer:
+    """A reply read as it streams, as :func:`read_answer` reads it whole: a JSON reply gives each
+    sentence once its object has closed; any other reply passes through as it comes."""
+
+    def __init__(self) -> None:
+        self._raw = ""
+        self._read = 0  # where the next sentence object may start
+        self._json: bool | None = None  # decided by the reply's first character
+
+    def feed(self, delta: str) -> str:
+        self._raw += delta
+        if self._json is None:
+            if not self._raw.strip():
+                return ""
+            self._json = self._raw.lstrip().startswith("{")
+            if not self._json:
+                return self._raw
+        elif not self._json:
+            return delta
+        sentences = []
+        for match in _CLOSED_SENTENCE.finditer(self._raw, self._read):
+            sentences.append(_sentence(_salvaged(match)))
+            self._read = match.end()
+        return "".join(f"{s} " for s in sentences if s)
 
 
 def _salvaged(match: re.Match[str]) -> _JSONSentence:

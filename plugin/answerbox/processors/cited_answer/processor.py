@@ -32,21 +32,13 @@ from answerbox.contract import (
 from answerbox.errors import ConfigError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.models.confidence import AnswerCalibrator, Recalibration, signals_record
-from answerbox.pipeline.base import (
-    JSON,
-    LLMModel,
-    LLMTokens,
-    Override,
-    PipelineContext,
-    ProcessorConfig,
-    ResponseProcessor,
-    SearchRequest,
-    first_set,
-)
+from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest, first_set
+from answerbox.pipeline.caller_limits import LLMModel, LLMTokens, Override
 from answerbox.processors.cited_answer.citations import (
     ANSWER_SCHEMA,
     Check,
     ClaimVerdict,
+    StreamedAnswer,
     citation_of,
     parse_claims,
     read_answer,
@@ -152,13 +144,13 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         blocks = self._evidence(hits, ctx)
         if not blocks:
             incorrect = ctx.report.retrieval is not None and ctx.report.retrieval.verdict == "incorrect"
-            kind: AnswerMode = "extractive" if self._mode() == "extractive" else "generative"
+            kind: AnswerMode = "extractive" if ctx.planned(self, "mode") == "extractive" else "generative"
             ctx.report.answer = abstention(
                 self.config.abstain_text, kind, "retrieval_incorrect" if incorrect else "no_evidence"
             )
             return response
         calibrator = await self._calibrator()
-        policy = self._policy(calibrator)
+        policy = self._planned_policy(ctx)
         reading = in_context(blocks, hits, max_chars=self.config.reading_chars)
         snippet = await self._snippet(question, reading, calibrator, ctx)
         if snippet is not None and ctx.listener is not None:
@@ -204,7 +196,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
                 ctx.listener.sentence(CheckedSentence(text=checked.text, citations=checked.citations, verdict=verdict))
 
     def _evidence(self, hits: Sequence[JSON], ctx: PipelineContext) -> list[Evidence]:
-        size = (ctx.generative_qa.context_size if ctx.generative_qa else None) or self.config.size
+        size = ctx.planned(self, "size")
         if ctx.report.chain is not None and not ctx.report.chain.references:
             self.warn(ctx, "the chain verified nothing; answering from the search results")
         return answer_evidence(ctx.report, hits, self.config.fields, size=size, snippet_chars=self.config.snippet_chars)
@@ -253,26 +245,23 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     async def _generate(
         self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext
     ) -> AsyncGenerator[str, None]:
-        qa = ctx.generative_qa
-        incremental = ctx.listener is not None
-        timeout = min(float(self._llm_timeout(qa).value), ctx.deadline.share(_LLM_SHARE))
-        # JSON only for a whole answer: a listener is shown the tokens as they come.
-        structured = not incremental and await self.services.llm.structured(timeout_s=timeout)
+        timeout = min(float(ctx.planned(self, "llm_timeout_s")), ctx.deadline.share(_LLM_SHARE))
+        # One prompt and one reply format for a search and a stream: a stream reads the JSON
+        # reply's sentences as each closes.
+        structured = await self.services.llm.structured(timeout_s=timeout)
         messages = await self._messages(question, blocks, ctx, json=structured)
         options: dict[str, Any] = {
             "max_tokens": self.config.max_tokens,
-            "model": (qa.llm_model if qa else None) or self.config.model,
+            "model": ctx.planned(self, "model"),
             "timeout_s": timeout,
         }
+        schema = ANSWER_SCHEMA if structured else None
         # Without a listener for tokens, one plain call: some servers (llama.cpp's
         # interrupt_requests) silently end a stream early when another request waits.
         deltas = (
-            cast(AsyncGenerator[str, None], self.services.llm.stream(messages, **options))
-            if incremental
-            else _whole(
-                self.services.llm.complete(messages, **options, schema=ANSWER_SCHEMA if structured else None),
-                structured,
-            )
+            _as_read(cast(AsyncGenerator[str, None], self.services.llm.stream(messages, **options, schema=schema)))
+            if ctx.listener is not None
+            else _whole(self.services.llm.complete(messages, **options, schema=schema), structured)
         )
         # A deadline per chunk, not around the loop: a timeout must never fire while the
         # consumer holds a token (it would cancel the consumer, not the LLM).
@@ -366,6 +355,11 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             (self.services.settings.llm.timeout_s, "settings"),
         )
 
+    def _planned_policy(self, ctx: PipelineContext) -> AnswerPolicy:
+        """The policy the run plan resolved (``planned``, through ``_policy``)."""
+        rules = {name: ctx.planned(self, name) for name in ("mode", "prefer", "min_confidence", "skip_llm_above")}
+        return AnswerPolicy(**rules, abstain_text=self.config.abstain_text)
+
     def _mode(self) -> Mode:
         return self.config.mode if self.services.llm.configured else "extractive"  # no LLM: the reader alone
 
@@ -418,6 +412,15 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
 
 async def _whole(completion: Awaitable[Completion], structured: bool) -> AsyncGenerator[str, None]:
     yield read_answer((await completion).text, structured)
+
+
+async def _as_read(deltas: AsyncGenerator[str, None]) -> AsyncGenerator[str, None]:
+    """A streamed reply as ``read_answer`` reads it: a JSON reply's sentences as each closes."""
+    reading = StreamedAnswer()
+    async with aclosing(deltas):
+        async for delta in deltas:
+            if text := reading.feed(delta):
+                yield text
 
 
 def _scored(answer: Answer, snippet: Answer | None, calibrator: AnswerCalibrator) -> Answer:

@@ -19,14 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from answerbox.errors import ConfigError, LLMError
 from answerbox.llm.structured import Schema, from_json, object_schema, string
 from answerbox.memory.records import Interaction
-from answerbox.pipeline.base import (
-    LLMModel,
-    LLMTokens,
-    PipelineContext,
-    ProcessorConfig,
-    RequestProcessor,
-    SearchRequest,
-)
+from answerbox.pipeline.base import PipelineContext, ProcessorConfig, RequestProcessor, SearchRequest
+from answerbox.pipeline.caller_limits import LLMModel, LLMTokens
 from answerbox.pipeline.pipeline import CONVERSATION
 from answerbox.processors.conversation.rules import Rewrite, content_words, entities, standalone
 from answerbox.processors.text.instructions import addresses_the_model

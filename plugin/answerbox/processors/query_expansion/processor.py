@@ -24,18 +24,16 @@ from pydantic import (
     model_validator,
 )
 
-from answerbox.contract import ExpansionMethod, ExpansionMode, QueryExpansionReport
+from answerbox.contract import ExpansionMethod, ExpansionMode, GenerativeQAParameters, Planned, QueryExpansionReport
 from answerbox.digest import json_digest
 from answerbox.errors import ConfigError, LLMError, OutOfScope, UpstreamError, UpstreamUnavailable
-from answerbox.pipeline.base import (
+from answerbox.pipeline.base import PipelineContext, ProcessorConfig, RequestProcessor, SearchRequest, first_set
+from answerbox.pipeline.caller_limits import (
+    BelowProcessorTimeout,
     ConfigContext,
     LLMModel,
     LLMTokens,
     Override,
-    PipelineContext,
-    ProcessorConfig,
-    RequestProcessor,
-    SearchRequest,
     StoredOnly,
 )
 from answerbox.processors.query_expansion.expanded_query import (
@@ -123,7 +121,7 @@ class QueryExpansionConfig(ProcessorConfig):
     max_expansion_terms: int = Field(default=128, ge=1, le=1000)
     model: LLMModel = None
     max_tokens: LLMTokens = Field(default=128, ge=1, le=4096)
-    timeout_s: float = Field(default=10.0, gt=0, le=300)
+    timeout_s: BelowProcessorTimeout = Field(default=10.0, gt=0, le=300, validate_default=True)
     cache_entries: int = Field(default=4096, ge=0, le=100_000)
     cache_ttl_s: float = Field(default=3600.0, gt=0, le=86_400)
     # Also keep expansions in OpenSearch (``opensearch.cache_index``), shared by every replica.
@@ -178,17 +176,15 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
             self._prompt = services.prompts.get(f"query_expansion/{config.method}_{config.mode}.j2", config.prompt)
         except ConfigError as exc:
             raise ConfigError(f"processor [{self.name}]: {exc.reason}") from exc
-        engine_limit = services.settings.limits.processor_timeout_s
-        if config.timeout_s >= engine_limit:
-            # Past the engine's limit the whole search fails instead of falling back.
-            raise ConfigError(
-                f"processor [{self.name}]: [timeout_s] must be below limits.processor_timeout_s "
-                f"({engine_limit:g}), got {config.timeout_s:g}"
-            )
-        self._model: str = config.model or services.settings.llm.model
         self._cache: TTLCache[str] = TTLCache(config.cache_entries, config.cache_ttl_s)
         self._in_flight: dict[str, asyncio.Future[str]] = {}
         self._config_digest = json_digest(config.model_dump(mode="json"))
+
+    async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
+        return {
+            "model": first_set((self.config.model, "pipeline"), (self.services.settings.llm.model, "settings")),
+            "timeout_s": self.config.planned("timeout_s"),
+        }
 
     async def check(self) -> None:
         await self._prompt.arender(query="q", examples=self.config.few_shot, prf=["d"])
@@ -253,7 +249,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         """One LLM call (after the PRF search); the cleaned expansion, or "" after a fallback."""
         # timeout_s bounds the PRF search and the LLM call together, within the processor's share
         # of the pipeline's time (with a margin: a fallback, never a processor timeout).
-        timeout = min(self.config.timeout_s, ctx.deadline.for_work())
+        timeout = min(ctx.planned(self, "timeout_s"), ctx.deadline.for_work())
         try:
             async with asyncio.timeout(timeout):
                 # The PRF search, or a search of no documents, checks the caller's credentials
@@ -266,7 +262,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
                     [{"role": "user", "content": prompt}],
                     max_tokens=self.config.max_tokens,
                     stop=_STOP,
-                    model=self._model,
+                    model=ctx.planned(self, "model"),
                     timeout_s=timeout,
                 )
         except (LLMError, UpstreamError, UpstreamUnavailable, OutOfScope) as exc:
@@ -296,7 +292,14 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         if self.config.mode == "prf":
             scope = [ctx.search.scope.key(), request.body.get("query")]
         return json_digest(
-            [request.caller.credentials, self._model, self._prompt.sha256, self._config_digest, question, scope]
+            [
+                request.caller.credentials,
+                ctx.planned(self, "model"),
+                self._prompt.sha256,
+                self._config_digest,
+                question,
+                scope,
+            ]
         )
 
     def _prf_fields(self, request: SearchRequest) -> list[str]:

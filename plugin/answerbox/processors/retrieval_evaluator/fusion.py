@@ -6,7 +6,7 @@ The engine's term is each hit's score over the best scored hit's, in [0, 1]: div
 best score removes the engine's scale (osmem-server's BM25 is not Lucene's, and a cluster
 may use any similarity), while the gaps between hits, which a rank would lose, stay. The
 evaluator's score is the calibrated ``2P − 1`` in [-1, 1]; the weight is chosen offline
-(``python -m onnx_models.fusion``) and kept in the model manifest as ``rerank_fusion_weight``.
+(``python -m onnx_models.calibrate.fusion``) and kept in the model manifest as ``rerank_fusion_weight``.
 Weight 0 is the evaluator alone. The same functions serve the processor, the weight chooser
 and ``bench/rerank_eval.py``, so what is measured is what is served.
 """

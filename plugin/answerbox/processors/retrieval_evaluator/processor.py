@@ -24,7 +24,7 @@ sets ``_score`` to it and, with ``keep_previous_score``, keeps the engine's scor
 hit as ``_previous_score`` (in the hit, not in ``_source``, so the document is returned as
 stored). The engine's term is scale-free (a share of the best scored hit's score), so one
 weight serves any similarity. ``fusion_weight`` defaults to the manifest's
-``rerank_fusion_weight``, chosen on training questions by ``python -m onnx_models.fusion``
+``rerank_fusion_weight``, chosen on training questions by ``python -m onnx_models.calibrate.fusion``
 (0 in a manifest without it: the evaluator alone). Ties keep the engine's order; when the
 scored hits have no comparable engine scores (a search sorted by a field, negative
 scores), they are reranked by the evaluator alone, with a warning. The verdict, the
@@ -201,10 +201,16 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
 
     async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
         config = self.config
-        values = {"top_n": config.planned("top_n"), "rerank": config.planned("rerank")}
+        top_n, most = config.planned("top_n"), self.services.settings.limits.max_hits_processed
+        values = {
+            "top_n": top_n if top_n.value <= most else Planned(value=most, source="settings"),
+            "rerank": config.planned("rerank"),
+        }
         corrective = config.corrective
-        if corrective is not None and corrective.keywords == "llm" and self.services.llm.configured:
-            values["rewrite_llm_timeout_s"] = self._rewrite_llm_timeout(corrective)
+        if corrective is not None and corrective.keywords == "llm":
+            values["rewrite_llm_timeout_s"] = first_set(
+                (corrective.llm_timeout_s, "pipeline"), (self.services.settings.llm.timeout_s, "settings")
+            )
         try:
             manifest = (await self.services.models()).manifest
         except ModelError:
@@ -231,10 +237,9 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
     def _rewrite_timeout(self, config: CorrectiveSearchConfig, ctx: PipelineContext) -> float:
         """The LLM's time for the rewrite: never more than half the processor's time left, so that a
         slow LLM ends in the keyword fallback rather than in a processor timeout that loses the hits."""
-        return min(float(self._rewrite_llm_timeout(config).value), ctx.deadline.share(_REWRITE_SHARE))
-
-    def _rewrite_llm_timeout(self, config: CorrectiveSearchConfig) -> Planned:
-        return first_set((config.llm_timeout_s, "pipeline"), (self.services.settings.llm.timeout_s, "settings"))
+        if config.keywords != "llm":
+            return 0.0  # no LLM is asked
+        return min(float(ctx.planned(self, "rewrite_llm_timeout_s")), ctx.deadline.share(_REWRITE_SHARE))
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         question = (ctx.question or "").strip()
@@ -242,7 +247,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             self.warn(ctx, "the search has no question text; retrieval was not evaluated")
             return response
         hits = hits_of(response)
-        scored = hits[: min(self.config.top_n, self.services.settings.limits.max_hits_processed)]
+        scored = hits[: ctx.planned(self, "top_n")]
         passages = [passages_of(hit, self.config.text_fields) for hit in scored]
         try:
             # Within its share of the pipeline's time: under load the model's queue may be too

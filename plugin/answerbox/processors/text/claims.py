@@ -3,7 +3,7 @@
 A passage is read in windows of whole sentences (``evidence_windows``); a (passage, claim)
 pair's ``entailed`` is its best window's, its ``contradicted`` the most contradicting window's,
 each with where that window is, so a citation can quote the sentence that says (or denies) it.
-Training (``onnx_models/verifier_data.py``) builds its pairs here too, so a window seen at run
+Training (``onnx_models/data/verifier_pairs.py``) builds its pairs here too, so a window seen at run
 time looks like one seen in training.
 """
 

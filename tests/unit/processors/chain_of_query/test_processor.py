@@ -14,7 +14,8 @@ import pytest
 from answerbox.contract import BranchFeedback, BranchParent, ChainReport, DraftNode
 from answerbox.errors import ConfigError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.base import ConfigContext, PipelineContext, SearchRequest
+from answerbox.pipeline.base import PipelineContext, SearchRequest
+from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 from answerbox.processors.chain_of_query import ChainOfQuery
@@ -29,6 +30,7 @@ from tests.unit.fakes import (
     RecordingBackend,
     ScriptedBackend,
     pipeline_context,
+    responded,
     response_of,
     run_on,
 )
@@ -110,7 +112,7 @@ def _context(
 async def _run(processor: ChainOfQuery, **context: Any) -> tuple[ChainReport, PipelineContext]:
     request, ctx = _context(**context)
     response = response_of(HITS)
-    assert await processor.process_response(request, response, ctx) == response_of(HITS)  # the hits stay
+    assert await responded(processor, request, response, ctx) == response_of(HITS)  # the hits stay
     assert ctx.report.chain is not None, ctx.report.warnings
     return ctx.report.chain, ctx
 
@@ -173,12 +175,12 @@ async def test_confident_reader_corrects_a_wrong_node_and_cites_the_supporting_h
 async def test_cited_answer_after_the_chain_answers_from_the_verified_references() -> None:
     services = _services(WRONG_PERFORMER, RIGHT_CHAIN, "Greyhound buses leave from the Toronto Coach Terminal [1].")
     request, ctx = _context()
-    response = await _chain(services, theta=CONFIDENT).process_response(request, response_of(HITS), ctx)
+    response = await responded(_chain(services, theta=CONFIDENT), request, response_of(HITS), ctx)
     answerer = CitedAnswer.from_dict(
         {"demonstrations": False, "prefer": "generative", "min_confidence": 0}, services, ConfigContext()
     )
     assert isinstance(answerer, CitedAnswer)
-    await answerer.process_response(request, response, ctx)
+    await responded(answerer, request, response, ctx)
     assert len(services.llm.calls) == 3
     prompt = services.llm.calls[2].prompt
     snippets = sorted(line.removeprefix("snippet: ") for line in prompt.splitlines() if line.startswith("snippet: "))
@@ -369,7 +371,7 @@ async def test_a_failure_degrades_the_chain_not_the_hits(
 )
 async def test_without_an_llm_or_a_reader_the_chain_is_skipped(services: FakeServices, warning: str) -> None:
     request, ctx = _context()
-    assert await _chain(services).process_response(request, response_of(HITS), ctx) == response_of(HITS)
+    assert await responded(_chain(services), request, response_of(HITS), ctx) == response_of(HITS)
     assert (ctx.report.chain, ctx.report.answer) == (None, None)
     assert ctx.report.warnings == [f"[chain_of_query] {warning}"]
     assert services.llm.calls == []

@@ -11,12 +11,13 @@ from typing import Any
 
 from answerbox.contract import Answer, Citation
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.base import ConfigContext, PipelineContext, SearchRequest
+from answerbox.pipeline.base import PipelineContext, SearchRequest
+from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.processors.cited_answer import CitedAnswer
 
 from tests.unit.fake_services import FakeEvaluator, FakeReader, FakeServices, Reply, fake_models
-from tests.unit.fakes import FakeClock, pipeline_context, response_of
+from tests.unit.fakes import FakeClock, pipeline_context, responded, response_of
 
 BOOKS: dict[str, JSON] = {
     "novel": {
@@ -111,7 +112,7 @@ async def answer_of(
 ) -> tuple[Answer, PipelineContext]:
     ctx = ctx or context()
     response = response_of(hits if hits is not None else HITS)
-    assert await processor.process_response(request(ctx.question or ""), response, ctx) == response
+    assert await responded(processor, request(ctx.question or ""), response, ctx) == response
     assert ctx.report.answer is not None
     return ctx.report.answer, ctx
 

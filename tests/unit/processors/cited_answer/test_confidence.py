@@ -12,12 +12,12 @@ import pytest
 from answerbox.contract import Answer, Candidate
 from answerbox.errors import ConfigError, LLMError
 from answerbox.models import Models
-from answerbox.pipeline.base import ConfigContext
+from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.processors.chain_of_query import ChainOfQuery
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 
 from tests.unit.fake_services import FakeEvaluator, FakeReader, FakeServices, Reply, fake_models
-from tests.unit.fakes import response_of
+from tests.unit.fakes import responded, response_of
 from tests.unit.processors.cited_answer.books import (
     ABSTAIN,
     AUTHOR_SIGNALS,
@@ -128,7 +128,7 @@ async def test_every_abstention_says_why() -> None:
     ctx = context()
     crag = RetrievalEvaluator.from_dict({"lower": 0.99, "upper": 0.999, "corrective": None}, services, ConfigContext())
     assert isinstance(crag, RetrievalEvaluator)
-    response = await crag.process_response(request(), response_of(HITS), ctx)
+    response = await responded(crag, request(), response_of(HITS), ctx)
     incorrect, _ = await answer_of(answerer(services), response["hits"]["hits"], ctx)
     assert ctx.report.retrieval is not None
     assert ctx.report.retrieval.verdict == "incorrect"
@@ -179,7 +179,7 @@ async def test_a_confident_reader_spares_the_chain_its_llm() -> None:
     ctx = context()
     chain = ChainOfQuery.from_dict({"skip_llm_above": 0}, services, ConfigContext())
     assert isinstance(chain, ChainOfQuery)
-    response = await chain.process_response(request(), response_of(HITS), ctx)
+    response = await responded(chain, request(), response_of(HITS), ctx)
     answer, _ = await answer_of(answerer(services, prefer="confident", skip_llm_above=0), response["hits"]["hits"], ctx)
     assert services.llm.calls == []
     assert (ctx.report.llm_skipped, ctx.report.chain) == (["chain_of_query"], None)
@@ -187,7 +187,7 @@ async def test_a_confident_reader_spares_the_chain_its_llm() -> None:
     asking = ChainOfQuery.from_dict({"skip_llm_above": 1, "r_max": 1}, services, ConfigContext())
     assert isinstance(asking, ChainOfQuery)
     again = context()
-    await asking.process_response(request(), response_of(HITS), again)
+    await responded(asking, request(), response_of(HITS), again)
     assert (again.report.llm_skipped, again.report.chain is not None, len(services.llm.calls)) == ([], True, 1)
 
 
@@ -233,5 +233,5 @@ async def test_the_chain_reads_the_snippet_on_its_corrected_scale(above: float, 
     )
     assert isinstance(chain, ChainOfQuery)
     ctx = context()
-    await chain.process_response(request(), response_of(HITS), ctx)
+    await responded(chain, request(), response_of(HITS), ctx)
     assert (ctx.report.llm_skipped == ["chain_of_query"], len(services.llm.calls)) == (skipped, 0 if skipped else 1)

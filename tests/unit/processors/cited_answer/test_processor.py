@@ -21,13 +21,13 @@ from answerbox.contract import (
 from answerbox.errors import ConfigError, LLMError, ModelError
 from answerbox.llm.client import Message
 from answerbox.opensearch import JSON
-from answerbox.pipeline.base import ConfigContext
+from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.processors.cited_answer import CitedAnswer
 from answerbox.processors.cited_answer.citations import ANSWER_SCHEMA
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 
 from tests.unit.fake_services import FakeEvaluator, FakeReader, FakeServices, FakeVerifier, Reply, Slow, fake_models
-from tests.unit.fakes import FakeClock, refused_build, response_of, run_on
+from tests.unit.fakes import FakeClock, refused_build, responded, response_of, run_on
 from tests.unit.processors.cited_answer.books import (
     ABSTAIN,
     AUTHOR_SIGNALS,
@@ -272,7 +272,7 @@ def test_the_llm_gets_at_most_its_share_of_the_time_left() -> None:
     clock = FakeClock()
     services = answer_services(Slow(30, "Frank Herbert wrote Dune [2]."), clock=clock)
     ctx = context(clock=clock, seconds=10)
-    run_on(clock, answerer(services).process_response(request(), response_of(HITS), ctx))
+    run_on(clock, responded(answerer(services), request(), response_of(HITS), ctx))
     assert services.llm.calls[0].timeout_s == 7.0  # 70% of the 10 s left: the rest checks or falls back
     assert ctx.report.answer is not None
     assert (ctx.report.answer.mode, ctx.report.answer.llm) == ("extractive", "failed")
@@ -321,7 +321,7 @@ async def test_refined_strips_are_the_evidence_when_retrieval_evaluator_ran() ->
         ConfigContext(),
     )
     assert isinstance(evaluator, RetrievalEvaluator)
-    response = await evaluator.process_response(request(), response_of(HITS), ctx)
+    response = await responded(evaluator, request(), response_of(HITS), ctx)
     strips = ctx.report.retrieval.knowledge if ctx.report.retrieval else []
     assert strips
     answer, _ = await answer_of(answerer(services, demonstrations=False), response["hits"]["hits"], ctx)
@@ -346,7 +346,7 @@ async def test_the_reader_reads_crags_strips_back_in_their_passages() -> None:
     assert isinstance(evaluator, RetrievalEvaluator)
     text = "Frank Herbert was born in 1920. He grew up in Tacoma. Herbert wrote Dune and five sequels."
     biography = {"_index": "books", "_id": "bio", "_score": 1.0, "_source": {"title": "Frank Herbert", "text": text}}
-    response = await evaluator.process_response(request(), response_of([biography]), ctx)
+    response = await responded(evaluator, request(), response_of([biography]), ctx)
     assert ctx.report.retrieval is not None
     assert [s.text for s in ctx.report.retrieval.knowledge] == ["Herbert wrote Dune and five sequels."]
     answer, _ = await answer_of(answerer(services, mode="extractive"), response["hits"]["hits"], ctx)
@@ -440,7 +440,9 @@ async def test_a_listener_hears_the_snippet_then_only_the_sentences_that_hold_up
         def failed(self, error: Any) -> None:
             heard.append(("failed", str(error)))
 
-    reply = "Frank Herbert wrote Dune [2]. Herbert was born in Tacoma [2]. Dune is a 1965 novel [1]."
+    # The reply a search gets, streamed: each sentence object is read once it closes.
+    sentences = [("Frank Herbert wrote Dune.", 2), ("Herbert was born in Tacoma.", 2), ("Dune is a 1965 novel.", 1)]
+    reply = json.dumps({"sentences": [{"text": text, "blocks": [block]} for text, block in sentences]})
     services = answer_services(reply, structured=True)
     answer, ctx = await answer_of(answerer(services), ctx=context(listener=Listener()))
     author = cite(2, "author", "Herbert wrote Dune and five sequels.", 0.8)
@@ -451,9 +453,14 @@ async def test_a_listener_hears_the_snippet_then_only_the_sentences_that_hold_up
         ("sentence", CheckedSentence(text="Frank Herbert wrote Dune [2].", citations=[author], verdict="supported")),
         ("sentence", CheckedSentence(text="Dune is a 1965 novel [1].", citations=[novel], verdict="supported")),
     ]
-    assert services.llm.calls[0].stream is True
-    assert services.llm.calls[0].schema is None  # sentences are shown as they come: no JSON
     assert answer.text == "Frank Herbert wrote Dune [2]. Dune is a 1965 novel [1]."
+    # The stream asked as a search asks: the same prompt, the same reply format.
+    searched, _ = await answer_of(answerer(services))
+    streamed, whole = services.llm.calls
+    assert (streamed.stream, whole.stream) == (True, False)
+    assert streamed.messages == whole.messages
+    assert streamed.schema == whole.schema == ANSWER_SCHEMA
+    assert searched.text == answer.text
     # The whole answer's check reports the flag, once.
     assert [w for w in ctx.report.warnings if "Tacoma" in w] == [
         "[cited_answer] citation [2] does not support the sentence (support -0.95); "
@@ -465,7 +472,7 @@ async def test_without_a_question_or_evidence_there_is_no_answer_to_give() -> No
     services = answer_services()
     ctx = context("  ")
     response = response_of(HITS)
-    assert await answerer(services).process_response(request(), response, ctx) == response
+    assert await responded(answerer(services), request(), response, ctx) == response
     assert ctx.report.answer is None
     assert ctx.report.warnings == ["[cited_answer] the search has no question text; no answer"]
     answer, _ = await answer_of(answerer(services), [{"_index": "books", "_id": "x", "_source": {"title": "no text"}}])

@@ -11,7 +11,8 @@ from answerbox.errors import ConfigError, LLMError
 from answerbox.memory.records import Interaction
 from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import Caller
-from answerbox.pipeline.base import ConfigContext, PipelineContext, SearchRequest
+from answerbox.pipeline.base import PipelineContext, SearchRequest
+from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.stats import PipelineStats

@@ -13,7 +13,8 @@ import pytest
 from answerbox.contract import ExpansionMethod, ExpansionMode, QueryExpansionReport
 from answerbox.errors import ConfigError, LLMError, LLMTimeout, UpstreamError
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.base import ConfigContext, PipelineContext, SearchRequest
+from answerbox.pipeline.base import PipelineContext, SearchRequest
+from answerbox.pipeline.caller_limits import CallerLimits, ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 from answerbox.processors.query_expansion import LLMQueryExpansion
@@ -27,6 +28,7 @@ from tests.unit.fakes import (
     ScriptedBackend,
     pipeline_context,
     refused_build,
+    requested,
     run_on,
 )
 
@@ -109,7 +111,7 @@ async def _expand(
 ) -> tuple[SearchRequest, PipelineContext]:
     request = _request(body, caller)
     ctx = _context(request, backend)
-    return await processor.process_request(request, ctx), ctx
+    return await requested(processor, request, ctx), ctx
 
 
 def _top(body: JSON) -> list[JSON]:
@@ -193,7 +195,7 @@ async def test_only_the_questions_own_clauses_are_expanded() -> None:
 async def test_a_query_without_the_questions_text_is_sent_as_written_with_no_llm_call() -> None:
     services = _services()
     request = _request(_asking(MATCH["query"], "who mines spice"))
-    assert await _expansion(services).process_request(request, _context(request)) is request
+    assert await requested(_expansion(services), request, _context(request)) is request
     assert services.llm.calls == []
 
 
@@ -250,7 +252,7 @@ async def _falls_back(services: FakeServices, backend: RecordingBackend | None =
     """The one warning of a search that fell back to the original query, which went on untouched."""
     request = _request(MATCH)
     ctx = _context(request, backend)
-    assert await _expansion(services, **config).process_request(request, ctx) is request
+    assert await requested(_expansion(services, **config), request, ctx) is request
     report = ctx.report.query_expansion
     assert report is not None
     assert (report.fallback, report.expansion, report.cached) == (True, "", False)
@@ -297,7 +299,7 @@ def test_a_slow_llm_is_cut_at_the_time_it_has(seconds: float, timeout_s: float, 
     processor = _expansion(services, timeout_s=timeout_s)
     request = _request(MATCH)
     ctx = _context(request, clock=clock, seconds=seconds)
-    assert run_on(clock, processor.process_request(request, ctx)) is request
+    assert run_on(clock, requested(processor, request, ctx)) is request
     assert ctx.report.warnings == [
         f"[llm_query_expansion] searched with the original query: expansion took longer than {took}s"
     ]
@@ -479,7 +481,7 @@ async def test_no_question_or_no_text_clause_leaves_the_search_alone() -> None:
     for body in bodies:
         request = _request(body)
         ctx = _context(request)
-        assert await processor.process_request(request, ctx) is request
+        assert await requested(processor, request, ctx) is request
         assert ctx.report.query_expansion is None
     assert services.llm.calls == []
 
@@ -491,7 +493,7 @@ async def test_no_question_or_no_text_clause_leaves_the_search_alone() -> None:
         ({"method": "cot", "mode": "fs", "examples": EXAMPLES}, "method 'cot' has no few-shot prompt"),
         ({"examples": EXAMPLES}, "examples are used only by mode 'fs', not 'zs'"),
         ({"query_weight": 0}, "query_weight"),
-        ({"timeout_s": 45}, "[timeout_s] must be below limits.processor_timeout_s (30), got 45"),
+        ({"timeout_s": 45}, "[timeout_s] Value error, must be below limits.processor_timeout_s (30) (got 45)"),
         ({"prompt": "{% if %}"}, "syntax error"),
         ({"cache_ttl_s": 10**9}, "less than or equal to 86400"),
         ({"mode": "fs", "examples_file": "examples.json"}, "examples_file needs files_dir"),
@@ -499,8 +501,9 @@ async def test_no_question_or_no_text_clause_leaves_the_search_alone() -> None:
     ],
 )
 def test_invalid_configs_are_rejected_when_defined(config: dict[str, Any], complaint: str) -> None:
+    services = _services()
     with pytest.raises(ConfigError) as refused:
-        _expansion(_services(), **config)
+        _expansion(services, CallerLimits(services.settings).config_context(inline=False), **config)
     assert complaint in refused.value.reason
     assert refused.value.reason.startswith("processor [llm_query_expansion]")
 

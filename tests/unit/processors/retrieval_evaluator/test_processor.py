@@ -11,7 +11,8 @@ import pytest
 from answerbox.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalReport
 from answerbox.errors import ConfigError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.base import ConfigContext, PipelineContext, SearchRequest
+from answerbox.pipeline.base import PipelineContext, SearchRequest
+from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
@@ -24,6 +25,7 @@ from tests.unit.fakes import (
     RecordingBackend,
     ScriptedBackend,
     pipeline_context,
+    responded,
     response_of,
     run_on,
 )
@@ -112,7 +114,7 @@ async def _judge(
     processor: RetrievalEvaluator, question: str, hits: list[JSON], **context: Any
 ) -> tuple[JSON, PipelineContext]:
     request, ctx = _context(question, **context)
-    response = await processor.process_response(request, response_of(hits), ctx)
+    response = await responded(processor, request, response_of(hits), ctx)
     return response, ctx
 
 
@@ -217,7 +219,7 @@ def test_llm_down_during_rewrite_still_runs_the_corrective_search(reply: Reply, 
     backend = ScriptedBackend(lambda body: [hit("everest")])
     processor = _evaluator(services, corrective={"index": "wiki", "fuzziness": None})
     request, ctx = _context(EVEREST_Q, backend=backend, clock=clock, seconds=16, index="news")
-    run_on(clock, processor.process_response(request, response_of([hit("budget")]), ctx))
+    run_on(clock, responded(processor, request, response_of([hit("budget")]), ctx))
     retrieval = _retrieval(ctx)
     assert services.llm.calls[0].timeout_s == 8.0  # half the processor's 16 s
     assert retrieval.verdict == "incorrect"
@@ -237,7 +239,7 @@ def test_keywords_from_the_question_ask_the_llm_nothing() -> None:
     backend = ScriptedBackend(lambda body: [hit("everest")])
     processor = _evaluator(services, corrective={"index": "wiki", "fuzziness": None, "keywords": "question"})
     request, ctx = _context(EVEREST_Q, backend=backend, clock=clock, seconds=16, index="news")
-    run_on(clock, processor.process_response(request, response_of([hit("budget")]), ctx))
+    run_on(clock, responded(processor, request, response_of([hit("budget")]), ctx))
     retrieval = _retrieval(ctx)
     assert services.llm.calls == []
     assert retrieval.corrective is not None
@@ -309,7 +311,7 @@ async def test_a_lower_above_the_manifests_upper_fails_the_processor() -> None:
     assert isinstance(processor, RetrievalEvaluator)
     request, ctx = _context(CORRECT_Q)
     with pytest.raises(ConfigError) as raised:
-        await processor.process_response(request, response_of([hit("eiffel")]), ctx)
+        await responded(processor, request, response_of([hit("eiffel")]), ctx)
     assert raised.value.reason == (
         "processor [retrieval_evaluator]: lower (0.5) is above upper (0.2) once the model's thresholds fill in"
     )
@@ -453,7 +455,7 @@ def test_an_evaluator_slower_than_its_share_leaves_the_hits() -> None:
     clock = FakeClock()
     services = _services(evaluator=FakeEvaluator(SCORES, clock=clock, latency_s=20))
     request, ctx = _context(EVEREST_Q, clock=clock, seconds=10)
-    response = run_on(clock, _evaluator(services).process_response(request, response_of([hit("everest")]), ctx))
+    response = run_on(clock, responded(_evaluator(services), request, response_of([hit("everest")]), ctx))
     assert response == response_of([hit("everest")])
     assert ctx.report.retrieval is None
     assert ctx.report.warnings == [
@@ -465,7 +467,7 @@ async def test_without_a_question_nothing_is_judged() -> None:
     services = _services()
     request, ctx = _context("")
     ctx.question = None
-    assert await _evaluator(services).process_response(request, response_of([hit("eiffel")]), ctx) == response_of(
+    assert await responded(_evaluator(services), request, response_of([hit("eiffel")]), ctx) == response_of(
         [hit("eiffel")]
     )
     assert ctx.report.warnings == ["[retrieval_evaluator] the search has no question text; retrieval was not evaluated"]

@@ -29,7 +29,7 @@ from answerbox.processors.text.claims import answer_claim, evidence_windows
 from answerbox.processors.text.normalize import normalize_answer
 from answerbox.processors.text.sentences import sentence_spans
 
-from onnx_models.squad import TRAIN_FILES, Paragraph, in_holdout, load_squad
+from onnx_models.data.squad import TRAIN_FILES, Paragraph, in_holdout, load_squad
 
 __all__ = [
     "CHOOSE_SHARE",

@@ -1,14 +1,14 @@
 """Fit ``answer.confidence``'s calibrator with the pipeline in the loop; write it to manifest.json as
 ``answer_confidence``.
 
-    PYTHONPATH=plugin:. python -m onnx_models.answer_confidence --questions 2269 --llm-questions 150
+    PYTHONPATH=plugin:. python -m onnx_models.calibrate.answer_confidence --questions 2269 --llm-questions 150
 
 (2,269 of the 2,270 held-out questions: a seeded sample, whose first 600 and 150 are a smaller
 run's, so that rows already collected are reused; 2,270 would take them all in file order.)
 
 *Right* is what every bench measures: the answer's text contains a gold answer (SQuAD
 normalisation). The questions are a seeded sample of the held-out training articles
-(squad_shifts new_wiki + nyt, the ``--holdout`` articles ``onnx_models.train`` left out);
+(squad_shifts new_wiki + nyt, the ``--holdout`` articles ``onnx_models.train.reader`` left out);
 SQuAD dev and the other-domain files are never read here (they are for reporting). Every
 paragraph of both files goes into osmem-server, and each question runs through answerbox
 over HTTP, as a search-bar client sends it, with the extractive pipeline
@@ -72,8 +72,7 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.server import free_port, serve_in_thread
 from answerbox.thresholds import answered_at, ece, lowest_threshold
 
-from onnx_models.rows import Row, resume
-from onnx_models.squad import (
+from onnx_models.data.squad import (
     TRAIN_FILES,
     Question,
     contains_gold,
@@ -84,6 +83,7 @@ from onnx_models.squad import (
     load_squad,
     sample_questions,
 )
+from onnx_models.evaluate.rows import Row, resume
 
 log = logging.getLogger("answerbox.answer_confidence")
 
@@ -128,7 +128,7 @@ def row(kind: str, question: Question, answer: dict[str, Any] | None, seconds: f
 def rows_dir(model_dir: Path, variant: str) -> Path:
     """Where the rows of ``model_dir``'s served ``variant`` are kept. They belong to its weights and to
     the constants that shaped what the pipeline saw (the score scale, CRAG's thresholds, the
-    fusion weight, the reader's span cover): another model, or a new ``calibrate`` or ``fusion``,
+    fusion weight, the reader's span cover): another model, or a new ``thresholds`` or ``fusion``,
     starts afresh."""
     manifest = ModelManifest.load(model_dir)
     digest = hashlib.sha256(manifest.model_path(model_dir, variant).read_bytes())

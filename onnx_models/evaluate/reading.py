@@ -1,7 +1,7 @@
 """The reader's EM, F1, contains-gold, spans cut short and spans across a sentence end on
 SQuAD-format questions, each read against its gold paragraph.
 
-Shared by ``bench/reader_eval.py`` (dev questions) and ``onnx_models/select_average.py`` (held-out
+Shared by ``bench/reader_eval.py`` (dev questions) and ``onnx_models/evaluate/select_average.py`` (held-out
 training articles), so checkpoints are chosen on exactly what the bench measures. Goes
 through the public runtime API (``load_models`` → ``reader.read``), micro-batcher included.
 """
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from answerbox.models import Models, ReaderSpan
 from answerbox.processors.text.sentences import sentence_spans
 
-from onnx_models.squad import Paragraph, Question, contains_gold, cut_short, exact_match, f1_score
+from onnx_models.data.squad import Paragraph, Question, contains_gold, cut_short, exact_match, f1_score
 
 __all__ = ["evaluate", "measure"]
 

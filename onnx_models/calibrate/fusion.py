@@ -1,6 +1,6 @@
 """Choose the rerank fusion weight on training questions; write it to manifest.json as ``rerank_fusion_weight``.
 
-    PYTHONPATH=plugin python -m onnx_models.fusion --model-dir onnx_models/default --questions 1000
+    PYTHONPATH=plugin python -m onnx_models.calibrate.fusion --model-dir onnx_models/default --questions 1000
 
 ``retrieval_evaluator``'s ``rerank`` orders the scored hits by
 
@@ -16,12 +16,12 @@ default) reorders the same candidates. The weight with the best MRR@10 wins (tie
 better R@1, then the smaller w); w = 0 is the evaluator alone, so a fusion that does not help
 leaves today's order.
 
-Run it after ``onnx_models.calibrate``: w is on the scale of the calibrated score. Mind that
+Run it after ``onnx_models.calibrate.thresholds``: w is on the scale of the calibrated score. Mind that
 the shipped model was trained on these questions (their gold windows and BM25 negatives), so
 the evaluator looks better on them than on unseen text and the chosen w leans low;
 ``--files amazon_reviews_v1.0.json reddit_v1.0.json`` chooses on squad_shifts files the model
 has never seen instead, and ``--holdout F`` samples only the articles that a run with
-``onnx_models.train --holdout F`` left out (their files are still indexed whole, so the
+``onnx_models.train.reader --holdout F`` left out (their files are still indexed whole, so the
 candidates are as hard as before). ``--dry-run`` prints the table without writing the manifest.
 """
 
@@ -41,17 +41,7 @@ from answerbox.models import load_models
 from answerbox.models.manifest import ModelManifest
 from opensearchpy import OpenSearch
 
-from onnx_models.ranking import (
-    TOP_K,
-    Candidates,
-    bm25_top,
-    cluster,
-    evaluator_scores,
-    fused_order,
-    indexed,
-    rank_metrics,
-)
-from onnx_models.squad import (
+from onnx_models.data.squad import (
     DEV_FILE,
     TRAIN_FILES,
     Paragraph,
@@ -60,6 +50,16 @@ from onnx_models.squad import (
     holdout_fraction,
     load_squad,
     sample_questions,
+)
+from onnx_models.evaluate.ranking import (
+    TOP_K,
+    Candidates,
+    bm25_top,
+    cluster,
+    evaluator_scores,
+    fused_order,
+    indexed,
+    rank_metrics,
 )
 
 log = logging.getLogger("answerbox.fusion")

@@ -1,6 +1,6 @@
 """Average the weights of reader-evaluator checkpoints fine-tuned from one another (a model soup).
 
-    PYTHONPATH=plugin python -m onnx_models.average CHECKPOINT_A CHECKPOINT_B OUT
+    PYTHONPATH=plugin python -m onnx_models.train.average CHECKPOINT_A CHECKPOINT_B OUT
 
 Two runs that continue from the same weights lie in one basin; the mean of their weights
 often scores better than either, at no training cost. Every checkpoint must have the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from onnx_models.modeling import ReaderEvaluatorModel
+from onnx_models.train.modeling import ReaderEvaluatorModel
 
 __all__ = ["average"]
 

@@ -1,7 +1,7 @@
 """Rebuild a training checkpoint from a shipped fp32 ONNX model, so training can go on from it.
 
-    PYTHONPATH=plugin python -m onnx_models.recover onnx_models/default/model.fp32.onnx OUT
-    python -m onnx_models.train --init OUT ...
+    PYTHONPATH=plugin python -m onnx_models.train.recover onnx_models/default/model.fp32.onnx OUT
+    python -m onnx_models.train.reader --init OUT ...
 
 Checkpoints live outside the repo and a fresh machine has none; the fp32 graph holds every
 weight. The TorchScript exporter renames some weights (a MatMul's, transposed, becomes
@@ -23,9 +23,9 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from onnx_models.export import export_model
-from onnx_models.modeling import ReaderEvaluatorModel
-from onnx_models.train import default_encoder_dir
+from onnx_models.export.variants import export_model
+from onnx_models.train.modeling import ReaderEvaluatorModel
+from onnx_models.train.reader import default_encoder_dir
 
 __all__ = ["load_graph_weights", "parameter_names", "recover"]
 

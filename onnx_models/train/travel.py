@@ -2,18 +2,18 @@
 
 The ``device`` tool gives a GPU machine the working tree and what a call carries, 64 MiB in
 all, and brings back at most 8 files of 16 MiB each. The tree already holds the shipped
-weights (``model.fp32.packed.onnx`` and the int8 graph's tables, ``onnx_models.packing``),
+weights (``model.fp32.packed.onnx`` and the int8 graph's tables, ``onnx_models.export.packing``),
 so a run that goes on from the shipped model carries only what the tree lacks:
 
     # here (the base encoder is needed to learn the parameter names):
-    python -m onnx_models.travel base .gpu/base
-    python -m onnx_models.travel data .gpu/data
+    python -m onnx_models.train.travel base .gpu/base
+    python -m onnx_models.train.travel data .gpu/data
     # there: onnx_models/device_train.sh runs `checkpoint`, trains, then `shards`
     # here again, with the files that came back:
-    python -m onnx_models.travel unshard FILES_AT/trained ~/.cache/answerbox/data/gpu_run --tokenizer .gpu/base
+    python -m onnx_models.train.travel unshard FILES_AT/trained ~/.cache/answerbox/data/gpu_run --tokenizer .gpu/base
 
 - ``base``: the encoder's config and tokenizer files, and ``parameters.json``: the graph
-  initializer each PyTorch parameter is exported to (``onnx_models.recover`` learns it by
+  initializer each PyTorch parameter is exported to (``onnx_models.train.recover`` learns it by
   exporting the base encoder, which the GPU machine does not have);
 - ``data``: the squad_shifts training files, gzipped, for ``train --data``;
 - ``checkpoint``: a model directory's fp32 graph (rebuilt from its packed form where needed)
@@ -43,8 +43,8 @@ import torch
 from answerbox.models.manifest import ModelManifest
 from safetensors.numpy import load_file, save_file
 
-from onnx_models.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel
-from onnx_models.squad import TRAIN_FILES, default_tarball, read_tarball_files
+from onnx_models.data.squad import TRAIN_FILES, default_tarball, read_tarball_files
+from onnx_models.train.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel
 
 __all__ = ["base_bundle", "checkpoint_from_tree", "extract_data", "fresh_start", "from_shards", "to_shards"]
 
@@ -59,7 +59,7 @@ _PART = "#part"  # a table larger than a shard travels as rows "<name>#part<i>"
 
 def base_bundle(encoder: Path, out: Path) -> Path:
     """Write ``out``: the encoder's config and tokenizer, and the parameter → initializer names."""
-    from onnx_models.recover import parameter_names
+    from onnx_models.train.recover import parameter_names
 
     out.mkdir(parents=True, exist_ok=True)
     _copy_files(encoder, out, (CONFIG, *TOKENIZER_FILES))
@@ -79,8 +79,8 @@ def checkpoint_from_tree(model_dir: Path, base: Path, out: Path) -> Path:
     """The training checkpoint of ``model_dir``'s fp32 graph, built with ``base`` (no encoder weights)."""
     from transformers import AutoConfig
 
-    from onnx_models.packing import unpack_fp32
-    from onnx_models.recover import load_graph_weights
+    from onnx_models.export.packing import unpack_fp32
+    from onnx_models.train.recover import load_graph_weights
 
     manifest = ModelManifest.load(model_dir)
     fp32 = model_dir / manifest.variants["fp32"]
@@ -177,7 +177,7 @@ def _copy_files(source: Path, target: Path, names: tuple[str, ...]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from onnx_models.train import default_encoder_dir
+    from onnx_models.train.reader import default_encoder_dir
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)

@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from onnx_models.row_scaling import projections
+from onnx_models.export.row_scaling import projections
 
 __all__ = ["channel_maxima", "layer_norm_inputs", "smooth_channels"]
 

@@ -1,6 +1,6 @@
 """BM25 candidates from a search engine, the evaluator's scores for them, and rank metrics.
 
-Shared by ``bench/rerank_eval.py`` (dev questions) and ``onnx_models/fusion.py`` (training
+Shared by ``bench/rerank_eval.py`` (dev questions) and ``onnx_models/calibrate/fusion.py`` (training
 questions), so the weight is chosen on exactly the ranking the bench measures. The engine is
 osmem-server (an OpenSearch-compatible in-memory server) started here unless a URL is given;
 each index is uniquely named and deleted afterwards.
@@ -19,7 +19,7 @@ from answerbox.models import Models
 from answerbox.processors.retrieval_evaluator.fusion import fuse
 from opensearchpy import OpenSearch, helpers
 
-from onnx_models.squad import Paragraph
+from onnx_models.data.squad import Paragraph
 
 __all__ = ["TOP_K", "Candidates", "bm25_top", "cluster", "evaluator_scores", "fused_order", "indexed", "rank_metrics"]
 

@@ -1,7 +1,7 @@
 """The served int8 rounding, simulated in PyTorch for quantization-aware fine-tuning.
 
-``onnx_models.train --int8-aware`` routes the encoder's Linears and embedding tables through this, so the
-training forward pass sees what ``onnx_models.export.to_int8`` will do at run time and
+``onnx_models.train.reader --int8-aware`` routes the encoder's Linears and embedding tables through this, so the
+training forward pass sees what ``onnx_models.export.variants.to_int8`` will do at run time and
 the weights learn to tolerate it (the output heads stay fp32 there, so here too). It mirrors
 ONNX Runtime's dynamic quantization:
 
@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from onnx_models.modeling import ReaderEvaluatorModel
+from onnx_models.train.modeling import ReaderEvaluatorModel
 
 __all__ = ["simulate_int8"]
 

@@ -1,9 +1,9 @@
 """Choose θ, CRAG's upper/lower thresholds and the score calibration on training articles; write them to manifest.json.
 
-    PYTHONPATH=plugin python -m onnx_models.calibrate --model-dir onnx_models/default
+    PYTHONPATH=plugin python -m onnx_models.calibrate.thresholds --model-dir onnx_models/default
 
 Pairs: each sampled question of the held-out training articles (squad_shifts new_wiki + nyt,
-the ``--holdout`` articles ``onnx_models.train`` left out; SQuAD v1.1 dev, which the benches
+the ``--holdout`` articles ``onnx_models.train.reader`` left out; SQuAD v1.1 dev, which the benches
 report on, is refused) with its gold paragraph and its top BM25 paragraphs among all the
 files' paragraphs. A manifest's ``calibration.data`` says which questions chose its
 constants; ``--dry-run`` prints them and leaves the manifest alone. A pair is *relevant* when
@@ -47,7 +47,7 @@ from answerbox.models import Models, load_models
 from answerbox.models.confidence import platt
 from answerbox.models.manifest import ModelManifest
 
-from onnx_models.squad import (
+from onnx_models.data.squad import (
     BM25,
     DEV_FILE,
     TRAIN_FILES,

@@ -1,13 +1,13 @@
 """Choose how many of a run's last checkpoints to average, on training articles the run never saw.
 
-    PYTHONPATH=plugin python -m onnx_models.select_average RUN/weights/step-* --holdout 0.1 --out AVG
+    PYTHONPATH=plugin python -m onnx_models.evaluate.select_average RUN/weights/step-* --holdout 0.1 --out AVG
 
-``onnx_models.train --holdout F --keep-weights`` leaves a stable fraction F of the training
+``onnx_models.train.reader --holdout F --keep-weights`` leaves a stable fraction F of the training
 articles out of the run and keeps every checkpoint's weights. Averaging the tail of an epoch
 lifts the reader, but how long a tail is a guess; here it is measured where neither the run
 nor the dev bench looks. The candidates are the last k checkpoints in step order, for every
 k from 1 (the last weights alone) to all of them. Each is averaged, exported to the served
-variant and read on every question of the held-out articles (``onnx_models.reading``, as
+variant and read on every question of the held-out articles (``onnx_models.evaluate.reading``, as
 ``bench/reader_eval.py`` reads dev). The best EM wins (ties: F1, then the longer tail); its
 PyTorch checkpoint goes to OUT with ``selection.json``, every candidate's scores.
 
@@ -32,10 +32,17 @@ from pathlib import Path
 from answerbox.config import ModelSettings
 from answerbox.models import load_models
 
-from onnx_models.average import average
-from onnx_models.export import export_model
-from onnx_models.reading import evaluate
-from onnx_models.squad import TRAIN_FILES, default_tarball, held_out, holdout_fraction, load_squad, sample_questions
+from onnx_models.data.squad import (
+    TRAIN_FILES,
+    default_tarball,
+    held_out,
+    holdout_fraction,
+    load_squad,
+    sample_questions,
+)
+from onnx_models.evaluate.reading import evaluate
+from onnx_models.export.variants import export_model
+from onnx_models.train.average import average
 
 __all__ = ["select"]
 

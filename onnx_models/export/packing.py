@@ -11,7 +11,7 @@ does. The int8 graph itself is not touched, so what is served stays bit for bit 
 
 The rebuilt fp32 graph is therefore not the trained one: its weights carry float16
 rounding (relative 2^-11) and its tables the int8 tables' rounding. That is the precision
-the fp32 variant and ``onnx_models.recover`` start from (``onnx_models/README.md``).
+the fp32 variant and ``onnx_models.train.recover`` start from (``onnx_models/README.md``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A tiny random-init reader/evaluator checkpoint for tests: 2 layers, 32 hidden, character vocab.
 
-    PYTHONPATH=plugin python -m onnx_models.tiny /tmp/tiny-checkpoint
+    PYTHONPATH=plugin python -m onnx_models.train.tiny /tmp/tiny-checkpoint
 
 Built entirely in code (no download): a BERT config, a WordPiece tokenizer whose vocab is
 single characters (so any ASCII text tokenizes, with exact offsets), and seeded weights.
@@ -61,7 +61,7 @@ def tiny_config() -> BertConfig:
 def make_tiny_checkpoint(directory: Path, *, seed: int = 0) -> Path:
     import torch
 
-    from onnx_models.modeling import ReaderEvaluatorModel
+    from onnx_models.train.modeling import ReaderEvaluatorModel
 
     directory.mkdir(parents=True, exist_ok=True)
     _tokenizer(_vocab()).save(str(directory / "tokenizer.json"))

@@ -1,7 +1,7 @@
 """Choose how far the reader's shown span reaches past its best one; write it to manifest.json as
 ``span_cover_margin``.
 
-    PYTHONPATH=plugin:. python -m onnx_models.span_cover --holdout 0.1 --limit 2270
+    PYTHONPATH=plugin:. python -m onnx_models.calibrate.span_cover --holdout 0.1 --limit 2270
 
 The reader's best span is one guess at where an answer starts and ends, and annotators draw
 that boundary differently: a third of the held-out answers it gets wrong are a right answer
@@ -30,8 +30,7 @@ from typing import Any
 from answerbox.config import ModelSettings
 from answerbox.models import ModelManifest, Models, Reader, load_models
 
-from onnx_models.reading import measure
-from onnx_models.squad import (
+from onnx_models.data.squad import (
     TRAIN_FILES,
     Paragraph,
     Question,
@@ -41,6 +40,7 @@ from onnx_models.squad import (
     load_squad,
     sample_questions,
 )
+from onnx_models.evaluate.reading import measure
 
 GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 

@@ -1,6 +1,6 @@
-"""The exported verifier on ``verifier_data``'s pairs: judge, measure, and choose its thresholds.
+"""The exported verifier on ``data.verifier_pairs``' pairs: judge, measure, and choose its thresholds.
 
-    python -m onnx_models.verifier_eval --model-dir onnx_models/verifier [--dry-run]
+    python -m onnx_models.evaluate.verifier --model-dir onnx_models/verifier [--dry-run]
 
 Thresholds are chosen on the *choose* side alone (VitaminC's choosing titles and the held-out
 training articles' contrastive claims), as every constant of the project is: ``entailed_above``
@@ -26,8 +26,8 @@ import numpy as np
 from answerbox.models.verifier import THRESHOLDS_FILE, ClaimVerifier, load_verifier
 from answerbox.processors.text.claims import Entailment, entailments
 
-from onnx_models.squad import default_tarball
-from onnx_models.verifier_data import CONTRADICTED, ENTAILED, LABELS, Pair, contrastive_pairs, vitaminc_pairs
+from onnx_models.data.squad import default_tarball
+from onnx_models.data.verifier_pairs import CONTRADICTED, ENTAILED, LABELS, Pair, contrastive_pairs, vitaminc_pairs
 
 log = logging.getLogger("answerbox.verifier_eval")
 
@@ -143,7 +143,7 @@ def main() -> None:
         "labels": list(LABELS),
         **chosen,
         "calibration": {
-            "command": "python -m onnx_models.verifier_eval --model-dir onnx_models/verifier",
+            "command": "python -m onnx_models.evaluate.verifier --model-dir onnx_models/verifier",
             "rule": f"lowest thresholds keeping at most {MAX_FALSE_KEPT:.0%} false on the choose side",
             "choose": [
                 summary("vitaminc", vitaminc, chosen["entailed_above"]),
