@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 from answerbox import app as answerbox_app
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 from answerbox.models import confidence, reader, session, windows
 from answerbox.pipeline import engine
 from opensearchpy import OpenSearch

@@ -45,9 +45,9 @@ from typing import Any
 
 import httpx
 from answerbox.app import create_app
-from answerbox.config import ModelSettings, Settings
-from answerbox.embedded import SAMPLE_PIPELINE
+from answerbox.core.config import ModelSettings, Settings
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
+from answerbox.ops.embedded import SAMPLE_PIPELINE
 from answerbox.processors.cited_answer.citations import parse_claims
 from answerbox.processors.cited_answer.evidence import EvidenceFields, evidence_from_hits, number
 from osmem_server import OsmemServer

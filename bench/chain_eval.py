@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 from answerbox.app import create_app
-from answerbox.config import ModelSettings, Settings
+from answerbox.core.config import ModelSettings, Settings
 from answerbox.processors.chain_of_query.parser import final_answer
 from answerbox.processors.text.normalize import normalize_answer
 from opensearchpy import OpenSearch

@@ -50,8 +50,8 @@ from typing import Any
 
 import httpx
 from answerbox.app import create_app
-from answerbox.config import Settings
-from answerbox.embedded import local_llm
+from answerbox.core.config import Settings
+from answerbox.ops.embedded import local_llm
 from osmem_server import OsmemServer
 
 from bench.followup_pairs import FollowUp, follow_ups, sample_pairs

@@ -55,14 +55,14 @@ from typing import Any
 import httpx
 import numpy as np
 import yaml
-from answerbox.children import stop
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models import Models, load_models
 from answerbox.models.encoder import WindowOutput
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession, import_onnxruntime
 from answerbox.models.windows import Window, pad_windows
-from answerbox.shipped import shipped
+from answerbox.ops.children import stop
+from answerbox.ops.shipped import shipped
 from osmem_server import OsmemServer
 
 from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, quantile
@@ -342,7 +342,7 @@ def answerbox_serving(config: dict[str, Any], work: Path) -> Iterator[tuple[str,
             [
                 sys.executable,
                 "-m",
-                "answerbox.cli",
+                "answerbox.ops.cli",
                 "serve",
                 "--config",
                 str(work / "answerbox.yaml"),

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from answerbox.embedded import wait_until_up
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
+from answerbox.ops.embedded import wait_until_up
 from answerbox.server import free_port, serve_in_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -98,7 +98,7 @@ def answerbox_serve(opensearch_url: str, plugin: Path) -> Iterator[str]:
         "ANSWERBOX_PORT": str(port),
         "PYTHONPATH": str(plugin),
     }
-    server = subprocess.Popen([sys.executable, "-m", "answerbox.cli", "serve", "--log-level", "warning"], env=env)
+    server = subprocess.Popen([sys.executable, "-m", "answerbox.ops.cli", "serve", "--log-level", "warning"], env=env)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_up(f"{url}/", server, 60)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models import Models, load_models
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU

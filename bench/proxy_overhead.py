@@ -27,7 +27,7 @@ from osmem_server import OsmemServer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from answerbox.embedded import SAMPLE_INDEX, load_sample_corpus
+from answerbox.ops.embedded import SAMPLE_INDEX, load_sample_corpus
 
 from bench.harness import answerbox_serve, checkout
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 import onnx
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models import load_models
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU

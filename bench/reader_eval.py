@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models import load_models
 
 from onnx_models.data.squad import (

@@ -21,7 +21,7 @@ import json
 import time
 from pathlib import Path
 
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models import load_models
 from opensearchpy import OpenSearch
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import httpx
 from answerbox.app import create_app
-from answerbox.config import Settings
+from answerbox.core.config import Settings
+from answerbox.core.query_text import TextClause, replace_text_clauses
 from answerbox.processors.query_expansion.expanded_query import expanded_clause
-from answerbox.query_text import TextClause, replace_text_clauses
 from osmem_server import OsmemServer
 from scipy import stats
 

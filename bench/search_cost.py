@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 from answerbox.app import create_app
-from answerbox.config import ModelSettings, Settings
+from answerbox.core.config import ModelSettings, Settings
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 

@@ -8,7 +8,7 @@ holds it). Each question runs through answerbox over HTTP (``_search``), per pip
 - ``extractive``: ``retrieval_evaluator`` top 10 with rerank, then ``cited_answer``, served by an
   answerbox with no LLM configured (so CRAG's keyword rewrite takes the question's own words, as
   in the calibrator's fit; the other pipelines' answerbox has the local LLM);
-- ``embedded``: the embedded default's pipeline (``answerbox.embedded.SAMPLE_PIPELINE``), local LLM;
+- ``embedded``: the embedded default's pipeline (``answerbox.ops.embedded.SAMPLE_PIPELINE``), local LLM;
 - ``readme``: the README's admin pipeline, local LLM;
 - ``embedded-before`` / ``readme-before``: those two as they were before answers had a
   confidence (q2d expansion; the LLM always asked and its held-up answer always kept; no
@@ -39,9 +39,9 @@ from typing import Any
 import httpx
 import numpy as np
 from answerbox.app import create_app
-from answerbox.config import Settings
-from answerbox.embedded import SAMPLE_PIPELINE, local_llm
-from answerbox.thresholds import ece, fit_recalibration, lowest_threshold
+from answerbox.core.config import Settings
+from answerbox.ops.embedded import SAMPLE_PIPELINE, local_llm
+from answerbox.ops.thresholds import ece, fit_recalibration, lowest_threshold
 from osmem_server import OsmemServer
 
 from bench.harness import (

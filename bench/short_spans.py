@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models.confidence import AnswerCalibrator, SnippetSignals
 from answerbox.models.manifest import ModelManifest
 

@@ -29,7 +29,7 @@ from typing import Any
 import answerbox.processors.cited_answer.processor as cited_answer
 import httpx
 from answerbox.app import create_app
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 from answerbox.models import Models
 from answerbox.models.reader import best_span
 from answerbox.processors.cited_answer.evidence import Evidence

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from answerbox.app import create_app
-from answerbox.config import Settings
-from answerbox.embedded import SAMPLE_INDEX, load_sample_corpus
+from answerbox.core.config import Settings
+from answerbox.ops.embedded import SAMPLE_INDEX, load_sample_corpus
 
 from bench.harness import ScriptedLLM, serve
 

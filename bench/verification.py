@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 from answerbox.app import create_app
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 from answerbox.processors.text.claims import entailments
 from osmem_server import OsmemServer
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from answerbox.app import create_app
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 from answerbox.pipeline.registry import ProcessorRegistry
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from answerbox.children import PortInUseError, require_free_port
+from answerbox.ops.children import PortInUseError, require_free_port
 from answerbox.server import free_port
 
-ANSWERBOX = [sys.executable, "-m", "answerbox.cli"]
+ANSWERBOX = [sys.executable, "-m", "answerbox.ops.cli"]
 
 
 def _state_and_group(pid: int) -> tuple[str, int] | None:

@@ -42,7 +42,7 @@ fi
 "${PIP[@]}" --no-deps "${wheels[@]}"
 # Where the prebuilt wheel cannot run (an x86-64 CPU without AVX2; Linux without libgomp1),
 # llama-cpp-python builds llama.cpp for this machine: about 6 minutes on 2 cores, once.
-if ! "$VENV/bin/python" -c "from answerbox.embedded import llama_server_command; llama_server_command(0)" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "from answerbox.ops.embedded import llama_server_command; llama_server_command(0)" 2>/dev/null; then
   "${PIP[@]}" "llama-cpp-python[server]"
 fi
 # The repository keeps the fp32 graph packed (half its size, so that the tree can travel to a
@@ -50,6 +50,6 @@ fi
 # older than the packed graph. Unpacking is the building side's (onnx_models/, [export]).
 MODEL_DIR="$ROOT/onnx_models/default"
 if [ "$PROFILE" = test ] && [ ! "$MODEL_DIR/model.fp32.onnx" -nt "$MODEL_DIR/model.fp32.packed.onnx" ]; then
-  (cd "$ROOT" && "$VENV/bin/python" -m answerbox.cli models unpack "$MODEL_DIR" >&2)
+  (cd "$ROOT" && "$VENV/bin/python" -m answerbox.ops.cli models unpack "$MODEL_DIR" >&2)
 fi
 echo "$VENV"

@@ -65,12 +65,12 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 from answerbox.app import create_app
-from answerbox.config import ModelSettings, Settings
-from answerbox.embedded import local_llm
+from answerbox.core.config import ModelSettings, Settings
 from answerbox.models.confidence import SNIPPET_FEATURES, GenerativeSignals, SnippetSignals
 from answerbox.models.manifest import ModelManifest
+from answerbox.ops.embedded import local_llm
+from answerbox.ops.thresholds import answered_at, ece, lowest_threshold
 from answerbox.server import free_port, serve_in_thread
-from answerbox.thresholds import answered_at, ece, lowest_threshold
 
 from onnx_models.data.squad import (
     TRAIN_FILES,

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models import load_models
 from answerbox.models.manifest import ModelManifest
 from opensearchpy import OpenSearch

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models import ModelManifest, Models, Reader, load_models
 
 from onnx_models.data.squad import (

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models import Models, load_models
 from answerbox.models.confidence import platt
 from answerbox.models.manifest import ModelManifest

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.manifest import ModelManifest
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from answerbox.config import Settings
+from answerbox.core.config import Settings
+from answerbox.core.errors import AnswerboxError, error_body
 from answerbox.doctor import Doctor
-from answerbox.errors import AnswerboxError, error_body
 from answerbox.http.memory import MemoryAPI
 from answerbox.http.monitoring import Monitoring
 from answerbox.http.passthrough import Passthrough

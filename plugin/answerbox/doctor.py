@@ -15,15 +15,15 @@ from dataclasses import asdict, dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from answerbox import __version__
-from answerbox.config import Settings
-from answerbox.contract import CONTRACT_VERSION
-from answerbox.errors import AnswerboxError, LLMError, ModelError, UpstreamError
+from answerbox.core.config import Settings
+from answerbox.core.contract import CONTRACT_VERSION
+from answerbox.core.errors import AnswerboxError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import OpenSearchClients, translate
+from answerbox.ops.shipped import shipped
 from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.pipeline.warm_up import WarmUp
 from answerbox.services import Services
-from answerbox.shipped import shipped
 
 __all__ = ["Doctor", "Finding", "diagnose", "health_body"]
 

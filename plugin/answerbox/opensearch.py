@@ -17,10 +17,10 @@ from opensearchpy import AsyncConnection, AsyncOpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
-from answerbox.config import OpenSearchSettings
-from answerbox.digest import json_digest
-from answerbox.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
-from answerbox.ttl_cache import TTLCache
+from answerbox.core.config import OpenSearchSettings
+from answerbox.core.digest import json_digest
+from answerbox.core.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from answerbox.core.ttl_cache import TTLCache
 
 __all__ = ["JSON", "Caller", "OpenSearchClients", "SearchBackend", "ensure_index", "translate", "with_pipeline"]
 

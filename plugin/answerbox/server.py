@@ -14,7 +14,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 
 __all__ = ["HeaderTimeoutProtocol", "free_port", "serve_in_thread", "uvicorn_config"]
 

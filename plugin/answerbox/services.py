@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 from answerbox.llm import LLMClient
-from answerbox.prompts import PromptLibrary
+from answerbox.prompts.library import PromptLibrary
 from answerbox.shared_cache import SharedCache
 
 if TYPE_CHECKING:

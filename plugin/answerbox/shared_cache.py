@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from opensearchpy import AsyncOpenSearch
 
-from answerbox.errors import UpstreamError, UpstreamUnavailable
+from answerbox.core.errors import UpstreamError, UpstreamUnavailable
 from answerbox.opensearch import ensure_index, translate
 
 __all__ = ["SharedCache"]

@@ -6,7 +6,7 @@ import json
 import re
 
 import httpx
-from answerbox.embedded import load_sample_corpus
+from answerbox.ops.embedded import load_sample_corpus
 
 from tests.deploy.admin_guide import GUIDE, admin_requests
 from tests.ui.embedded import QUESTION, SAMPLE_INDEX, embedded_stack

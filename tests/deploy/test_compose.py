@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 
 from tests.support.repo import REPO_ROOT
 

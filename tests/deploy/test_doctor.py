@@ -35,7 +35,7 @@ def doctor(tmp_path: Path, *flags: str, **env: str) -> subprocess.CompletedProce
     """``answerbox doctor`` in its own process, configured by ``ANSWERBOX_*`` variables."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ANSWERBOX_")}
     variables = {f"ANSWERBOX_{name.upper()}": value for name, value in env.items()}
-    command = [sys.executable, "-m", "answerbox.cli", "doctor", *flags]
+    command = [sys.executable, "-m", "answerbox.ops.cli", "doctor", *flags]
     return subprocess.run(command, env=clean | variables, cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 

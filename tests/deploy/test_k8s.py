@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import yaml
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 
 from tests.support.repo import REPO_ROOT
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models import Models, load_models
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.models.windows import WindowTokenizer, load_tokenizer, pad_windows

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import OnnxSession
 

@@ -11,11 +11,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from answerbox.cli import main
-from answerbox.config import ModelSettings
-from answerbox.errors import ModelError
+from answerbox.core.config import ModelSettings
+from answerbox.core.errors import ModelError
 from answerbox.models import load_models
 from answerbox.models.manifest import PACKED_FP32
+from answerbox.ops.cli import main
 from onnx import numpy_helper
 
 from onnx_models.export.packing import pack_fp32, unpack_fp32

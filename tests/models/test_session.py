@@ -4,7 +4,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.session import CPU, OnnxSession, import_onnxruntime
 
 _HAS_GPU = Path("/dev/nvidia0").exists()

@@ -21,7 +21,7 @@ def test_pipeline_survives_restart_and_is_shared_with_a_second_process(
     client.put(f"{first}/_search/pipeline/shared", json={"description": "kept in OpenSearch", "request_processors": []})
     port = free_port()
     env = {**os.environ, "ANSWERBOX_OPENSEARCH__URL": osmem_url, "ANSWERBOX_PORT": str(port)}
-    process = subprocess.Popen([sys.executable, "-m", "answerbox.cli", "serve", "--log-level", "warning"], env=env)
+    process = subprocess.Popen([sys.executable, "-m", "answerbox.ops.cli", "serve", "--log-level", "warning"], env=env)
     try:
         second = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30

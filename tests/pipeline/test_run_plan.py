@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from answerbox.config import LLMSettings
+from answerbox.core.config import LLMSettings
 from answerbox.models.manifest import ModelManifest
-from answerbox.shipped import shipped
+from answerbox.ops.shipped import shipped
 from opensearchpy import OpenSearch
 
 from tests.support.books import QUESTION
@@ -41,6 +41,7 @@ def test_explain_names_where_each_value_of_a_stored_pipeline_comes_from(
     calibrator = manifest.answer_calibrator
     assert plan["budget_s"] == {"value": 12.0, "source": "pipeline"}
     assert plan["processor_timeout_s"]["source"] == "settings"
+    assert (plan["llm_calls"]["source"], plan["render_cpu_s"]["source"]) == ("settings", "settings")
     assert plan["in_opensearch"] == ["truncate_hits"]
     # cited_answer weighs 2, the evaluator 1: a third and two thirds of the budget at the start.
     assert [(s["processor"], s["phase"], s["share"]) for s in plan["steps"]] == [

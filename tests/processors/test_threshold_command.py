@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from answerbox.cli import main
 from answerbox.models.confidence import Recalibration
+from answerbox.ops.cli import main
+from answerbox.ops.thresholds import lowest_threshold
 from answerbox.server import free_port
-from answerbox.thresholds import lowest_threshold
 
 LABELLED = [
     ("Who wrote the science fiction novel Dune?", ["Frank Herbert"]),

@@ -57,7 +57,7 @@ KEYS = [
     "timeout",
     "sort",
 ]
-# Hostile templates: each must be refused before it makes anything big (prompt_sandbox.py).
+# Hostile templates: each must be refused before it makes anything big (prompts/sandbox.py).
 TEMPLATES = [
     "{{ 'x' * 10**9 }}", "{% for %}", "{{ 2 ** 10**6 }}", "{{ ((((10**64)**64)**64)**64) > 0 }}",
     "{{ '%3000000d' % 1 }}", "{{ 'a'.ljust(600000000) }}", "{{ 'a'.zfill(10**9) }}", "{{ query|center(10**9) }}",

@@ -11,7 +11,7 @@ import time
 
 import httpx
 import pytest
-from answerbox import prompt_worker
+from answerbox.prompts import worker as prompt_worker
 from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory, bulk_index

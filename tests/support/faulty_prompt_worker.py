@@ -1,4 +1,4 @@
-"""The prompt worker (``answerbox.prompt_worker``) with globals that stand for what the
+"""The prompt worker (``answerbox.prompts.worker``) with globals that stand for what the
 sandbox does not foresee, to run in its place (``COMMAND``, as ``WORKER_COMMAND``):
 
 - ``stall()``: one C call that holds the interpreter lock for hours, and that no trace
@@ -18,8 +18,9 @@ import signal
 import sys
 
 import jinja2
-from answerbox import prompt_worker, prompts
-from answerbox.prompt_sandbox import BoundedSandbox
+from answerbox.prompts import library as prompts
+from answerbox.prompts import worker as prompt_worker
+from answerbox.prompts.sandbox import BoundedSandbox
 
 __all__ = ["COMMAND"]
 

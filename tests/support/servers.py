@@ -27,7 +27,7 @@ def serve_answerbox_process(settings: dict[str, Any], tmp_dir: Path) -> Iterator
     config = tmp_dir / "answerbox.yaml"
     config.write_text(yaml.safe_dump({**settings, "host": "127.0.0.1", "port": port}))
     process = subprocess.Popen(
-        [sys.executable, "-m", "answerbox.cli", "serve", "--config", str(config), "--log-level", "warning"],
+        [sys.executable, "-m", "answerbox.ops.cli", "serve", "--config", str(config), "--log-level", "warning"],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     url = f"http://127.0.0.1:{port}"

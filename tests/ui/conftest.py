@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from answerbox.embedded import load_sample_corpus
+from answerbox.ops.embedded import load_sample_corpus
 from osmem_server import OsmemServer
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from answerbox.app import create_app
-from answerbox.config import Settings
-from answerbox.embedded import SAMPLE_INDEX
+from answerbox.core.config import Settings
+from answerbox.ops.embedded import SAMPLE_INDEX
 
 from tests.support.repo import REPO_ROOT
 from tests.support.scripted_llm import ScriptedLLM

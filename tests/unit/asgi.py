@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import httpx2
 from answerbox.app import Transports, create_app
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 from answerbox.pipeline.registry import ProcessorRegistry
 from starlette.types import ASGIApp
 

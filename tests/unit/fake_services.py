@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
 
-from answerbox.config import LLMSettings, Settings
-from answerbox.errors import LLMError, LLMTimeout, ModelError
+from answerbox.core.config import LLMSettings, Settings
+from answerbox.core.errors import LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import CallOptions, Completion, LLMClient, Message
 from answerbox.llm.structured import Schema
 from answerbox.models import Evaluator, ModelManifest, Models, Reader, ReaderSpan
 from answerbox.models.encoder import PassageEncoder
 from answerbox.models.verifier import ClaimVerifier, Judgement, VerifierThresholds
-from answerbox.prompts import PromptLibrary
+from answerbox.prompts.library import PromptLibrary
 from answerbox.services import Services
 from answerbox.shared_cache import SharedCache
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from answerbox.errors import ConfigError
+from answerbox.core.errors import ConfigError
 from answerbox.opensearch import JSON, Caller, SearchBackend
 from answerbox.pipeline.base import PipelineContext, RequestProcessor, ResponseProcessor, SearchRequest
 from answerbox.pipeline.deadline import Deadline

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from answerbox.contract import (
+from answerbox.core.contract import (
     Answer,
     AnswerboxReport,
     ChainReport,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from answerbox.config import OpenSearchSettings
-from answerbox.errors import UpstreamError
+from answerbox.core.config import OpenSearchSettings
+from answerbox.core.errors import UpstreamError
 from answerbox.opensearch import Caller, OpenSearchClients
 
 from tests.unit.fake_opensearch import FakeOpenSearch, basic

@@ -3,9 +3,9 @@ processor parameter, each in its table."""
 
 from __future__ import annotations
 
-from answerbox.config import Settings
+from answerbox.core.config import Settings
+from answerbox.ops.reference import reference
 from answerbox.processors import default_registry
-from answerbox.reference import reference
 
 from tests.support.repo import REPO_ROOT
 
@@ -13,7 +13,7 @@ REFERENCE = REPO_ROOT / "docs" / "reference.md"
 
 
 def test_the_reference_is_not_stale() -> None:
-    assert REFERENCE.read_text() == reference(), "rewrite it: python -m answerbox.reference > docs/reference.md"
+    assert REFERENCE.read_text() == reference(), "rewrite it: python -m answerbox.ops.reference > docs/reference.md"
 
 
 def test_every_setting_and_processor_parameter_has_its_row() -> None:

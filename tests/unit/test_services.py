@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from answerbox.config import Settings
-from answerbox.errors import ModelError
+from answerbox.core.config import Settings
+from answerbox.core.errors import ModelError
 from answerbox.llm import LLMClient
-from answerbox.prompts import PromptLibrary
+from answerbox.prompts.library import PromptLibrary
 from answerbox.services import Services
 from answerbox.shared_cache import SharedCache
 

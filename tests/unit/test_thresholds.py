@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from answerbox.errors import ConfigError
+from answerbox.core.errors import ConfigError
 from answerbox.models.confidence import Recalibration
-from answerbox.thresholds import (
+from answerbox.ops.thresholds import (
     Labelled,
     Outcome,
     ece,

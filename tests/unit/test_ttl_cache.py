@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from answerbox.ttl_cache import TTLCache
+from answerbox.core.ttl_cache import TTLCache
 
 
 class Clock:

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 from starlette.requests import Request
 
-from answerbox.config import Limits
-from answerbox.errors import ParseError, RequestTimeout, RequestTooLarge, UnsupportedContentType
+from answerbox.core.config import Limits
+from answerbox.core.errors import ParseError, RequestTimeout, RequestTooLarge, UnsupportedContentType
 
 __all__ = [
     "MAX_JSON_DEPTH",

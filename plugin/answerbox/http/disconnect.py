@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from starlette.requests import Request
 
-from answerbox.errors import ClientClosedRequest
+from answerbox.core.errors import ClientClosedRequest
 
 __all__ = ["until_disconnected"]
 

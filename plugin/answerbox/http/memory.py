@@ -14,8 +14,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from answerbox.config import Limits
-from answerbox.errors import InvalidRequest, validation_problems
+from answerbox.core.config import Limits
+from answerbox.core.errors import InvalidRequest, validation_problems
 from answerbox.http.bodies import parsed, read_body, require_json
 from answerbox.http.passthrough import Passthrough
 from answerbox.memory import Memory

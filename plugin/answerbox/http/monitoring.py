@@ -15,13 +15,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from answerbox.digest import json_digest
+from answerbox.core.digest import json_digest
+from answerbox.core.errors import AnswerboxError
+from answerbox.core.ttl_cache import TTLCache
 from answerbox.doctor import Doctor, health_body
-from answerbox.errors import AnswerboxError
 from answerbox.memory.identity import Identities
 from answerbox.opensearch import Caller
 from answerbox.pipeline.stats import PipelineStats
-from answerbox.ttl_cache import TTLCache
 
 __all__ = ["Monitoring"]
 

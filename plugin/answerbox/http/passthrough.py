@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from yarl import URL
 
-from answerbox.config import OpenSearchSettings
-from answerbox.errors import InvalidRequest, UpstreamTimeout, UpstreamUnavailable
+from answerbox.core.config import OpenSearchSettings
+from answerbox.core.errors import InvalidRequest, UpstreamTimeout, UpstreamUnavailable
 
 __all__ = ["Passthrough"]
 

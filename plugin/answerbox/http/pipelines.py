@@ -7,8 +7,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from answerbox.config import Limits
-from answerbox.errors import ResourceNotFound
+from answerbox.core.config import Limits
+from answerbox.core.errors import ResourceNotFound
 from answerbox.http.bodies import parsed, read_body, require_json
 from answerbox.opensearch import Caller
 from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
@@ -50,7 +50,7 @@ class PipelineAPI:
             return JSONResponse({pid: definition.to_json() for pid, definition in found.items()})
         explained = {}
         for pid, definition in found.items():
-            plan = (await plan_of(await self._resolver.build(pid, definition), None)).plan
+            plan = (await plan_of(await self._resolver.build(pid, definition), None, self._limits)).plan
             explained[pid] = {"pipeline": definition.to_json(), "plan": plan.model_dump()}
         return JSONResponse(explained)
 

@@ -7,7 +7,7 @@ from functools import partial
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 from answerbox.http.bodies import json_or_none, parsed, read_body, require_json, too_many_values
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.passthrough import Passthrough

@@ -28,9 +28,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from answerbox.config import Settings
-from answerbox.contract import Answer, CheckedSentence
-from answerbox.errors import AnswerboxError, ClientClosedRequest, InvalidRequest, ParseError
+from answerbox.core.config import Settings
+from answerbox.core.contract import Answer, CheckedSentence
+from answerbox.core.errors import AnswerboxError, ClientClosedRequest, InvalidRequest, ParseError
 from answerbox.http.bodies import json_or_none, parsed, read_body, require_json
 from answerbox.http.disconnect import until_disconnected
 from answerbox.opensearch import JSON, Caller

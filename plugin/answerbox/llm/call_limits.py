@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 
-from answerbox.errors import LLMError, LLMTimeout
-from answerbox.work_owner import work_owner
+from answerbox.core.errors import LLMError, LLMTimeout
+from answerbox.core.work_owner import work_owner
 
 __all__ = ["LLMSlots", "call_budget"]
 

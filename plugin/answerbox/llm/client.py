@@ -14,11 +14,11 @@ import openai
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
-from answerbox.config import LLMSettings
-from answerbox.errors import LLMError, LLMTimeout
+from answerbox.core.config import LLMSettings
+from answerbox.core.errors import LLMError, LLMTimeout
 from answerbox.llm.call_limits import LLMSlots
 from answerbox.llm.structured import PROBE, Schema, StructuredMode, from_json, response_format
-from answerbox.prompts import PromptLibrary
+from answerbox.prompts.library import PromptLibrary
 
 if TYPE_CHECKING:
     import httpx2  # openai's HTTP client

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from answerbox.config import MemorySettings
+from answerbox.core.config import MemorySettings
 from answerbox.memory.cluster import ClusterMemory
 from answerbox.memory.identity import Identities
 from answerbox.memory.own_index import IndexMemory

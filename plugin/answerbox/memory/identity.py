@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from opensearchpy import AsyncOpenSearch
 
-from answerbox.digest import json_digest
-from answerbox.errors import UpstreamError
+from answerbox.core.digest import json_digest
+from answerbox.core.errors import UpstreamError
+from answerbox.core.ttl_cache import TTLCache
 from answerbox.opensearch import Caller, translate
-from answerbox.ttl_cache import TTLCache
 
 __all__ = ["Identities"]
 

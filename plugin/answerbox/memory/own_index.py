@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from opensearchpy import AsyncOpenSearch
 
-from answerbox.errors import ResourceNotFound, UpstreamError
+from answerbox.core.errors import ResourceNotFound, UpstreamError
 from answerbox.memory.identity import Identities
 from answerbox.memory.records import Interaction, MemoryFields, MessageUpdate, NewMessage, Paging
 from answerbox.opensearch import JSON, Caller, ensure_index, translate

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from answerbox.contract import Answer, ConversationReport
+from answerbox.core.contract import Answer, ConversationReport
 from answerbox.memory.records import MAX_MESSAGE_CHARS, Interaction, NewMessage
 
 __all__ = ["ORIGIN", "ConversationTurn", "interaction"]

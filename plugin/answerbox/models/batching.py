@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from answerbox.work_owner import work_owner
+from answerbox.core.work_owner import work_owner
 
 __all__ = ["BatchStats", "MicroBatcher", "QueueFull", "partition"]
 

@@ -3,7 +3,7 @@
 Serving needs none of export, pack and unpack: they live in ``onnx_models/`` (with torch and
 onnx, the ``[export]`` extra), which the wheel does not carry, and are imported only when called.
 ``onnx_models`` is imported as any package is: from a checkout's root, run as
-``python -m answerbox.cli models ...`` (which puts that folder on ``sys.path``) or with the
+``python -m answerbox.ops.cli models ...`` (which puts that folder on ``sys.path``) or with the
 checkout on ``PYTHONPATH``; where it is not importable, the command says so in one line.
 """
 
@@ -60,7 +60,7 @@ def _building(command: str) -> Iterator[None]:
     except ModuleNotFoundError as exc:
         raise SystemExit(
             f"answerbox models {command}: {exc.name} is missing: run it from the root of an answerbox checkout "
-            f"(where onnx_models/ lives) as `python -m answerbox.cli models {command} ...`, "
+            f"(where onnx_models/ lives) as `python -m answerbox.ops.cli models {command} ...`, "
             "with the [export] extra installed"
         ) from exc
 
@@ -93,7 +93,7 @@ def _unpack(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from answerbox.config import Settings
+    from answerbox.core.config import Settings
     from answerbox.models import load_models
 
     settings = Settings.load(args.config).models

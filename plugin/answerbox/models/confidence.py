@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 
 __all__ = [
     "GENERATIVE_FEATURES",

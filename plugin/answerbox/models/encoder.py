@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.batching import MicroBatcher, QueueFull
 from answerbox.models.session import OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, pad_windows

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models.encoder import PassageEncoder
 from answerbox.models.evaluator import Evaluator
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.confidence import AnswerCalibrator
 
 __all__ = ["MANIFEST_FILE", "PACKED_FP32", "ModelManifest"]

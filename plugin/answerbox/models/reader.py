@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.encoder import PassageEncoder, WindowOutput
 
 __all__ = ["BestSpan", "Reader", "ReaderSpan", "best_span", "span_band"]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 
 __all__ = ["CPU", "OnnxSession", "import_onnxruntime"]
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.batching import MicroBatcher, QueueFull
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import OnnxSession

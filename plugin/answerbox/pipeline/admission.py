@@ -18,14 +18,14 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from answerbox.config import Limits
-from answerbox.digest import json_digest
-from answerbox.errors import RejectedExecution
+from answerbox.core.config import Limits
+from answerbox.core.digest import json_digest
+from answerbox.core.errors import RejectedExecution
+from answerbox.core.work_owner import work_owner
 from answerbox.llm.call_limits import call_budget
 from answerbox.memory.identity import Identities
 from answerbox.opensearch import Caller
-from answerbox.prompt_sandbox import request_render_budget
-from answerbox.work_owner import work_owner
+from answerbox.prompts.sandbox import request_render_budget
 
 __all__ = ["Admission", "caller_key"]
 

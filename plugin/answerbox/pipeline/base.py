@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from answerbox.contract import (
+from answerbox.core.contract import (
     Answer,
     AnswerboxReport,
     CheckedSentence,
@@ -23,7 +23,7 @@ from answerbox.contract import (
     Planned,
     PlanSource,
 )
-from answerbox.errors import AnswerboxError, ConfigError, validation_problems
+from answerbox.core.errors import AnswerboxError, ConfigError, validation_problems
 from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.caller_limits import ConfigContext

@@ -14,12 +14,12 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, ValidationError, ValidationInfo
 
-from answerbox.config import Settings
-from answerbox.contract import GenerativeQAParameters
-from answerbox.errors import ConfigError, InvalidRequest, validation_problems
+from answerbox.core.config import Settings
+from answerbox.core.contract import GenerativeQAParameters
+from answerbox.core.errors import ConfigError, InvalidRequest, validation_problems
+from answerbox.core.query_text import question_of
 from answerbox.opensearch import JSON
 from answerbox.pipeline.definition import NATIVE_TYPES, PipelineDefinition
-from answerbox.query_text import question_of
 
 __all__ = [
     "BelowProcessorTimeout",

@@ -3,8 +3,8 @@ interactions read before the request processors, and this turn stored once the a
 
 from __future__ import annotations
 
-from answerbox.contract import ConversationReport, GenerativeQAParameters
-from answerbox.errors import AnswerboxError
+from answerbox.core.contract import ConversationReport, GenerativeQAParameters
+from answerbox.core.errors import AnswerboxError
 from answerbox.memory import Memory
 from answerbox.memory.turn import ConversationTurn, interaction
 from answerbox.opensearch import Caller

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from answerbox.digest import json_digest
-from answerbox.errors import ConfigError, InvalidRequest, validation_problems
+from answerbox.core.digest import json_digest
+from answerbox.core.errors import ConfigError, InvalidRequest, validation_problems
 
 __all__ = ["AD_HOC_PIPELINE_ID", "NATIVE_TYPES", "PipelineDefinition", "ProcessorEntry", "validate_pipeline_id"]
 

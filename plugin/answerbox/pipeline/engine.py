@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 from answerbox.memory import Memory
 from answerbox.opensearch import Caller, SearchBackend, with_pipeline
 from answerbox.pipeline.admission import Admission, caller_key
@@ -72,7 +72,7 @@ class SearchRun:
 
     async def prepare(self) -> SearchRequest:
         """The request processors; returns the request in the form OpenSearch must receive."""
-        resolved = await plan_of(self.pipeline, self.ctx.generative_qa)
+        resolved = await plan_of(self.pipeline, self.ctx.generative_qa, self._engine.settings.limits)
         self.ctx.planned_values = resolved.values
         if self.verbose:
             self.ctx.report.plan = resolved.plan
@@ -156,6 +156,7 @@ class SearchEngine:
         self.resolver = resolver
         self.backend = backend
         self.memory = memory
+        self.settings = settings
         self.limits = CallerLimits(settings)
         self.clock = clock  # every run's Deadline reads it
         self.admission = Admission(settings.limits)

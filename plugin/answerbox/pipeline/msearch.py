@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from answerbox.errors import AnswerboxError
+from answerbox.core.errors import AnswerboxError
 from answerbox.opensearch import Caller
 from answerbox.pipeline.admission import caller_key
 from answerbox.pipeline.base import JSON, SearchRequest

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from answerbox.contract import GenerativeQAParameters, Planned, PlannedStep, RunPlan
+from answerbox.core.config import Limits
+from answerbox.core.contract import GenerativeQAParameters, Planned, PlannedStep, RunPlan
 from answerbox.pipeline.base import Processor
 from answerbox.pipeline.pipeline import Pipeline
 
@@ -34,8 +35,8 @@ class Resolved:
     values: dict[Processor[Any], dict[str, Planned]]
 
 
-async def plan_of(pipeline: Pipeline, qa: GenerativeQAParameters | None) -> Resolved:
-    """``pipeline``'s plan for a search with ``qa`` (None: none, or no search)."""
+async def plan_of(pipeline: Pipeline, qa: GenerativeQAParameters | None, limits: Limits) -> Resolved:
+    """``pipeline``'s plan for a search with ``qa`` (None: none, or no search), under ``limits``."""
     order: list[tuple[Literal["request", "response"], Processor[Any]]] = [
         *(("request", p) for p in pipeline.request_processors),
         *(("response", p) for p in pipeline.response_processors),
@@ -57,6 +58,8 @@ async def plan_of(pipeline: Pipeline, qa: GenerativeQAParameters | None) -> Reso
         pipeline=pipeline.id,
         budget_s=Planned(value=pipeline.budget_s, source="pipeline" if pipeline.budget_from_pipeline else "settings"),
         processor_timeout_s=Planned(value=pipeline.timeout_s, source="settings"),
+        llm_calls=Planned(value=limits.max_llm_calls, source="settings"),
+        render_cpu_s=Planned(value=limits.render_budget_s, source="settings"),
         steps=steps,
         in_opensearch=[
             name

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from answerbox.errors import ConfigError
+from answerbox.core.errors import ConfigError
 from answerbox.pipeline.base import Processor, RequestProcessor, ResponseProcessor
 from answerbox.pipeline.caller_limits import CallerLimits, ConfigContext
 from answerbox.pipeline.definition import NATIVE_TYPES, PipelineDefinition, ProcessorEntry
@@ -35,7 +35,7 @@ class ProcessorRegistry:
         self._types[cls.type_name] = cls
 
     def types(self) -> list[type[Processor[Any]]]:
-        """The registered processor types, in registration order (``answerbox.reference``)."""
+        """The registered processor types, in registration order (``answerbox.ops.reference``)."""
         return list(self._types.values())
 
     async def build(

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from opensearchpy import AsyncOpenSearch
 
-from answerbox.errors import InvalidRequest, UpstreamError
+from answerbox.core.errors import InvalidRequest, UpstreamError
+from answerbox.core.ttl_cache import TTLCache
 from answerbox.opensearch import translate
 from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.pipeline.store import PipelineStore
-from answerbox.ttl_cache import TTLCache
 
 if TYPE_CHECKING:
     from answerbox.services import Services

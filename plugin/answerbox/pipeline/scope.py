@@ -23,8 +23,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from answerbox.digest import json_digest
-from answerbox.errors import OutOfScope, UpstreamError, UpstreamUnavailable
+from answerbox.core.digest import json_digest
+from answerbox.core.errors import OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.opensearch import JSON, Caller, SearchBackend
 from answerbox.pipeline.restriction import Unscopable, restriction_of
 from answerbox.pipeline.source_filter import SourceFilter, covers

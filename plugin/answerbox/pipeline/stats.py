@@ -18,7 +18,7 @@ from typing import Any, Literal
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from answerbox import __version__
-from answerbox.contract import CONTRACT_VERSION
+from answerbox.core.contract import CONTRACT_VERSION
 
 __all__ = ["Phase", "PipelineStats"]
 

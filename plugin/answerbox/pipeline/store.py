@@ -16,10 +16,10 @@ from typing import Any
 
 from opensearchpy import AsyncOpenSearch
 
-from answerbox.errors import ConfigError, UpstreamError
+from answerbox.core.errors import ConfigError, UpstreamError
+from answerbox.core.ttl_cache import TTLCache
 from answerbox.opensearch import Caller, ensure_index, translate
 from answerbox.pipeline.definition import PipelineDefinition
-from answerbox.ttl_cache import TTLCache
 
 __all__ = ["PipelineStore"]
 

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from contextlib import suppress
 
-from answerbox.errors import AnswerboxError
+from answerbox.core.errors import AnswerboxError
 from answerbox.llm import LLMClient
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.store import PipelineStore

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from answerbox.errors import ParseError
+from answerbox.core.errors import ParseError
 from answerbox.http import search
 from answerbox.http.bodies import MAX_JSON_VALUES, json_or_none, parse_json, parsed
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx2
 import pytest
-from answerbox.config import LLMSettings, Settings
-from answerbox.errors import LLMError
+from answerbox.core.config import LLMSettings, Settings
+from answerbox.core.errors import LLMError
 from answerbox.llm import LLMClient
 from answerbox.llm.structured import Schema, object_schema, string
-from answerbox.prompts import PromptLibrary
+from answerbox.prompts.library import PromptLibrary
 
 from tests.support.scripted_llm import ScriptedLLM
 from tests.unit.asgi import LLM_URL

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from answerbox.contract import Answer, Citation, ConversationReport
+from answerbox.core.contract import Answer, Citation, ConversationReport
 from answerbox.memory.records import Interaction
 from answerbox.memory.turn import interaction
 

@@ -7,8 +7,8 @@ import asyncio
 import threading
 
 import pytest
+from answerbox.core.work_owner import work_owner
 from answerbox.models.batching import MicroBatcher, QueueFull, partition
-from answerbox.work_owner import work_owner
 
 
 class Recorder:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.encoder import WindowOutput
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.reader import BestSpan, best_span

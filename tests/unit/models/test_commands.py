@@ -30,7 +30,7 @@ def test_without_onnx_models_the_command_says_where_to_run_it(
         args.run(args)
     assert str(exited.value) == (
         f"answerbox models {command}: onnx_models is missing: run it from the root of an answerbox checkout "
-        f"(where onnx_models/ lives) as `python -m answerbox.cli models {command} ...`, "
+        f"(where onnx_models/ lives) as `python -m answerbox.ops.cli models {command} ...`, "
         "with the [export] extra installed"
     )
     assert list(tmp_path.iterdir()) == []  # nothing written

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.confidence import AnswerCalibrator, GenerativeSignals, Recalibration, SnippetSignals
 from answerbox.models.manifest import ModelManifest
 

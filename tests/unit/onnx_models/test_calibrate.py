@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models import ModelManifest
 from answerbox.models.confidence import platt
 

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
 import pytest
-from answerbox.config import OpenSearchSettings, Settings
-from answerbox.errors import error_body
+from answerbox.core.config import OpenSearchSettings, Settings
+from answerbox.core.errors import error_body
 from answerbox.memory import Memory
 from answerbox.opensearch import Caller, OpenSearchClients
 from answerbox.pipeline.base import (

@@ -13,7 +13,7 @@ import logging
 from typing import Any, cast
 
 import pytest
-from answerbox.errors import ProcessorError
+from answerbox.core.errors import ProcessorError
 from answerbox.opensearch import Caller
 from answerbox.pipeline.base import (
     JSON,

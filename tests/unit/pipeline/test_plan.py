@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from answerbox.core.config import Limits
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.plan import plan_of
 from answerbox.pipeline.stats import PipelineStats
@@ -13,6 +14,7 @@ from answerbox.services import Services
 from tests.support.processors import LabelConfig, LabelHits, OnlyTitle, OnlyTitleConfig
 
 NO_SERVICES = cast(Services, None)  # these processors use none
+LIMITS = Limits(max_llm_calls=5, render_budget_s=0.5)
 
 
 def _pipeline(*, budget_from_pipeline: bool) -> Pipeline:
@@ -30,18 +32,20 @@ def _pipeline(*, budget_from_pipeline: bool) -> Pipeline:
 
 
 async def test_each_step_has_its_share_and_the_budget_its_source() -> None:
-    plan = (await plan_of(_pipeline(budget_from_pipeline=False), None)).plan
+    plan = (await plan_of(_pipeline(budget_from_pipeline=False), None, LIMITS)).plan
     assert (plan.budget_s.value, plan.budget_s.source) == (8.0, "settings")
     assert [(s.processor, s.phase, s.share, s.added) for s in plan.steps] == [
         ("only_title", "request", 0.5, None),
         ("label_hits:l", "response", 0.5, None),
     ]
     assert plan.in_opensearch == []
-    assert (await plan_of(_pipeline(budget_from_pipeline=True), None)).plan.budget_s.source == "pipeline"
+    # The request's budgets, which admission hands its tasks.
+    assert (plan.llm_calls.value, plan.render_cpu_s.value, plan.llm_calls.source) == (5, 0.5, "settings")
+    assert (await plan_of(_pipeline(budget_from_pipeline=True), None, LIMITS)).plan.budget_s.source == "pipeline"
 
 
 async def test_a_memory_adds_the_conversation_step_first_and_the_plan_says_why() -> None:
-    plan = (await plan_of(_pipeline(budget_from_pipeline=False).for_conversation(), None)).plan
+    plan = (await plan_of(_pipeline(budget_from_pipeline=False).for_conversation(), None, LIMITS)).plan
     assert [s.processor for s in plan.steps] == ["only_title:memory", "only_title", "label_hits:l"]
     assert "memory_id" in (plan.steps[0].added or "")
     assert [s.added for s in plan.steps[1:]] == [None, None]

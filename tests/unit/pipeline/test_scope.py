@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from answerbox.errors import OutOfScope, UpstreamError
+from answerbox.core.errors import OutOfScope, UpstreamError
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 

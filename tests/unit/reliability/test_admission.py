@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
-from answerbox.config import Limits
-from answerbox.errors import RejectedExecution
+from answerbox.core.config import Limits
+from answerbox.core.errors import RejectedExecution
 from answerbox.memory.identity import Identities
 from answerbox.opensearch import Caller
 from answerbox.pipeline.admission import Admission, caller_key

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import httpx2
 import pytest
-from answerbox.config import LLMSettings, Settings
-from answerbox.errors import LLMTimeout
+from answerbox.core.config import LLMSettings, Settings
+from answerbox.core.errors import LLMTimeout
 from answerbox.llm import LLMClient
-from answerbox.prompts import PromptLibrary
+from answerbox.prompts.library import PromptLibrary
 
 from tests.support.scripted_llm import ScriptedLLM
 from tests.unit.asgi import LLM_URL, in_process

@@ -6,7 +6,7 @@ tests/reliability/test_pathological_documents.py."""
 
 from __future__ import annotations
 
-from answerbox.config import ModelSettings
+from answerbox.core.config import ModelSettings
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 from answerbox.processors.cited_answer.citations import parse_claims

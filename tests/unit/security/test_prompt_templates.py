@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
-from answerbox.config import Settings
-from answerbox.errors import ConfigError
-from answerbox.prompt_sandbox import request_render_budget
-from answerbox.prompts import PromptLibrary
+from answerbox.core.config import Settings
+from answerbox.core.errors import ConfigError
+from answerbox.prompts.library import PromptLibrary
+from answerbox.prompts.sandbox import request_render_budget
 
 from tests.support.scripted_llm import ScriptedLLM
 from tests.unit.asgi import in_process, opensearch_error

@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
 import pytest
-from answerbox import prompt_worker
-from answerbox.config import Settings
-from answerbox.errors import AnswerboxError, ConfigError
-from answerbox.prompts import PromptLibrary
+from answerbox.core.config import Settings
+from answerbox.core.errors import AnswerboxError, ConfigError
+from answerbox.prompts import worker as prompt_worker
+from answerbox.prompts.library import PromptLibrary
 
 from tests.support import faulty_prompt_worker
 

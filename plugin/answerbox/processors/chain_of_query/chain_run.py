@@ -16,8 +16,8 @@ import asyncio
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from answerbox.contract import BranchFeedback, BranchParent, BranchReport, DraftNode, LLMUsageReport
-from answerbox.errors import LLMError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
+from answerbox.core.contract import BranchFeedback, BranchParent, BranchReport, DraftNode, LLMUsageReport
+from answerbox.core.errors import LLMError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.llm.client import Completion, Message
 from answerbox.llm.structured import Schema
 from answerbox.pipeline.deadline import Deadline

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from answerbox.contract import (
+from answerbox.core.contract import (
     Answer,
     ChainCitation,
     ChainReport,
@@ -24,7 +24,7 @@ from answerbox.contract import (
     PassagePiece,
     Planned,
 )
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.confidence import signals_record
 from answerbox.pipeline.base import JSON, PipelineContext, ResponseProcessor, SearchRequest, first_set
 from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult

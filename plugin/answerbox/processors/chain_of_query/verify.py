@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from answerbox.contract import ChainNodeReport, ChainSource, TextSpan
+from answerbox.core.contract import ChainNodeReport, ChainSource, TextSpan
 from answerbox.processors.chain_of_query.node_evidence import NodeEvidence
 from answerbox.processors.chain_of_query.parser import ChainNode
 from answerbox.processors.text.normalize import contains_answer

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from answerbox.contract import Citation
+from answerbox.core.contract import Citation
 from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
 from answerbox.models.loader import Models
 from answerbox.processors.cited_answer.evidence import Evidence

@@ -14,7 +14,7 @@ from datetime import date, datetime
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from answerbox.contract import AnswerboxReport, Citation, PassagePiece
+from answerbox.core.contract import AnswerboxReport, Citation, PassagePiece
 from answerbox.pipeline.base import JSON
 from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hit_key, passages_of

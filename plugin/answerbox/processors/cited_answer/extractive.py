@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from answerbox.contract import Answer
+from answerbox.core.contract import Answer
 from answerbox.models.confidence import GenerativeSignals, SnippetSignals
 from answerbox.processors.cited_answer.evidence import Evidence
 from answerbox.processors.text.normalize import normalize_answer

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
-from answerbox.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, LLMUse
+from answerbox.core.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, LLMUse
 
 if TYPE_CHECKING:
     from answerbox.models.confidence import AnswerCalibrator

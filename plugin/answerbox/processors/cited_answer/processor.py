@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from answerbox.contract import (
+from answerbox.core.contract import (
     Answer,
     AnswerMode,
     CheckedSentence,
@@ -29,7 +29,7 @@ from answerbox.contract import (
     Planned,
     PlanSource,
 )
-from answerbox.errors import ConfigError, LLMError, LLMTimeout, ModelError
+from answerbox.core.errors import ConfigError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.models.confidence import AnswerCalibrator, Recalibration, signals_record
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest, first_set

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from answerbox.errors import ConfigError, LLMError
+from answerbox.core.errors import ConfigError, LLMError
+from answerbox.core.query_text import find_text_clauses
 from answerbox.llm.structured import Schema, from_json, object_schema, string
 from answerbox.memory.records import Interaction
 from answerbox.pipeline.base import PipelineContext, ProcessorConfig, RequestProcessor, SearchRequest
@@ -24,7 +25,6 @@ from answerbox.pipeline.caller_limits import LLMModel, LLMTokens
 from answerbox.pipeline.pipeline import CONVERSATION
 from answerbox.processors.conversation.rules import Rewrite, content_words, entities, standalone
 from answerbox.processors.text.instructions import addresses_the_model
-from answerbox.query_text import find_text_clauses
 
 if TYPE_CHECKING:
     from answerbox.services import Services

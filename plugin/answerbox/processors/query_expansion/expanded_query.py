@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from answerbox.core.query_text import TextClause
 from answerbox.opensearch import JSON
 from answerbox.processors.text.words import FINAL_ANSWER
-from answerbox.query_text import TextClause
 
 __all__ = ["Combine", "clean_expansion", "expanded_clause"]
 

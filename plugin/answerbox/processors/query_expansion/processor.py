@@ -24,9 +24,17 @@ from pydantic import (
     model_validator,
 )
 
-from answerbox.contract import ExpansionMethod, ExpansionMode, GenerativeQAParameters, Planned, QueryExpansionReport
-from answerbox.digest import json_digest
-from answerbox.errors import ConfigError, LLMError, OutOfScope, UpstreamError, UpstreamUnavailable
+from answerbox.core.contract import (
+    ExpansionMethod,
+    ExpansionMode,
+    GenerativeQAParameters,
+    Planned,
+    QueryExpansionReport,
+)
+from answerbox.core.digest import json_digest
+from answerbox.core.errors import ConfigError, LLMError, OutOfScope, UpstreamError, UpstreamUnavailable
+from answerbox.core.query_text import find_text_clauses, question_clauses, replace_text_clauses
+from answerbox.core.ttl_cache import TTLCache
 from answerbox.pipeline.base import PipelineContext, ProcessorConfig, RequestProcessor, SearchRequest, first_set
 from answerbox.pipeline.caller_limits import (
     BelowProcessorTimeout,
@@ -43,8 +51,6 @@ from answerbox.processors.query_expansion.expanded_query import (
 )
 from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hits_of
-from answerbox.query_text import find_text_clauses, question_clauses, replace_text_clauses
-from answerbox.ttl_cache import TTLCache
 
 if TYPE_CHECKING:
     from answerbox.services import Services

@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from answerbox.errors import LLMError
+from answerbox.core.errors import LLMError
 from answerbox.llm import LLMClient
 from answerbox.pipeline.caller_limits import LLMTokens, Override
 from answerbox.processors.retrieval_evaluator.keywords import KEYWORDS_SCHEMA, fallback_keywords, read_keywords
-from answerbox.prompts import Prompt
+from answerbox.prompts.library import Prompt
 
 __all__ = ["KEYWORD_REWRITE_TEMPLATE", "CorrectiveSearchConfig", "Rewrite", "corrective_query", "rewrite_question"]
 

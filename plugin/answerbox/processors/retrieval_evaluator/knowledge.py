@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from answerbox.contract import KnowledgeStrip
+from answerbox.core.contract import KnowledgeStrip
 from answerbox.processors.text.sentences import sentence_spans
 from answerbox.processors.text.spans import Passage, Span
 

@@ -47,7 +47,7 @@ slow LLM cannot time the whole processor out; a failed corrective search leaves 
 refined hits alone, and so does one refused: ``corrective.index`` is not searched for a caller
 whose target is a filtered or routed alias (``ScopedSearch``).
 
-``ext.answerbox.retrieval`` is a ``RetrievalReport`` (``answerbox.contract``): the verdict,
+``ext.answerbox.retrieval`` is a ``RetrievalReport`` (``answerbox.core.contract``): the verdict,
 the thresholds applied, the scored hits in OpenSearch's order, the action, the knowledge
 strips (``_source[field][start:end] == text``; refined hits first, then corrective hits,
 each group in document order; ``cited_answer`` takes them as its evidence), the corrective
@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from answerbox.contract import (
+from answerbox.core.contract import (
     CorrectiveReport,
     GenerativeQAParameters,
     HitScore,
@@ -73,7 +73,7 @@ from answerbox.contract import (
     RetrievalAction,
     RetrievalReport,
 )
-from answerbox.errors import ConfigError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
+from answerbox.core.errors import ConfigError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest, first_set
 from answerbox.processors.retrieval_evaluator.corrective import (
     KEYWORD_REWRITE_TEMPLATE,
@@ -85,7 +85,7 @@ from answerbox.processors.retrieval_evaluator.fusion import fuse
 from answerbox.processors.retrieval_evaluator.knowledge import refine
 from answerbox.processors.text.passages import hit_key, hits_of, passages_of
 from answerbox.processors.text.spans import Passage
-from answerbox.prompts import Prompt
+from answerbox.prompts.library import Prompt
 
 if TYPE_CHECKING:
     from answerbox.models import Evaluator, ModelManifest

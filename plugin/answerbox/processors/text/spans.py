@@ -5,7 +5,7 @@ sentence, the reader's answer for a chain node) must point back at the exact cha
 of the hit, so every one of them is a ``Span``: characters ``start:end`` of one field of
 one hit, with their text (``_source[field][start:end] == text``). A ``Passage`` is a whole
 field, the text a model reads; ``Passage.span`` cuts spans out of it. ``Span.wire`` gives
-the response's form of a span (``answerbox.contract.TextSpan`` and its subclasses).
+the response's form of a span (``answerbox.core.contract.TextSpan`` and its subclasses).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from answerbox.contract import TextSpan
+from answerbox.core.contract import TextSpan
 from answerbox.processors.text.sentences import sentence_spans
 
 __all__ = ["HitField", "Passage", "Span"]

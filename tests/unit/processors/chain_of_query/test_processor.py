@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 import pytest
-from answerbox.contract import BranchFeedback, BranchParent, ChainReport, DraftNode
-from answerbox.errors import ConfigError, LLMError, ModelError, UpstreamError
+from answerbox.core.contract import BranchFeedback, BranchParent, ChainReport, DraftNode
+from answerbox.core.errors import ConfigError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import PipelineContext, SearchRequest
 from answerbox.pipeline.caller_limits import ConfigContext

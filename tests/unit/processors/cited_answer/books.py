@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from answerbox.contract import Answer, Citation
+from answerbox.core.contract import Answer, Citation
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import PipelineContext, SearchRequest
 from answerbox.pipeline.caller_limits import ConfigContext

@@ -9,8 +9,8 @@ import math
 from typing import Any
 
 import pytest
-from answerbox.contract import Answer, Candidate
-from answerbox.errors import ConfigError, LLMError
+from answerbox.core.contract import Answer, Candidate
+from answerbox.core.errors import ConfigError, LLMError
 from answerbox.models import Models
 from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.processors.chain_of_query import ChainOfQuery

@@ -4,7 +4,7 @@ what the reader reads is each hit's excerpts grown back into their sentences."""
 from __future__ import annotations
 
 import pytest
-from answerbox.contract import KnowledgeStrip
+from answerbox.core.contract import KnowledgeStrip
 from answerbox.processors.cited_answer.evidence import (
     EvidenceFields,
     evidence_from_hits,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from answerbox.contract import Answer, Candidate, FlaggedClaim
+from answerbox.core.contract import Answer, Candidate, FlaggedClaim
 from answerbox.models.confidence import AnswerCalibrator
 from answerbox.processors.cited_answer.policy import AnswerPolicy, asks_llm, choose
 

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 import pytest
-from answerbox.contract import (
+from answerbox.core.contract import (
     Answer,
     ChainReport,
     CheckedSentence,
@@ -18,7 +18,7 @@ from answerbox.contract import (
     LLMUsageReport,
     PassagePiece,
 )
-from answerbox.errors import ConfigError, LLMError, ModelError
+from answerbox.core.errors import ConfigError, LLMError, ModelError
 from answerbox.llm.client import Message
 from answerbox.opensearch import JSON
 from answerbox.pipeline.caller_limits import ConfigContext

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from answerbox.contract import ConversationReport
-from answerbox.errors import ConfigError, LLMError
+from answerbox.core.contract import ConversationReport
+from answerbox.core.errors import ConfigError, LLMError
 from answerbox.memory.records import Interaction
 from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import Caller

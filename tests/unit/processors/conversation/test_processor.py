@@ -7,8 +7,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from answerbox.config import Settings
-from answerbox.contract import ConversationReport
+from answerbox.core.config import Settings
+from answerbox.core.contract import ConversationReport
 from answerbox.llm import LLMClient
 from answerbox.memory.records import Interaction
 from answerbox.memory.turn import ConversationTurn
@@ -18,7 +18,7 @@ from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.processors.conversation import Conversation
 from answerbox.processors.conversation.processor import _about
 from answerbox.processors.conversation.rules import standalone
-from answerbox.prompts import PromptLibrary
+from answerbox.prompts.library import PromptLibrary
 from answerbox.services import Services
 from answerbox.shared_cache import SharedCache
 

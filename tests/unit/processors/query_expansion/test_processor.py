@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from answerbox.contract import ExpansionMethod, ExpansionMode, QueryExpansionReport
-from answerbox.errors import ConfigError, LLMError, LLMTimeout, UpstreamError
+from answerbox.core.contract import ExpansionMethod, ExpansionMode, QueryExpansionReport
+from answerbox.core.errors import ConfigError, LLMError, LLMTimeout, UpstreamError
+from answerbox.core.query_text import question_of
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import PipelineContext, SearchRequest
 from answerbox.pipeline.caller_limits import CallerLimits, ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 from answerbox.processors.query_expansion import LLMQueryExpansion
-from answerbox.query_text import question_of
 
 from tests.unit.fake_services import FakeServices, FakeSharedCache, LLMCall, Reply, Slow
 from tests.unit.fakes import (

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from answerbox.errors import ModelError
+from answerbox.core.errors import ModelError
 from answerbox.models.manifest import ModelManifest
 from answerbox.processors.retrieval_evaluator.fusion import engine_term, fuse
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from answerbox.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalReport
-from answerbox.errors import ConfigError, LLMError, ModelError, UpstreamError
+from answerbox.core.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalReport
+from answerbox.core.errors import ConfigError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import PipelineContext, SearchRequest
 from answerbox.pipeline.caller_limits import ConfigContext

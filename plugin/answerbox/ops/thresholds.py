@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from answerbox.errors import ConfigError
+from answerbox.core.errors import ConfigError
 from answerbox.models.confidence import Recalibration, logit, platt
 from answerbox.processors.text.normalize import contains_gold
 

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from answerbox import __version__
-from answerbox.children import PortInUseError, interrupt_on_sigterm
-from answerbox.contract import CONTRACT_VERSION
+from answerbox.core.contract import CONTRACT_VERSION
+from answerbox.ops.children import PortInUseError, interrupt_on_sigterm
 
 __all__ = ["main"]
 
@@ -21,7 +21,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from answerbox.app import create_app
-    from answerbox.config import Settings
+    from answerbox.core.config import Settings
     from answerbox.server import uvicorn_config
 
     settings = Settings.load(args.config)
@@ -36,7 +36,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     import asyncio
 
-    from answerbox.config import Settings
+    from answerbox.core.config import Settings
     from answerbox.doctor import diagnose
 
     if not args.verbose:
@@ -50,7 +50,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from answerbox.embedded import run_demo
+    from answerbox.ops.embedded import run_demo
 
     return run_demo(
         port=args.port, query=args.query, keep_running=not args.once, with_llm=not args.no_llm, llm_port=args.llm_port
@@ -58,7 +58,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _local_llm(args: argparse.Namespace) -> int:
-    from answerbox.embedded import local_llm
+    from answerbox.ops.embedded import local_llm
 
     with local_llm(args.port, args.threads) as url:
         # test.sh waits for this line: it names the server this process started.
@@ -68,8 +68,8 @@ def _local_llm(args: argparse.Namespace) -> int:
 
 
 def _threshold(args: argparse.Namespace) -> int:
-    from answerbox.errors import ConfigError
-    from answerbox.thresholds import run
+    from answerbox.core.errors import ConfigError
+    from answerbox.ops.thresholds import run
 
     user, _, password = (args.user or "").partition(":")
     try:

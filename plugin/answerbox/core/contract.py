@@ -381,6 +381,10 @@ class RunPlan(BaseModel):
     pipeline: str
     budget_s: Planned
     processor_timeout_s: Planned
+    # What the whole request (a _search, an _msearch with all its lines, a stream) may spend:
+    # its LLM calls and its prompts' CPU seconds, which admission hands its tasks to share.
+    llm_calls: Planned
+    render_cpu_s: Planned
     steps: list[PlannedStep]
     in_opensearch: list[str] = []  # OpenSearch's own processor types, run there
 

@@ -23,9 +23,9 @@ from typing import Any
 import jinja2
 from jinja2.exceptions import SecurityError
 
-from answerbox.errors import ConfigError
-from answerbox.prompt_sandbox import MAX_VALUE_CHARS, BoundedSandbox, RenderTimeout, budget_of, time_budget
-from answerbox.prompt_worker import PromptWorker
+from answerbox.core.errors import ConfigError
+from answerbox.prompts.sandbox import MAX_VALUE_CHARS, BoundedSandbox, RenderTimeout, budget_of, time_budget
+from answerbox.prompts.worker import PromptWorker
 
 __all__ = [
     "MAX_RENDERED_CHARS",

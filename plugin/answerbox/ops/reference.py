@@ -1,7 +1,7 @@
 """``docs/reference.md``, written from the configuration models themselves: every setting and
 every processor parameter, with its type, default and description.
 
-    python -m answerbox.reference > docs/reference.md
+    python -m answerbox.ops.reference > docs/reference.md
 
 A field's description is its ``Field(description=...)``, else the comment lines right above
 it (and one at its line's end) in the model's source: the comments the code already keeps.
@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from answerbox.config import Settings
+from answerbox.core.config import Settings
 
 __all__ = ["reference"]
 
@@ -27,7 +27,7 @@ _HEADER = """# Reference
 
 Every setting (`answerbox serve --config FILE`, YAML; or `ANSWERBOX_<SECTION>__<NAME>` in the
 environment) and every processor parameter, written from the configuration models by
-`python -m answerbox.reference > docs/reference.md`. A test fails when this file is stale.
+`python -m answerbox.ops.reference > docs/reference.md`. A test fails when this file is stale.
 """
 
 

@@ -30,4 +30,4 @@ def shipped(name: Shipped) -> Path:
     installed = Path(str(resources.files("answerbox").joinpath("bundled", name)))
     if installed.is_dir():
         return installed
-    return Path(__file__).resolve().parents[2].joinpath(*_IN_CHECKOUT[name])
+    return Path(__file__).resolve().parents[3].joinpath(*_IN_CHECKOUT[name])

@@ -4,7 +4,7 @@ A pipeline's own template text (an override) is hostile until shown otherwise. T
 (``prompt_sandbox``) bounds every C call it knows of before it runs, and a trace function
 stops template loops; but one long C call it does not foresee would hold the interpreter
 lock, stalling every request, and could take the server's memory. So an override renders
-in one child process (``python -m answerbox.prompt_worker``), started on the first override
+in one child process (``python -m answerbox.prompts.worker``), started on the first override
 render: it compiles the text in the same sandbox (``prompts.prompt_environment``) and renders
 it as the server renders a shipped template (``Prompt.render``), under an address-space limit
 (``MEMORY_LIMIT_BYTES``: past it an allocation is a MemoryError, so a 400, not the machine's
@@ -41,8 +41,8 @@ from typing import IO, Any
 
 from pydantic_core import to_jsonable_python
 
-from answerbox.errors import AnswerboxError, ConfigError
-from answerbox.prompt_sandbox import MAX_VALUE_CHARS, request_render_budget, spend
+from answerbox.core.errors import AnswerboxError, ConfigError
+from answerbox.prompts.sandbox import MAX_VALUE_CHARS, request_render_budget, spend
 
 __all__ = ["MEMORY_LIMIT_BYTES", "RENDER_TIMEOUT_S", "WORKER_COMMAND", "PromptWorker", "main"]
 
@@ -51,7 +51,7 @@ RENDER_TIMEOUT_S = 1.0  # five times a prompt's CPU budget
 # Python's start and the sandbox's import, on a busy machine: no template runs yet.
 _START_TIMEOUT_S = 30.0
 # How the server starts the worker (read at each start).
-WORKER_COMMAND: tuple[str, ...] = (sys.executable, "-m", "answerbox.prompt_worker")
+WORKER_COMMAND: tuple[str, ...] = (sys.executable, "-m", "answerbox.prompts.worker")
 _LENGTH = struct.Struct(">I")
 # A rendered prompt, each character at most a 6-byte JSON escape, and the reply's few other fields.
 _MAX_REPLY_BYTES = 6 * MAX_VALUE_CHARS + 4096
@@ -159,7 +159,7 @@ def _send(stream: IO[bytes], message: Mapping[str, Any]) -> None:
 
 def main() -> None:
     """The worker: renders one request at a time, until the server stops it or closes its stdin."""
-    from answerbox.prompts import Prompt, prompt_environment  # prompts imports this module
+    from answerbox.prompts.library import Prompt, prompt_environment  # prompts imports this module
 
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the server's terminal is for the server

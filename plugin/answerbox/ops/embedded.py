@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
-from answerbox.children import require_free_port, spawn, stop
-from answerbox.shipped import shipped
+from answerbox.ops.children import require_free_port, spawn, stop
+from answerbox.ops.shipped import shipped
 
 __all__ = [
     "SAMPLE_INDEX",
@@ -197,7 +197,7 @@ def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_p
     from osmem_server import OsmemServer
 
     from answerbox.app import create_app
-    from answerbox.config import Settings
+    from answerbox.core.config import Settings
     from answerbox.server import uvicorn_config
 
     require_free_port(Settings().host, port)

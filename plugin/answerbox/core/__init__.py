@@ -1,0 +1,1 @@
+"""Types and small tools every layer uses: settings, the response contract, errors, digests, caches."""

@@ -1,0 +1,1 @@
+"""Prompts: the template library, the sandbox they render in, and the worker that renders overrides."""
