@@ -172,8 +172,16 @@ class StreamedAnswer:
                 return self._raw
         elif not self._json:
             return delta
+        return self._sentences(_CLOSED_SENTENCE)
+
+    def flush(self) -> str:
+        """At the reply's end: a sentence whose text closed but whose object did not (cut off at
+        ``max_tokens``), as ``read_answer`` keeps it."""
+        return self._sentences(_WHOLE_SENTENCE) if self._json else ""
+
+    def _sentences(self, pattern: re.Pattern[str]) -> str:
         sentences = []
-        for match in _CLOSED_SENTENCE.finditer(self._raw, self._read):
+        for match in pattern.finditer(self._raw, self._read):
             sentences.append(_sentence(_salvaged(match)))
             self._read = match.end()
         return "".join(f"{s} " for s in sentences if s)

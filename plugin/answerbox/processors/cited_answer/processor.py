@@ -421,6 +421,8 @@ async def _as_read(deltas: AsyncGenerator[str, None]) -> AsyncGenerator[str, Non
         async for delta in deltas:
             if text := reading.feed(delta):
                 yield text
+    if text := reading.flush():
+        yield text
 
 
 def _scored(answer: Answer, snippet: Answer | None, calibrator: AnswerCalibrator) -> Answer:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from answerbox.processors.cited_answer.citations import parse_claims, read_answer, without_echoed_fields
+import pytest
+from answerbox.processors.cited_answer.citations import (
+    StreamedAnswer,
+    parse_claims,
+    read_answer,
+    without_echoed_fields,
+)
 
 
 def test_a_json_answer_is_written_back_as_cited_sentences() -> None:
@@ -48,3 +54,22 @@ def test_an_echoed_evidence_layout_leaves_only_the_snippets_text() -> None:
     # Only a label at a line's start is the layout's: words inside a sentence stay.
     sentence = "The film's title: Dune, from the source: the novel [1]."
     assert without_echoed_fields(sentence) == sentence
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        json.dumps(
+            {"sentences": [{"text": 'Frank "Dune" Herbert.', "blocks": [2]}, {"text": "In 1965.", "blocks": []}]}
+        ),
+        '{"sentences": [{"text": "Dune is a novel.", "blocks": [1]}, {"text": "It sold", "blocks": [1',
+        '{"sentences": [{"text": "Frank',
+        "Frank Herbert wrote Dune [1]. It sold well [2].",
+        "  \n ",
+    ],
+)
+def test_a_streamed_reply_reads_as_the_whole_reply_reads_however_it_is_cut(reply: str) -> None:
+    for size in (1, 3, 7, len(reply) or 1):
+        reading = StreamedAnswer()
+        pieces = [reading.feed(reply[i : i + size]) for i in range(0, len(reply), size)] + [reading.flush()]
+        assert "".join(pieces).strip() == read_answer(reply, structured=True).strip(), size
