@@ -179,8 +179,11 @@ def dev_paragraphs() -> list[Paragraph]:
     """The dev paragraphs, read from the tarball once and kept in ``BENCH_DIR``."""
     cached = BENCH_DIR / "squaddev_paragraphs.pickle"
     if cached.exists():
-        paragraphs: list[Paragraph] = pickle.loads(cached.read_bytes())
-        return paragraphs
+        try:
+            paragraphs: list[Paragraph] = pickle.loads(cached.read_bytes())
+            return paragraphs
+        except (ModuleNotFoundError, AttributeError, pickle.UnpicklingError):
+            pass  # written by a tree whose Paragraph lived elsewhere: read the tarball again
     paragraphs = load_squad([DEV_FILE])
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_bytes(pickle.dumps(paragraphs))

@@ -78,7 +78,10 @@ class ModelSettings(_Section):
     variant: Literal["int8", "fp32", "fp16"] = "int8"
     providers: list[str] = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     max_batch: int = Field(default=16, ge=1)
-    max_wait_ms: float = Field(default=4.0, ge=0)
+    # How long a model call waits for others to share its batch. None: not at all on the CPU,
+    # where a batch costs about what its windows cost one by one and the wait is pure latency
+    # (onnx_models/LOG.md); 4 ms on a GPU, where a batch costs about what one window does.
+    max_wait_ms: float | None = Field(default=None, ge=0)
     # 16 windows of 192 tokens cover ~10,000 characters, far more than a search hit's text.
     max_windows_per_passage: int = Field(default=16, ge=1)
     intra_op_threads: int = Field(default=0, ge=0)

@@ -11,11 +11,13 @@ from answerbox.models.encoder import PassageEncoder
 from answerbox.models.evaluator import Evaluator
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.models.reader import Reader
-from answerbox.models.session import OnnxSession
+from answerbox.models.session import CPU, OnnxSession
 from answerbox.models.verifier import ClaimVerifier, load_verifier
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
 
-__all__ = ["Models", "load_models"]
+__all__ = ["Models", "batch_wait_s", "load_models"]
+
+DEVICE_BATCH_WAIT_S = 0.004
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +50,8 @@ def load_models(settings: ModelSettings) -> Models:
         stride=manifest.stride,
         max_windows=settings.max_windows_per_passage,
     )
-    encoder = PassageEncoder(session, windows, max_batch=settings.max_batch, max_wait_s=settings.max_wait_ms / 1000)
+    wait_s = batch_wait_s(settings, session.provider)
+    encoder = PassageEncoder(session, windows, max_batch=settings.max_batch, max_wait_s=wait_s)
     return Models(
         reader=Reader(encoder, max_answer_tokens=manifest.max_answer_tokens, cover_margin=manifest.span_cover_margin),
         evaluator=Evaluator(encoder, manifest),
@@ -56,11 +59,18 @@ def load_models(settings: ModelSettings) -> Models:
         provider=session.provider,
         directory=settings.dir,
         encoder=encoder,
-        verifier=_verifier(settings),
+        verifier=_verifier(settings, wait_s),
     )
 
 
-def _verifier(settings: ModelSettings) -> ClaimVerifier | None:
+def batch_wait_s(settings: ModelSettings, provider: str) -> float:
+    """``models.max_wait_ms`` where set, else the provider's default (see ``ModelSettings``)."""
+    if settings.max_wait_ms is not None:
+        return settings.max_wait_ms / 1000
+    return 0.0 if provider == CPU else DEVICE_BATCH_WAIT_S
+
+
+def _verifier(settings: ModelSettings, wait_s: float) -> ClaimVerifier | None:
     if not (settings.verifier_dir / MANIFEST_FILE).is_file():
         return None
     return load_verifier(
@@ -68,5 +78,5 @@ def _verifier(settings: ModelSettings) -> ClaimVerifier | None:
         providers=settings.providers,
         intra_op_threads=settings.intra_op_threads,
         max_batch=settings.max_batch,
-        max_wait_s=settings.max_wait_ms / 1000,
+        max_wait_s=wait_s,
     )
