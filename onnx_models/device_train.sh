@@ -2,7 +2,7 @@
 # Trains on a lent GPU (the `device` tool's run), from the repository root, going on from the
 # model the tree ships (onnx_models/default), or from .gpu/start when it holds float16 shards.
 # What it needs beside the tree, prepared here in a folder git ignores
-# (echo /.gpu/ >> .git/info/exclude), 5 MB in all:
+# (.gitignore lists /.gpu/), 5 MB in all (the verifier's pairs 4 MB more):
 #   python -m onnx_models.train.travel base .gpu/base    # config, tokenizer, parameter names
 #   python -m onnx_models.train.travel data .gpu/data    # the training files, gzipped
 #   # what answerbox imports that the GPU image lacks, as wheels for its Python 3.12:
@@ -27,7 +27,15 @@
 #   git reset -q HEAD onnx_models/default   # then drop the two lines from .git/info/exclude
 # Then run, with carry [".gpu"], e.g.:
 #   bash onnx_models/device_train.sh --lr 3e-5 --epochs 3 --train-embeddings --holdout 0.1 --keep-weights
-# The arguments go to onnx_models.train.reader (after --device cuda). SEEDS="41 42 43" trains one run
+# The claim verifier trains the same way with TRAINER=verifier, from the shipped reader's encoder
+# (what `checkpoint` rebuilds) on its training pairs, prepared here (4 MB):
+#   python -m onnx_models.train.travel pairs .gpu/pairs
+#   # the device run, carry [".gpu"]:
+#   TRAINER=verifier SEEDS="41 42 43" bash onnx_models/device_train.sh --vitaminc 100000 --contrastive 100000 \
+#     --epochs 4 --batch 32 --lr 5e-5 --bf16 --max-minutes 7
+#   # here: unshard as below (--tokenizer .gpu/base), then `answerbox models export CKPT DIR --task
+#   # text-classification --variants int8 --max-length 128 --stride 0` and onnx_models.evaluate.verifier.
+# The arguments go to onnx_models.train.reader (after --device cuda), or onnx_models.train.verifier. SEEDS="41 42 43" trains one run
 # per seed at once (one run of this small model leaves the GPU mostly idle) and brings back the
 # mean of their weights: runs from one start share a basin, so their mean is a model soup
 # (onnx_models.train.average). The trained weights come back as float16 shards with config.json and
@@ -46,12 +54,17 @@ if compgen -G ".gpu/start/weights-*.npz" >/dev/null; then
 else
   python3 -m onnx_models.train.travel checkpoint .gpu/base "$work/base"
 fi
+case "${TRAINER:-reader}" in
+  reader) trainer=(onnx_models.train.reader --encoder "$work/base" --data .gpu/data) ;;
+  verifier) trainer=(onnx_models.train.verifier --base "$work/base" --pairs .gpu/pairs/verifier_pairs.jsonl.gz) ;;
+  *) echo "TRAINER is reader or verifier, not $TRAINER" >&2; exit 2 ;;
+esac
 read -ra seeds <<<"${SEEDS:-13}"
 runs=() pids=()
 for seed in "${seeds[@]}"; do
   runs+=("$work/run-$seed")
-  python3 -m onnx_models.train.reader --device cuda --init "$work/base" --encoder "$work/base" --data .gpu/data \
-    --out "$work/run-$seed" "$@" --seed "$seed" >"$work/run-$seed.out" 2>&1 &
+  python3 -m "${trainer[@]}" --device cuda --init "$work/base" --out "$work/run-$seed" "$@" --seed "$seed" \
+    >"$work/run-$seed.out" 2>&1 &
   pids+=($!)
 done
 for i in "${!pids[@]}"; do

@@ -16,12 +16,13 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -38,6 +39,8 @@ __all__ = [
     "REPORT_SHARE",
     "Pair",
     "contrastive_pairs",
+    "load_pairs",
+    "save_pairs",
     "vitaminc_pairs",
     "vitaminc_split",
 ]
@@ -144,3 +147,15 @@ def contrastive_pairs(tarball: Path, *, seed: int = 13) -> dict[Split, list[Pair
             neighbours = [p for p in members if p is not paragraph]
             split[side] += _paragraph_pairs(paragraph, neighbours, rng)
     return split
+
+
+def save_pairs(pairs: Sequence[Pair], path: Path) -> Path:
+    """``pairs`` as gzipped JSON lines: what a lent GPU reads instead of the 358 MB tarball."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = "".join(json.dumps(asdict(pair), ensure_ascii=False) + "\n" for pair in pairs)
+    path.write_bytes(gzip.compress(lines.encode(), mtime=0))
+    return path
+
+
+def load_pairs(path: Path) -> list[Pair]:
+    return [Pair(**json.loads(line)) for line in gzip.decompress(path.read_bytes()).decode().splitlines()]

@@ -1,4 +1,5 @@
-"""Average the weights of reader-evaluator checkpoints fine-tuned from one another (a model soup).
+"""Average the weights of checkpoints fine-tuned from one another (a model soup): reader-evaluator
+checkpoints, or the claim verifier's.
 
     PYTHONPATH=plugin python -m onnx_models.train.average CHECKPOINT_A CHECKPOINT_B OUT
 
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 
-from onnx_models.train.modeling import ReaderEvaluatorModel
+from onnx_models.train.modeling import TOKENIZER_FILES, WEIGHTS_FILE
 
 __all__ = ["average"]
 
@@ -27,8 +30,7 @@ log = logging.getLogger(__name__)
 def average(checkpoints: Sequence[Path], out: Path) -> Path:
     if len(checkpoints) < 2:
         raise SystemExit("average needs at least two checkpoints")
-    models = [ReaderEvaluatorModel.load(path) for path in checkpoints]
-    states = [model.state_dict() for model in models]
+    states = [load_file(str(path / WEIGHTS_FILE)) for path in checkpoints]
     shapes = {name: value.shape for name, value in states[0].items()}
     for path, state in zip(checkpoints[1:], states[1:], strict=True):
         if {name: value.shape for name, value in state.items()} != shapes:
@@ -38,15 +40,18 @@ def average(checkpoints: Sequence[Path], out: Path) -> Path:
         name: torch.stack([s[name] for s in states]).mean(dim=0) if value.is_floating_point() else value
         for name, value in states[0].items()
     }
-    models[0].load_state_dict(mean)
-    models[0].save(out, checkpoints[0])
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(mean, str(out / WEIGHTS_FILE))
+    for name in ("config.json", *TOKENIZER_FILES):
+        if (checkpoints[0] / name).is_file():
+            shutil.copyfile(checkpoints[0] / name, out / name)
     log.info("averaged %d checkpoints into %s", len(checkpoints), out)
     return out
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoints", type=Path, nargs="+", help="reader-evaluator checkpoint directories")
+    parser.add_argument("checkpoints", type=Path, nargs="+", help="checkpoint directories")
     parser.add_argument("out", type=Path, help="checkpoint directory to write")
     args = parser.parse_args(argv)
     average(args.checkpoints, args.out)

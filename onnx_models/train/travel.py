@@ -16,6 +16,8 @@ so a run that goes on from the shipped model carries only what the tree lacks:
   initializer each PyTorch parameter is exported to (``onnx_models.train.recover`` learns it by
   exporting the base encoder, which the GPU machine does not have);
 - ``data``: the squad_shifts training files, gzipped, for ``train --data``;
+- ``pairs``: the claim verifier's training side (``data.verifier_pairs``), 4 MB gzipped, for
+  ``train.verifier --pairs`` (the 358 MB tarball cannot travel);
 - ``checkpoint``: a model directory's fp32 graph (rebuilt from its packed form where needed)
   and ``base`` made into a training checkpoint, for ``train --init``;
 - ``start``: the base encoder with new heads, as shards: a run that starts clean, from weights
@@ -46,12 +48,21 @@ from safetensors.numpy import load_file, save_file
 from onnx_models.data.squad import TRAIN_FILES, default_tarball, read_tarball_files
 from onnx_models.train.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel
 
-__all__ = ["base_bundle", "checkpoint_from_tree", "extract_data", "fresh_start", "from_shards", "to_shards"]
+__all__ = [
+    "base_bundle",
+    "checkpoint_from_tree",
+    "extract_data",
+    "fresh_start",
+    "from_shards",
+    "to_shards",
+    "verifier_pairs",
+]
 
 log = logging.getLogger(__name__)
 
 PARAMETERS = "parameters.json"
 CONFIG = "config.json"
+PAIRS_FILE = "verifier_pairs.jsonl.gz"
 SHARD_BYTES = 15 * 2**20  # under the 16 MiB a file may have to come back
 _FLOAT16_MAX = float(np.finfo(np.float16).max)
 _PART = "#part"  # a table larger than a shard travels as rows "<name>#part<i>"
@@ -73,6 +84,14 @@ def extract_data(out: Path, tarball: Path | None = None) -> Path:
     for name, data in read_tarball_files(list(TRAIN_FILES), tarball or default_tarball()).items():
         (out / f"{name}.gz").write_bytes(gzip.compress(json.dumps(data).encode(), mtime=0))
     return out
+
+
+def verifier_pairs(out: Path, tarball: Path | None = None) -> Path:
+    """Write ``out/verifier_pairs.jsonl.gz``: every pair the claim verifier trains on."""
+    from onnx_models.data.verifier_pairs import save_pairs
+    from onnx_models.train.verifier import training_side
+
+    return save_pairs(training_side(tarball or default_tarball()), out / PAIRS_FILE)
 
 
 def checkpoint_from_tree(model_dir: Path, base: Path, out: Path) -> Path:
@@ -188,6 +207,9 @@ def main(argv: list[str]) -> int:
     data = commands.add_parser("data", help="the training files, gzipped")
     data.add_argument("out", type=Path)
     data.add_argument("--data", type=Path, default=default_tarball(), help="bigbench-1.0.0.tar.gz")
+    pairs = commands.add_parser("pairs", help="the claim verifier's training pairs, gzipped")
+    pairs.add_argument("out", type=Path)
+    pairs.add_argument("--data", type=Path, default=default_tarball(), help="bigbench-1.0.0.tar.gz")
     checkpoint = commands.add_parser("checkpoint", help="a training checkpoint from a model directory of the tree")
     checkpoint.add_argument("base", type=Path, help="what `base` wrote")
     checkpoint.add_argument("out", type=Path)
@@ -208,6 +230,8 @@ def main(argv: list[str]) -> int:
         print(base_bundle(args.encoder or default_encoder_dir(), args.out))
     elif args.command == "data":
         print(extract_data(args.out, args.data))
+    elif args.command == "pairs":
+        print(verifier_pairs(args.out, args.data))
     elif args.command == "checkpoint":
         print(checkpoint_from_tree(args.model_dir, args.base, args.out))
     elif args.command == "start":
