@@ -35,6 +35,11 @@
 #     --epochs 4 --batch 32 --lr 5e-5 --bf16 --max-minutes 7
 #   # here: unshard as below (--tokenizer .gpu/base), then `answerbox models export CKPT DIR --task
 #   # text-classification --variants int8 --max-length 128 --stride 0` and onnx_models.evaluate.verifier.
+# A faster reader (issue 61): STUDENT="0 1 2" keeps those encoder layers of the start
+# (onnx_models.train.student) and distils the rest from it (reader --teacher), e.g.
+#   STUDENT="0 1 2" SEEDS="41 42 43 44" bash onnx_models/device_train.sh --lr 1e-4 --epochs 4 \
+#     --hard-negatives-from 4 --holdout 0.1 --bf16 --train-embeddings --max-minutes 6.5
+# then unshard, export and recalibrate as the shipped model was (onnx_models/README.md).
 # The arguments go to onnx_models.train.reader (after --device cuda), or onnx_models.train.verifier. SEEDS="41 42 43" trains one run
 # per seed at once (one run of this small model leaves the GPU mostly idle) and brings back the
 # mean of their weights: runs from one start share a basin, so their mean is a model soup
@@ -54,8 +59,16 @@ if compgen -G ".gpu/start/weights-*.npz" >/dev/null; then
 else
   python3 -m onnx_models.train.travel checkpoint .gpu/base "$work/base"
 fi
+teacher=()
+if [ -n "${STUDENT:-}" ]; then
+  # A student of those layers, distilled from the model it was cut from: built here, nothing to carry.
+  mv "$work/base" "$work/teacher"
+  read -ra layers <<<"$STUDENT"
+  python3 -m onnx_models.train.student "$work/teacher" "$work/base" --keep-layers "${layers[@]}"
+  teacher=(--teacher "$work/teacher")
+fi
 case "${TRAINER:-reader}" in
-  reader) trainer=(onnx_models.train.reader --encoder "$work/base" --data .gpu/data) ;;
+  reader) trainer=(onnx_models.train.reader --encoder "$work/base" --data .gpu/data "${teacher[@]}") ;;
   verifier) trainer=(onnx_models.train.verifier --base "$work/base" --pairs .gpu/pairs/verifier_pairs.jsonl.gz) ;;
   *) echo "TRAINER is reader or verifier, not $TRAINER" >&2; exit 2 ;;
 esac

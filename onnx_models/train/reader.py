@@ -14,6 +14,9 @@ spans it can answer with (start ≤ end, at most ``--max-answer-tokens`` long) a
 no-answer, with every annotator's answer in the window a right one. A span cut short, which
 shares a start or an end with the answer, is then one of the answer's rivals.
 
+``--teacher CKPT`` distils besides (``onnx_models.train.distill``): a student cut from a
+reader-evaluator (``onnx_models.train.student``) learns its span distributions and relevance too.
+
 The run is resumable: every ``--checkpoint-minutes`` (and when it stops: ``--max-minutes``,
 SIGTERM, SIGINT) it writes ``OUT/checkpoint.pt`` with weights, optimizer, scheduler, the
 position in the data order and the RNG states; ``--resume`` goes on from there exactly.
@@ -56,6 +59,7 @@ from onnx_models.data.squad import (
     normalize_answer,
 )
 from onnx_models.train.checkpoint import TrainingState, load_state, save_state
+from onnx_models.train.distill import Teacher, distillation_loss
 from onnx_models.train.int8_simulation import simulate_int8
 from onnx_models.train.modeling import ReaderEvaluatorModel
 
@@ -249,14 +253,22 @@ def _progress_log(out: Path) -> Iterator[None]:
 
 
 # Recipe settings added after runs were checkpointed, with the value those runs trained with.
-_ADDED_SETTINGS = {"holdout": "0.0", "int8_aware": "False", "span_loss": "start-end", "max_answer_tokens": "30"}
+_ADDED_SETTINGS = {
+    "holdout": "0.0",
+    "int8_aware": "False",
+    "span_loss": "start-end",
+    "max_answer_tokens": "30",
+    "teacher": "None",
+    "distill_weight": "1.0",
+    "temperature": "2.0",
+}
 
 
 def _recipe(args: argparse.Namespace) -> dict[str, str]:
     """The arguments that decide the data, its order and the schedule: a resume must keep them."""
     keys = ("seed", "max_questions", "random_negatives", "hard_negatives_from", "max_length", "stride", "batch_size",
             "epochs", "lr", "max_steps", "train_embeddings", "init", "encoder", "holdout", "int8_aware", "span_loss",
-            "max_answer_tokens")  # fmt: skip
+            "max_answer_tokens", "teacher", "distill_weight", "temperature")  # fmt: skip
     return {k: str(getattr(args, k)) for k in keys}
 
 
@@ -312,6 +324,7 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
         state = load_state(args.out, model, optimizer, scheduler, state.recipe, _ADDED_SETTINGS)
         log.info("resumed at step %d/%d after %.1f min of training", state.step, steps, state.seconds / 60)
     relevance_loss = nn.BCEWithLogitsLoss()
+    teacher = Teacher(args.teacher, device) if args.teacher else None
 
     model.train()
     started = time.monotonic()
@@ -343,6 +356,10 @@ def _train(args: argparse.Namespace, signals: list[int]) -> TrainingState:
         else:
             span_loss = start_end_loss(start_logits, end_logits, batch)
         loss = span_loss + relevance_loss(relevance_logits, relevant)
+        if teacher is not None:
+            taught = teacher(ids, mask, types, bf16=args.bf16)
+            outputs = (start_logits, end_logits, relevance_logits)
+            loss = loss + args.distill_weight * distillation_loss(outputs, taught, mask, args.temperature)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
@@ -428,6 +445,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--max-answer-tokens", type=int, default=30, help="the longest span --span-loss spans lets the reader choose"
     )
+    parser.add_argument(
+        "--teacher", type=Path, help="a reader-evaluator checkpoint to distil from (onnx_models.train.distill)"
+    )
+    parser.add_argument("--distill-weight", type=float, default=1.0, help="the teacher's loss beside the labels'")
+    parser.add_argument("--temperature", type=float, default=2.0, help="softens both span distributions")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--lr", type=float, default=1e-4)
