@@ -32,7 +32,7 @@
 #   python -m onnx_models.train.travel pairs .gpu/pairs
 #   # the device run, carry [".gpu"]:
 #   TRAINER=verifier SEEDS="41 42 43" bash onnx_models/device_train.sh --vitaminc 100000 --contrastive 100000 \
-#     --epochs 4 --batch 32 --lr 5e-5 --bf16 --max-minutes 7
+#     --epochs 2 --batch 32 --lr 5e-5 --bf16 --max-minutes 7
 #   # here: unshard as below (--tokenizer .gpu/base), then `answerbox models export CKPT DIR --task
 #   # text-classification --variants int8 --max-length 128 --stride 0` and onnx_models.evaluate.verifier.
 # A faster reader (issue 61): STUDENT="0 1 2" keeps those encoder layers of the start
