@@ -1,7 +1,10 @@
 """Where an extractive answer's time goes, and what it costs against an earlier commit, in one run.
 
     PYTHONPATH=plugin:. python -m bench.answer_cost [--questions 300] [--baseline-rev 44e4c7a]
-        [--clients 1 4 16 32] [--load-questions 120]
+        [--clients 1 4 16 32] [--load-questions 120] [--models DIR]
+
+``--models DIR`` serves this tree with another model (a student, say) against the baseline
+with its own.
 
 osmem-server holds every SQuAD v1.1 dev paragraph; each question goes through the extractive
 pipeline a new user writes: ``retrieval_evaluator`` (top 10, rerank) then ``cited_answer``
@@ -26,6 +29,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -197,6 +201,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--baseline-rev", default="44e4c7a")
     parser.add_argument("--seed", type=int, default=2025)
     parser.add_argument("--skip-stages", action="store_true")
+    parser.add_argument("--models", type=Path, default=None, help="this tree serves the model in DIR")
     args = parser.parse_args(argv)
     paragraphs = dev_paragraphs()
     wanted = args.questions + args.load_questions * len(args.clients)
@@ -209,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             profile(osmem.url, questions)
         tree = stack.enter_context(checkout(args.baseline_rev))
         urls = {
-            "this tree": stack.enter_context(answerbox_serve(osmem.url, REPO_ROOT / "plugin")),
+            "this tree": stack.enter_context(answerbox_serve(osmem.url, REPO_ROOT / "plugin", args.models)),
             args.baseline_rev: stack.enter_context(answerbox_serve(osmem.url, tree / "plugin")),
         }
         for url in urls.values():

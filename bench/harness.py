@@ -88,9 +88,10 @@ def checkout(revision: str) -> Iterator[Path]:
 
 
 @contextmanager
-def answerbox_serve(opensearch_url: str, plugin: Path) -> Iterator[str]:
+def answerbox_serve(opensearch_url: str, plugin: Path, models: Path | None = None) -> Iterator[str]:
     """``answerbox serve`` from ``plugin`` (a checkout's package folder) in front of ``opensearch_url``,
-    in its own process (so the load generator does not share its interpreter); yields its URL."""
+    in its own process (so the load generator does not share its interpreter), serving the models
+    in ``models`` (default: its own); yields its URL."""
     port = free_port()
     env = {
         **os.environ,
@@ -98,6 +99,8 @@ def answerbox_serve(opensearch_url: str, plugin: Path) -> Iterator[str]:
         "ANSWERBOX_PORT": str(port),
         "PYTHONPATH": str(plugin),
     }
+    if models is not None:
+        env["ANSWERBOX_MODELS__DIR"] = str(models)
     # A baseline checkout from before the package's ground floor was grouped has its command at the top.
     cli = "answerbox.ops.cli" if (plugin / "answerbox" / "ops").is_dir() else "answerbox.cli"
     server = subprocess.Popen([sys.executable, "-m", cli, "serve", "--log-level", "warning"], env=env)
