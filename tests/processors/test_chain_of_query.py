@@ -193,3 +193,40 @@ def test_real_llm_chain_keeps_hits_and_only_verified_citations(
     assert answer["abstained"] is chain["abstained"]
     verified = {(c["marker"], c["_id"]) for c in chain["citations"] if c["verified"]}
     assert {(c["marker"], c["_id"]) for c in answer["citations"]} <= verified
+
+
+ONE_WRONG_NODE = (
+    "[Query 1]: Who is the performer of Spirit If... ?\n[Answer 1]: Leslie Feist\n"
+    "[Final Content]: Spirit If... is by Leslie Feist [1]. So the final answer is Leslie Feist."
+)
+
+
+def test_a_final_content_that_ignores_the_readers_correction_is_never_reported_verified(chains: Chains) -> None:
+    # One round: the node is corrected, and the LLM's tracing reply states its own answer again.
+    chains.llm.replies = [ONE_WRONG_NODE, ONE_WRONG_NODE.split("\n", 2)[2]]
+    result = chains.search(chain_search("Who is the performer of Spirit If... ?", theta=CONFIDENT, r_max=1))
+    chain = result["ext"]["answerbox"]["chain"]
+    (node,) = chain["nodes"]
+    assert (node["action"], node["verified"], node["llm_answer"]) == ("correct", True, "Leslie Feist")
+    assert "Kevin Drew" in node["answer"]
+    assert (chain["verified"], chain["abstained"], chain["final_answer"]) == (False, True, None)
+    assert "Leslie Feist" in chain["unverified_content"]
+    answer = result["ext"]["answerbox"]["answer"]
+    assert (answer["abstained"], answer["citations"]) == (True, [])
+    assert any("states what IR corrected" in w for w in result["ext"]["answerbox"]["warnings"])
+    same_hits(result, chains.osmem_url, chains.client, "Who is the performer of Spirit If... ?")
+
+
+@pytest.mark.parametrize(("margin", "action", "kept"), [(0, "correct", None), (1e6, "pass", "2007")])
+def test_an_llm_answer_the_reader_rates_within_the_margin_is_kept(
+    chains: Chains, margin: float, action: str, kept: str | None
+) -> None:
+    # "2007" is in the passage the node reads, but it is not who performed the album: only a
+    # margin wider than any gap keeps it (the shipped margin is chosen by bench.chain_nodes).
+    question = "Who is the performer of Spirit If... ?"
+    chains.llm.replies = [f"[Query 1]: {question}\n[Answer 1]: 2007\n[Final Content]: It is 2007 [1]."]
+    result = chains.search(chain_search(question, theta=CONFIDENT, r_max=1, answer_margin=margin))
+    (node,) = result["ext"]["answerbox"]["chain"]["nodes"]
+    assert (node["action"], node["verified"]) == (action, True)
+    assert node["answer"] == (kept or node["reader_answer"])
+    assert node["reference"]["_id"] == "album"

@@ -43,6 +43,10 @@ class ModelManifest:
     # it, shows the best span alone.
     span_cover_margin: float = 0.0
     theta: float = 0.0  # SearChain gate on the reader's relevance logit
+    # A chain node's LLM answer passes when the reader rates it within this many logits of its
+    # own span (``chain_of_query``'s ``answer_margin``); 0, the default for manifests written
+    # before it, passes only the reader's own best.
+    chain_answer_margin: float = 0.0
     crag_upper: float = 0.5
     crag_lower: float = -0.9  # on the best score of a retrieval: CRAG's Incorrect
     support_lower: float = -0.9  # on one (claim, passage) pair: the citation check's floor
@@ -59,7 +63,7 @@ class ModelManifest:
         return AnswerCalibrator.from_manifest(self.answer_confidence)
 
     def __post_init__(self) -> None:
-        for name in ("rerank_fusion_weight", "span_cover_margin"):
+        for name in ("rerank_fusion_weight", "span_cover_margin", "chain_answer_margin"):
             value: object = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise ModelError(f"{name} must be a finite number >= 0, not {value!r}")

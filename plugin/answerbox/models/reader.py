@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -13,7 +14,7 @@ import numpy.typing as npt
 from answerbox.core.errors import ModelError
 from answerbox.models.encoder import PassageEncoder, WindowOutput
 
-__all__ = ["BestSpan", "Reader", "ReaderSpan", "best_span", "span_band"]
+__all__ = ["BestSpan", "Reader", "ReaderSpan", "answer_gap", "best_span", "span_band"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,17 +61,11 @@ def best_span(output: WindowOutput, max_answer_tokens: int, cover_margin: float 
     ``max_answer_tokens``). Annotators draw an answer's boundary differently and the reader's
     best guess at it is often a word short; showing the near-best boundaries too holds the
     whole answer more often (onnx_models/LOG.md, "The span that covers the near-best ones")."""
-    w = output.window
-    if output.start_logits is None or output.end_logits is None:
-        raise ModelError("this model has no span head: it can score passages but not read them")
-    if w.context_end < w.context_start:
+    if (chunk := _chunk_logits(output)) is None:
         return None
-    lo, hi = w.context_start, w.context_end + 1
-    start = output.start_logits[lo:hi]
-    end = output.end_logits[lo:hi]
-    scores: npt.NDArray[np.float32] = start[:, None] + end[None, :]
-    n = hi - lo
-    scores = np.where(span_band(n, max_answer_tokens), scores, -np.inf)
+    start, end, no_answer = chunk
+    scores = _span_scores(start, end, max_answer_tokens)
+    lo, n = output.window.context_start, len(start)
     flat = int(np.argmax(scores))
     s, e = divmod(flat, n)
     best = float(scores[s, e])
@@ -84,8 +79,52 @@ def best_span(output: WindowOutput, max_answer_tokens: int, cover_margin: float 
             first, last = wide
     inside = scores[first : last + 1, first : last + 1]
     covered = float(np.sum(np.exp(inside.astype(np.float64) - normaliser)))
-    no_answer = float(output.start_logits[0] + output.end_logits[0])
     return BestSpan(lo + first, lo + last, math.exp(best - normaliser), covered, best - no_answer)
+
+
+def answer_gap(output: WindowOutput, passage: str, answer: str, max_answer_tokens: int) -> float | None:
+    """How many logits (start+end) the window's best span scores above ``answer`` where the window
+    holds it (its best occurrence as whole words, case aside): 0 when ``answer`` is the reader's
+    own best span, None when the window's passage chunk does not hold it as a span the reader
+    could give."""
+    wanted = answer.strip().rstrip(".")
+    if (chunk := _chunk_logits(output)) is None or not wanted:
+        return None
+    scores = _span_scores(chunk.start, chunk.end, max_answer_tokens)
+    w = output.window
+    offsets = np.array(w.offsets[w.context_start : w.context_end + 1]).reshape(-1, 2)
+    found = []  # the score of each occurrence whose tokens the chunk holds whole
+    for match in re.finditer(rf"(?<!\w){re.escape(wanted)}(?!\w)", passage, re.IGNORECASE):
+        inside = np.nonzero((offsets[:, 1] > match.start()) & (offsets[:, 0] < match.end()))[0]
+        if inside.size and offsets[inside[0], 0] <= match.start() and offsets[inside[-1], 1] >= match.end():
+            found.append(float(scores[inside[0], inside[-1]]))
+    best_found = max(found, default=-np.inf)
+    return float(np.max(scores)) - best_found if np.isfinite(best_found) else None
+
+
+class _Chunk(NamedTuple):
+    start: npt.NDArray[np.float32]  # the start and end logits of the passage chunk's tokens
+    end: npt.NDArray[np.float32]
+    no_answer: float  # [CLS]'s start+end logit: training points unanswerable windows there
+
+
+def _chunk_logits(output: WindowOutput) -> _Chunk | None:
+    """The span logits of the window's passage chunk; None for a window with no passage tokens."""
+    if output.start_logits is None or output.end_logits is None:
+        raise ModelError("this model has no span head: it can score passages but not read them")
+    w = output.window
+    if w.context_end < w.context_start:
+        return None
+    lo, hi = w.context_start, w.context_end + 1
+    no_answer = float(output.start_logits[0] + output.end_logits[0])
+    return _Chunk(output.start_logits[lo:hi], output.end_logits[lo:hi], no_answer)
+
+
+def _span_scores(
+    start: npt.NDArray[np.float32], end: npt.NDArray[np.float32], max_answer_tokens: int
+) -> npt.NDArray[np.float32]:
+    """start+end logit of every span [first, last] of a chunk, -inf outside the band the reader answers from."""
+    return np.where(span_band(len(start), max_answer_tokens), start[:, None] + end[None, :], -np.inf)
 
 
 def _log_sum_exp(logits: npt.NDArray[np.float32]) -> float:
@@ -105,6 +144,13 @@ class Reader:
             return []
         per_passage = await self._encoder.encode(question, passages)
         return [self._span(passage, outputs) for passage, outputs in zip(passages, per_passage, strict=True)]
+
+    async def answer_gap(self, question: str, passage: str, answer: str) -> float | None:
+        """``answer_gap`` in the window the reader reads for ``question`` (the encoder's cache
+        holds it after ``read``): how far below the reader's own span it rates ``answer``."""
+        (outputs,) = await self._encoder.encode(question, [passage])
+        chosen = max(outputs, key=lambda o: o.relevance)
+        return answer_gap(chosen, passage, answer, self._max_answer_tokens)
 
     def _span(self, passage: str, outputs: list[WindowOutput]) -> ReaderSpan:
         # DPR: the most relevant window is the one read; its relevance is the confidence.

@@ -11,7 +11,7 @@ import pytest
 from answerbox.core.errors import ModelError
 from answerbox.models.encoder import WindowOutput
 from answerbox.models.manifest import ModelManifest
-from answerbox.models.reader import BestSpan, best_span
+from answerbox.models.reader import BestSpan, answer_gap, best_span
 from answerbox.models.windows import Window
 
 # [CLS] q [SEP] p0 p1 p2 [SEP]: the passage chunk is tokens 3..5.
@@ -90,3 +90,26 @@ def test_a_manifest_without_a_cover_shows_the_best_span_and_refuses_a_negative_o
     for margin in (-1.0, "1", math.nan):
         with pytest.raises(ModelError, match="span_cover_margin"):
             ModelManifest(task="reader-evaluator", variants={}).replace(span_cover_margin=margin)
+
+
+# A passage whose words sit at WINDOW's offsets: p0 = "Alma", p1 = "Bert", p2 = "Cleo".
+PASSAGE = "Alma Bert Cleo"
+
+
+@pytest.mark.parametrize(
+    ("answer", "max_answer_tokens", "gap"),
+    [
+        ("Bert Cleo", 30, 0.0),  # the reader's best span itself (start+end 5.0)
+        ("alma bert.", 30, 1.5),  # p0..p1, 3.5: case and a closing full stop aside
+        ("Cleo", 30, 3.0),  # p2 alone, 2.0
+        ("Alma Bert Cleo", 2, None),  # longer than the reader may answer
+        ("lma", 30, None),  # inside a word: not a span the reader could give
+        ("Dora", 30, None),  # not in the passage
+    ],
+)
+def test_the_gap_between_the_best_span_and_an_answer_the_window_holds(
+    answer: str, max_answer_tokens: int, gap: float | None
+) -> None:
+    assert answer_gap(_output(COVER_START, COVER_END), PASSAGE, answer, max_answer_tokens) == (
+        pytest.approx(gap) if gap is not None else None
+    )

@@ -105,18 +105,21 @@ class ChainRun:
         *,
         index: str | None,
         theta: float,
+        answer_margin: float,
         search: ScopedSearch,
         question: str,
         deadline: Deadline,
         llm_timeout_s: float,
     ) -> None:
-        """``index`` is where nodes are checked and ``theta`` the reader's gate, both resolved
-        (the config's, else the search's index and the model's θ); ``llm_timeout_s`` is each LLM
-        call's own timeout, as the run plan resolved it."""
+        """``index`` is where nodes are checked, ``theta`` the reader's gate and ``answer_margin``
+        its margin for an LLM's answer, all resolved (the config's, else the search's index and
+        the manifest's); ``llm_timeout_s`` is each LLM call's own timeout, as the run plan
+        resolved it."""
         self._services = services
         self._config = config
         self._index = index
         self._theta = theta
+        self._answer_margin = answer_margin
         self._search = search
         self._question = question
         self._deadline = deadline
@@ -194,14 +197,20 @@ class ChainRun:
                 self._same(node.query, chain.nodes[p].query) for p in fresh
             ):
                 fresh.append(position)
-        queries = [chain.nodes[p].query for p in fresh]
-        evidence = await gather_evidence(
-            self._services, self._search, index=self._index, field=self._config.text_field, queries=queries
-        )
         nodes = [chain.nodes[p] for p in fresh]
+        evidence = await gather_evidence(
+            self._services, self._search, index=self._index, field=self._config.text_field, nodes=nodes
+        )
         supports = await node_supports(await self._services.models(), nodes, evidence)
         for position, found, support in zip(fresh, evidence, supports, strict=True):
-            record = judge_node(chain.nodes[position], found, theta=self._theta, round_=round_, support=support)
+            record = judge_node(
+                chain.nodes[position],
+                found,
+                theta=self._theta,
+                round_=round_,
+                support=support,
+                answer_margin=self._answer_margin,
+            )
             self._result.records.append(record)
             if record.action is not Action.PASS:
                 return position, record

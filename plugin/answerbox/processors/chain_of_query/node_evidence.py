@@ -13,6 +13,7 @@ from typing import Any
 
 from answerbox.models import ReaderSpan
 from answerbox.pipeline.scope import ScopedSearch
+from answerbox.processors.chain_of_query.parser import ChainNode
 from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hits_of, passages_of
 from answerbox.processors.text.spans import Passage, Span
@@ -27,6 +28,9 @@ class NodeEvidence:
 
     passage: Passage
     span: ReaderSpan  # offsets in ``passage.text``; its confidence is SearChain's f
+    # How many logits below its own span the reader rates the LLM's answer in the window it read
+    # (``Reader.answer_gap``); None: no LLM answer, or none the window holds.
+    answer_gap: float | None = None
 
     @property
     def found(self) -> Span:
@@ -52,21 +56,25 @@ def _top_passage(response: Any, field: str) -> Passage | None:
 
 
 async def gather_evidence(
-    services: Services, search: ScopedSearch, *, index: str | None, field: str, queries: Sequence[str]
+    services: Services, search: ScopedSearch, *, index: str | None, field: str, nodes: Sequence[ChainNode]
 ) -> list[NodeEvidence | None]:
-    """One entry per query, in order: its evidence, or None when nothing was found."""
-    if not queries:
+    """One entry per node, in order: its evidence, or None when nothing was found."""
+    if not nodes:
         return []
     responses = await search.msearch(
-        [{"match": {field: q}} for q in queries], size=1, fields=[field], searched=[field], index=index
+        [{"match": {field: n.query}} for n in nodes], size=1, fields=[field], searched=[field], index=index
     )
     found = [_top_passage(r, field) for r in responses]
-    models = await services.models()
-    spans = await asyncio.gather(
-        *(models.reader.read(query, [p.text]) for query, p in zip(queries, found, strict=True) if p is not None)
-    )
-    read = iter(spans)
-    return [NodeEvidence(p, next(read)[0]) if p is not None else None for p in found]
+    reader = (await services.models()).reader
+
+    async def read(node: ChainNode, passage: Passage) -> NodeEvidence:
+        (span,) = await reader.read(node.query, [passage.text])
+        gap = await reader.answer_gap(node.query, passage.text, node.answer) if node.answer else None
+        return NodeEvidence(passage, span, gap)
+
+    read_all = await asyncio.gather(*(read(n, p) for n, p in zip(nodes, found, strict=True) if p is not None))
+    evidence = iter(read_all)
+    return [next(evidence) if p is not None else None for p in found]
 
 
 def reference_excerpt(evidence: NodeEvidence, max_chars: int) -> str:

@@ -31,7 +31,7 @@ from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult
 from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
 from answerbox.processors.chain_of_query.entailment import content_entailed
 from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
-from answerbox.processors.chain_of_query.verify import NodeRecord
+from answerbox.processors.chain_of_query.verify import NodeRecord, ignored_corrections
 from answerbox.processors.cited_answer.evidence import (
     EVIDENCE_SIZE,
     READING_CHARS,
@@ -83,6 +83,8 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             ctx.report.llm_skipped.append(self.type_name)
             return response
         theta = self.config.theta if self.config.theta is not None else models.manifest.theta
+        margin = self.config.answer_margin
+        margin = margin if margin is not None else models.manifest.chain_answer_margin
         # Its share of the pipeline's time, less a margin for tracing and the report.
         deadline = ctx.deadline.within(min(ctx.planned(self, "budget_s"), ctx.deadline.for_work()))
         chain = ChainRun(
@@ -90,6 +92,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             self.config,
             index=self.config.index or request.index,
             theta=theta,
+            answer_margin=margin,
             search=ctx.search,
             question=question,
             deadline=deadline,
@@ -101,7 +104,18 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         entailed = await content_entailed(models, result.final_content, result.path) if result.final_content else None
         if entailed is False:
             self.warn(ctx, "the verified nodes' references do not entail the final content; the chain abstained")
-        report = _report(question, result, theta, self.config.max_reference_chars, entailed=entailed)
+        ignored = ignored_corrections(result.final_content or "", result.path)
+        if ignored:
+            said = "; ".join(f"{r.llm_answer!r}, corrected to {r.answer!r}" for r in ignored)
+            self.warn(ctx, f"the final content states what IR corrected ({said}); the chain abstained")
+        report = _report(
+            question,
+            result,
+            theta,
+            self.config.max_reference_chars,
+            refuted=entailed is False or bool(ignored),
+            lexical=entailed is None,
+        )
         ctx.report.chain = report
         if ctx.report.answer is None:
             ctx.report.answer = await self._answer(question, report, models)
@@ -196,14 +210,16 @@ def _cited(
 
 
 def _report(
-    question: str, result: RunResult, theta: float, max_reference_chars: int, *, entailed: bool | None
+    question: str, result: RunResult, theta: float, max_reference_chars: int, *, refuted: bool, lexical: bool
 ) -> ChainReport:
     """``ext.answerbox.chain``. The final content is presented only when it cites a verified
-    node (else the chain abstains: text that cites nothing verified cannot be traced), and,
-    with the claim verifier, when the verified nodes' references entail it (``entailed``);
-    ``verified`` is true only when every node of the path is verified."""
+    node (else the chain abstains: text that cites nothing verified cannot be traced) and is not
+    ``refuted`` (the claim verifier's references do not entail it, or it states what IR
+    corrected); ``verified`` is true only when every node of the path is verified and, without
+    the claim verifier (``lexical``), the content states every answer IR gave a cited node."""
     content, by, cited = _cited(result.final_content, result.path) if result.final_content else (None, "marker", [])
-    abstained = content is None or not any(record.verified for _, record in cited) or entailed is False
+    abstained = content is None or not any(record.verified for _, record in cited) or refuted
+    stated = not lexical or all(r.states_ir(content or "") for _, r in cited)
     citations = [] if abstained else [c for k, record in cited if (c := _citation(k, record, by)) is not None]
     position = {id(r): i for i, r in enumerate(result.records)}
     return ChainReport(
@@ -218,7 +234,7 @@ def _report(
         unverified_content=result.final_content if abstained else None,
         citations=citations,
         references=_references(result.records, max_reference_chars),
-        verified=not abstained and all(r.verified for r in result.path),
+        verified=not abstained and stated and all(r.verified for r in result.path),
         abstained=abstained,
         tree=[b.report() for b in result.tree],
         llm=result.usage,

@@ -1,7 +1,11 @@
 """SearChain's per-node decision: completion, correction, or pass (paper §3.3, Algorithm 1).
 
 - unsolved query → **complete**: the reader's span g is fed back whatever its confidence f;
-- f > θ and g not contained in the LLM's answer (normalised) → **correct**;
+- f > θ and g not contained in the LLM's answer (normalised) → **correct**, unless the reader
+  rates the LLM's answer, where the passage holds it, within ``answer_margin`` logits of g
+  (``NodeEvidence.answer_gap``): then both are ways of saying the reference's answer and the
+  node passes, verified (a right answer the reader would only have bounded differently, or
+  one of two right answers, is not overridden);
 - otherwise the node **passes** with the LLM's answer.
 
 Every node keeps the hit that was read for it. A node is *verified* only when that hit
@@ -18,6 +22,7 @@ nothing, correction or completion alike.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -25,8 +30,9 @@ from answerbox.core.contract import ChainNodeReport, ChainSource, TextSpan
 from answerbox.processors.chain_of_query.node_evidence import NodeEvidence
 from answerbox.processors.chain_of_query.parser import ChainNode
 from answerbox.processors.text.normalize import contains_answer
+from answerbox.processors.text.words import terms
 
-__all__ = ["Action", "NodeRecord", "NodeSupport", "judge_node"]
+__all__ = ["Action", "NodeRecord", "NodeSupport", "ignored_corrections", "judge_node"]
 
 
 class Action(StrEnum):
@@ -70,6 +76,16 @@ class NodeRecord:
             return self.evidence.span.text
         return self.llm_answer
 
+    def states_ir(self, content: str) -> bool:
+        """Whether ``content`` states the answer IR gave this node (a correction or a completion):
+        a word of it that the LLM's own answer lacks ("Toronto" states "Toronto, Ontario" over
+        "Vancouver"; "2000 census" does not state "1990 census"). True for a node that kept the
+        LLM's own answer, which the LLM wrote its content from."""
+        if self.action not in (Action.CORRECT, Action.COMPLETE):
+            return True
+        distinct = terms(self.answer or "") - terms(self.llm_answer or "")
+        return bool(distinct & terms(content)) if distinct else contains_answer(self.answer or "", content)
+
     def report(self) -> ChainNodeReport:
         span = self.evidence.span if self.evidence is not None else None
         return ChainNodeReport(
@@ -93,13 +109,18 @@ def judge_node(
     theta: float,
     round_: int,
     support: NodeSupport | None = None,
+    answer_margin: float = 0.0,
 ) -> NodeRecord:
     span = evidence.span if evidence is not None and evidence.span.text else None
     reader_entailed = support is None or support.reader is True
+    gap = evidence.answer_gap if evidence is not None else None
+    sure = span is not None and span.confidence > theta
+    # Without the verifier, the reader's own rating of the LLM's answer where the reference holds it.
+    near = support is None and sure and gap is not None and gap <= answer_margin
     if node.answer is None:
         action = Action.COMPLETE if span is not None else Action.NOT_FOUND
-        verified = span is not None and span.confidence > theta and reader_entailed
-    elif support is not None and support.llm:
+        verified = sure and reader_entailed
+    elif (support is not None and support.llm) or near:
         action, verified = Action.PASS, True
     elif span is not None and span.confidence > theta and not contains_answer(span.text, node.answer):
         action, verified = Action.CORRECT, reader_entailed
@@ -111,3 +132,17 @@ def judge_node(
     return NodeRecord(
         round=round_, query=node.query, llm_answer=node.answer, evidence=evidence, action=action, verified=verified
     )
+
+
+def ignored_corrections(content: str, path: Sequence[NodeRecord]) -> list[NodeRecord]:
+    """The path's corrected nodes whose overridden LLM answer ``content`` states and whose
+    correction it does not: a final content that contradicts what IR verified (an LLM that
+    traced its own chain and ignored the feedback)."""
+    return [
+        r
+        for r in path
+        if r.action is Action.CORRECT
+        and r.llm_answer
+        and contains_answer(r.llm_answer, content)
+        and not r.states_ir(content)
+    ]
