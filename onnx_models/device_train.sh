@@ -40,10 +40,10 @@
 #   STUDENT="0 1 2" SEEDS="41 42 43 44" bash onnx_models/device_train.sh --lr 1e-4 --epochs 4 \
 #     --hard-negatives-from 4 --holdout 0.1 --bf16 --train-embeddings --max-minutes 6.5
 # then unshard, export and recalibrate as the shipped model was (onnx_models/README.md).
-# The arguments go to onnx_models.train.reader (after --device cuda), or onnx_models.train.verifier. SEEDS="41 42 43" trains one run
-# per seed at once (one run of this small model leaves the GPU mostly idle) and brings back the
-# mean of their weights: runs from one start share a basin, so their mean is a model soup
-# (onnx_models.train.average). The trained weights come back as float16 shards with config.json and
+# The arguments go to onnx_models.train.reader (after --device cuda), or onnx_models.train.verifier.
+# SEEDS="41 42 43" trains one run per seed at once (one run of this small model leaves the GPU
+# mostly idle) and brings back the mean of their weights: runs from one start share a basin, so
+# their mean is a model soup (onnx_models.train.average). The trained weights come back as float16 shards with config.json and
 # the runs' train.log under $OUT/trained; here `python -m onnx_models.train.travel unshard` makes
 # them a checkpoint again.
 set -euo pipefail

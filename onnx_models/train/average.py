@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from onnx_models.train.modeling import TOKENIZER_FILES, WEIGHTS_FILE
+from onnx_models.train.modeling import TOKENIZER_FILES, WEIGHTS_FILE, copy_files
 
 __all__ = ["average"]
 
@@ -42,9 +41,7 @@ def average(checkpoints: Sequence[Path], out: Path) -> Path:
     }
     out.mkdir(parents=True, exist_ok=True)
     save_file(mean, str(out / WEIGHTS_FILE))
-    for name in ("config.json", *TOKENIZER_FILES):
-        if (checkpoints[0] / name).is_file():
-            shutil.copyfile(checkpoints[0] / name, out / name)
+    copy_files(checkpoints[0], out, ("config.json", *TOKENIZER_FILES))
     log.info("averaged %d checkpoints into %s", len(checkpoints), out)
     return out
 

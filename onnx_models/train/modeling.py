@@ -71,9 +71,16 @@ class ReaderEvaluatorModel(nn.Module):
         self.config.save_pretrained(checkpoint_dir)
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items()}
         save_file(state, str(checkpoint_dir / WEIGHTS_FILE))
-        for name in TOKENIZER_FILES:
-            if (tokenizer_dir / name).exists() and tokenizer_dir != checkpoint_dir:
-                shutil.copyfile(tokenizer_dir / name, checkpoint_dir / name)
+        if tokenizer_dir != checkpoint_dir:
+            copy_files(tokenizer_dir, checkpoint_dir, TOKENIZER_FILES)
+
+
+def copy_files(source: Path, target: Path, names: tuple[str, ...]) -> None:
+    """Copy those of ``names`` that ``source`` holds into ``target`` (a checkpoint's config and
+    tokenizer files, which travel beside its weights)."""
+    for name in names:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, target / name)
 
 
 def is_reader_evaluator_checkpoint(checkpoint_dir: Path) -> bool:

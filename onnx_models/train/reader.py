@@ -62,6 +62,7 @@ from onnx_models.train.checkpoint import TrainingState, load_state, save_state
 from onnx_models.train.distill import Teacher, distillation_loss
 from onnx_models.train.int8_simulation import simulate_int8
 from onnx_models.train.modeling import ReaderEvaluatorModel
+from onnx_models.train.progress import progress_log
 
 log = logging.getLogger("answerbox.train")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -236,22 +237,6 @@ def _stop_on_signals() -> Iterator[list[int]]:
             signal.signal(signum, handler)
 
 
-@contextlib.contextmanager
-def _progress_log(out: Path) -> Iterator[None]:
-    out.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(out / "train.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    level = log.level
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)  # the file gets progress whatever the console shows
-    try:
-        yield
-    finally:
-        log.setLevel(level)
-        log.removeHandler(handler)
-        handler.close()
-
-
 # Recipe settings added after runs were checkpointed, with the value those runs trained with.
 _ADDED_SETTINGS = {
     "holdout": "0.0",
@@ -273,7 +258,7 @@ def _recipe(args: argparse.Namespace) -> dict[str, str]:
 
 
 def train(args: argparse.Namespace) -> TrainingState:
-    with _progress_log(args.out), _stop_on_signals() as signals:
+    with progress_log(log, args.out), _stop_on_signals() as signals:
         return _train(args, signals)
 
 

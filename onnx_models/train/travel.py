@@ -33,7 +33,6 @@ import argparse
 import gzip
 import json
 import logging
-import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -46,7 +45,7 @@ from answerbox.models.manifest import ModelManifest
 from safetensors.numpy import load_file, save_file
 
 from onnx_models.data.squad import TRAIN_FILES, default_tarball, read_tarball_files
-from onnx_models.train.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel
+from onnx_models.train.modeling import TOKENIZER_FILES, WEIGHTS_FILE, ReaderEvaluatorModel, copy_files
 
 __all__ = [
     "base_bundle",
@@ -73,7 +72,7 @@ def base_bundle(encoder: Path, out: Path) -> Path:
     from onnx_models.train.recover import parameter_names
 
     out.mkdir(parents=True, exist_ok=True)
-    _copy_files(encoder, out, (CONFIG, *TOKENIZER_FILES))
+    copy_files(encoder, out, (CONFIG, *TOKENIZER_FILES))
     (out / PARAMETERS).write_text(json.dumps(parameter_names(encoder), indent=1, sort_keys=True))
     return out
 
@@ -130,7 +129,7 @@ def to_shards(checkpoint: Path, out: Path, shard_bytes: int = SHARD_BYTES) -> li
     ):
         raise ValueError(f"beyond float16's range: {too_large}")
     out.mkdir(parents=True, exist_ok=True)
-    _copy_files(checkpoint, out, (CONFIG,))
+    copy_files(checkpoint, out, (CONFIG,))
     pieces = dict(_pieces(weights, shard_bytes))
     shards = []
     for index, names in enumerate(_groups(pieces, shard_bytes), start=1):
@@ -159,8 +158,8 @@ def from_shards(shards: Path, out: Path, tokenizer: Path) -> Path:
         weights[name] = array.astype(np.float32) if array.dtype == np.float16 else array
     out.mkdir(parents=True, exist_ok=True)
     save_file(weights, str(out / WEIGHTS_FILE))
-    _copy_files(shards, out, (CONFIG,))
-    _copy_files(tokenizer, out, TOKENIZER_FILES)
+    copy_files(shards, out, (CONFIG,))
+    copy_files(tokenizer, out, TOKENIZER_FILES)
     return out
 
 
@@ -187,12 +186,6 @@ def _groups(pieces: dict[str, np.ndarray], limit: int) -> Iterator[list[str]]:
         size += array.nbytes
     if group:
         yield group
-
-
-def _copy_files(source: Path, target: Path, names: tuple[str, ...]) -> None:
-    for name in names:
-        if (source / name).is_file():
-            shutil.copyfile(source / name, target / name)
 
 
 def main(argv: list[str]) -> int:

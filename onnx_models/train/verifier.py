@@ -42,6 +42,7 @@ from transformers import (
 from onnx_models.data.squad import default_tarball
 from onnx_models.data.verifier_pairs import LABELS, Pair, contrastive_pairs, load_pairs, vitaminc_pairs
 from onnx_models.train.modeling import WEIGHTS_FILE, ReaderEvaluatorModel, is_reader_evaluator_checkpoint
+from onnx_models.train.progress import progress_log
 from onnx_models.train.reader import default_encoder_dir
 
 log = logging.getLogger("answerbox.train_verifier")
@@ -194,11 +195,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     args = parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    progress = logging.FileHandler(args.out / "train.log")
-    progress.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    log.addHandler(progress)
-    train(args)
+    with progress_log(log, args.out):
+        train(args)
 
 
 if __name__ == "__main__":
