@@ -231,6 +231,8 @@ class ChainReport(BaseModel):
     unverified_content: str | None
     citations: list[ChainCitation]
     references: list[PassagePiece]  # the passages IR verified nodes with, once each
+    # Every path node verified, and the final content says what IR gave its cited nodes (with
+    # the claim verifier: the verified references entail it).
     verified: bool
     abstained: bool
     tree: list[BranchReport]
