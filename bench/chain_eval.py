@@ -207,7 +207,8 @@ def load_results() -> dict[str, list[dict[str, Any]]]:
 
 def bench(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     one_hop, two_hop = items(args)
-    config = {"r_max": args.r_max, "budget_s": args.budget_s, "max_tokens": args.max_tokens}
+    # skip_llm_above 1: the chain runs for every question, not only where the reader is unsure.
+    config = {"r_max": args.r_max, "budget_s": args.budget_s, "max_tokens": args.max_tokens, "skip_llm_above": 1}
     deadline = time.monotonic() + args.minutes * 60
     with OsmemServer.start(japanese=False) as server, server.clone() as clone:
         index_paragraphs(OpenSearch(hosts=[clone.url], timeout=120), "squad", dev_paragraphs())
