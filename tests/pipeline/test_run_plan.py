@@ -67,6 +67,18 @@ def test_explain_names_where_each_value_of_a_stored_pipeline_comes_from(
     }
 
 
+def test_the_chains_reader_constants_come_from_the_model_unless_the_pipeline_sets_them(
+    books: OpenSearch, generative: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
+    _, url = generative
+    chain = {"response_processors": [{"chain_of_query": {"answer_margin": 0.5}}]}
+    assert client.put(f"{url}/_search/pipeline/chain", json=chain).status_code == 200
+    plan = client.get(f"{url}/_search/pipeline/chain?explain").json()["chain"]["plan"]
+    manifest = ModelManifest.load(shipped("model"))
+    found = values(plan, "chain_of_query")
+    assert (found["theta"], found["answer_margin"]) == ((manifest.theta, "manifest"), (0.5, "pipeline"))
+
+
 def test_a_verbose_search_carries_its_plan_and_the_request_wins(
     books: OpenSearch, generative: tuple[ScriptedLLM, str], client: httpx.Client
 ) -> None:

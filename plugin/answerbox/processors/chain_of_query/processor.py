@@ -48,7 +48,7 @@ from answerbox.processors.text.passages import hits_of
 from answerbox.processors.text.spans import Span
 
 if TYPE_CHECKING:
-    from answerbox.models import Models
+    from answerbox.models import ModelManifest, Models
 
 __all__ = ["ChainOfQuery", "ChainOfQueryConfig"]
 
@@ -61,10 +61,26 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
     writes_answer = True
 
     async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
-        return {
+        values = {
             "budget_s": self.config.planned("budget_s"),
             "llm_timeout_s": first_set((self.services.settings.llm.timeout_s, "settings")),
         }
+        try:
+            manifest = (await self.services.models()).manifest
+        except ModelError:
+            return values  # the reader's constants wait for a model that loads
+        theta, margin = self._reader_constants(manifest)
+        values["theta"] = self.config.planned_as("theta", theta, "manifest")
+        values["answer_margin"] = self.config.planned_as("answer_margin", margin, "manifest")
+        return values
+
+    def _reader_constants(self, manifest: ModelManifest) -> tuple[float, float]:
+        """θ and the answer margin: the pipeline's where it sets them, else the model's."""
+        theta, margin = self.config.theta, self.config.answer_margin
+        return (
+            theta if theta is not None else manifest.theta,
+            margin if margin is not None else manifest.chain_answer_margin,
+        )
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         question = (ctx.question or "").strip()
@@ -82,9 +98,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         if await self._reader_is_sure(question, response, models, ctx):
             ctx.report.llm_skipped.append(self.type_name)
             return response
-        theta = self.config.theta if self.config.theta is not None else models.manifest.theta
-        margin = self.config.answer_margin
-        margin = margin if margin is not None else models.manifest.chain_answer_margin
+        theta, margin = self._reader_constants(models.manifest)
         # Its share of the pipeline's time, less a margin for tracing and the report.
         deadline = ctx.deadline.within(min(ctx.planned(self, "budget_s"), ctx.deadline.for_work()))
         chain = ChainRun(
