@@ -122,12 +122,9 @@ def _share(part: int, whole: int) -> str:
 def report(label: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     right = [r for r in rows if r["kind"] == "right"]
     wrong = [r for r in rows if r["kind"] == "wrong"]
-    summary = {
-        "right_overridden": sum(r["action"] == "correct" for r in right) / len(right),
-        "wrong_corrected": sum(r["action"] == "correct" for r in wrong) / len(wrong),
-        "wrong_content_verified": sum(r["verified"] and r["states_wrong"] and not r["states_gold"] for r in wrong)
-        / len(wrong),
-    }
+    overridden = sum(r["action"] == "correct" for r in right)
+    corrected = sum(r["action"] == "correct" for r in wrong)
+    stated = sum(r["verified"] and r["states_wrong"] and not r["states_gold"] for r in wrong)
     print(f"\n== {label}: {len(right)} questions, each answered right and wrong ==")
     for kind, group in (("right", right), ("wrong", wrong)):
         actions = Counter(r["action"] for r in group)
@@ -139,13 +136,16 @@ def report(label: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             f"    chain verified {_share(sum(r['verified'] for r in group), len(group))}, "
             f"abstained {_share(sum(r['abstained'] for r in group), len(group))}"
         )
-    print(f"  right answers overridden: {_share(sum(r['action'] == 'correct' for r in right), len(right))}")
-    print(f"  wrong answers corrected: {_share(sum(r['action'] == 'correct' for r in wrong), len(wrong))}")
-    stated = sum(r["verified"] and r["states_wrong"] and not r["states_gold"] for r in wrong)
+    print(f"  right answers overridden: {_share(overridden, len(right))}")
+    print(f"  wrong answers corrected: {_share(corrected, len(wrong))}")
     print(f"  wrong final content reported verified: {_share(stated, len(wrong))}")
     for r in [r for r in wrong if r["verified"]][:5]:
         print(f"    e.g. {r['question']!r}: given {r['given']!r}, kept {r['kept']!r}")
-    return summary
+    return {
+        "right_overridden": overridden / len(right),
+        "wrong_corrected": corrected / len(wrong),
+        "wrong_content_verified": stated / len(wrong),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -205,9 +205,10 @@ class FakeReader(_FakeModel, Reader):
         await self._called()
         return [self._found(passage) for passage in passages]
 
-    async def answer_gap(self, question: str, passage: str, answer: str) -> float | None:
-        """0 for the span it reads; it rates no other answer (None)."""
-        return 0.0 if answer and answer == self._found(passage).text else None
+    async def read_answer(self, question: str, passage: str, answer: str | None) -> tuple[ReaderSpan, float | None]:
+        """Its span, and a gap of 0 for an answer that is that span; it rates no other answer (None)."""
+        (span,) = await self.read(question, [passage])
+        return span, 0.0 if answer and answer == span.text else None
 
     def _found(self, passage: str) -> ReaderSpan:
         for answer in self.answers:

@@ -127,6 +127,11 @@ def _span_scores(
     return np.where(span_band(len(start), max_answer_tokens), start[:, None] + end[None, :], -np.inf)
 
 
+def _read_window(outputs: list[WindowOutput]) -> WindowOutput:
+    """DPR: the most relevant window is the one read; its relevance is the confidence."""
+    return max(outputs, key=lambda o: o.relevance)
+
+
 def _log_sum_exp(logits: npt.NDArray[np.float32]) -> float:
     top = float(np.max(logits))
     return top + math.log(float(np.sum(np.exp(logits.astype(np.float64) - top))))
@@ -143,18 +148,19 @@ class Reader:
         if not passages:
             return []
         per_passage = await self._encoder.encode(question, passages)
-        return [self._span(passage, outputs) for passage, outputs in zip(passages, per_passage, strict=True)]
+        return [
+            self._span(passage, _read_window(outputs)) for passage, outputs in zip(passages, per_passage, strict=True)
+        ]
 
-    async def answer_gap(self, question: str, passage: str, answer: str) -> float | None:
-        """``answer_gap`` in the window the reader reads for ``question`` (the encoder's cache
-        holds it after ``read``): how far below the reader's own span it rates ``answer``."""
+    async def read_answer(self, question: str, passage: str, answer: str | None) -> tuple[ReaderSpan, float | None]:
+        """The span in ``passage`` and, from the same window, ``answer_gap`` of ``answer`` (None
+        without one): how far below its own span the reader rates someone else's answer."""
         (outputs,) = await self._encoder.encode(question, [passage])
-        chosen = max(outputs, key=lambda o: o.relevance)
-        return answer_gap(chosen, passage, answer, self._max_answer_tokens)
+        chosen = _read_window(outputs)
+        gap = answer_gap(chosen, passage, answer, self._max_answer_tokens) if answer else None
+        return self._span(passage, chosen), gap
 
-    def _span(self, passage: str, outputs: list[WindowOutput]) -> ReaderSpan:
-        # DPR: the most relevant window is the one read; its relevance is the confidence.
-        chosen = max(outputs, key=lambda o: o.relevance)
+    def _span(self, passage: str, chosen: WindowOutput) -> ReaderSpan:
         found = best_span(chosen, self._max_answer_tokens, self._cover_margin)
         if found is None:
             return ReaderSpan("", 0, 0, confidence=chosen.relevance)

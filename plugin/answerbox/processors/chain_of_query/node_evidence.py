@@ -29,7 +29,7 @@ class NodeEvidence:
     passage: Passage
     span: ReaderSpan  # offsets in ``passage.text``; its confidence is SearChain's f
     # How many logits below its own span the reader rates the LLM's answer in the window it read
-    # (``Reader.answer_gap``); None: no LLM answer, or none the window holds.
+    # (``models.reader.answer_gap``); None: no LLM answer, or none the window holds.
     answer_gap: float | None = None
 
     @property
@@ -68,9 +68,7 @@ async def gather_evidence(
     reader = (await services.models()).reader
 
     async def read(node: ChainNode, passage: Passage) -> NodeEvidence:
-        (span,) = await reader.read(node.query, [passage.text])
-        gap = await reader.answer_gap(node.query, passage.text, node.answer) if node.answer else None
-        return NodeEvidence(passage, span, gap)
+        return NodeEvidence(passage, *await reader.read_answer(node.query, passage.text, node.answer))
 
     read_all = await asyncio.gather(*(read(n, p) for n, p in zip(nodes, found, strict=True) if p is not None))
     evidence = iter(read_all)

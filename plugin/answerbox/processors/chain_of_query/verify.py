@@ -112,23 +112,21 @@ def judge_node(
     answer_margin: float = 0.0,
 ) -> NodeRecord:
     span = evidence.span if evidence is not None and evidence.span.text else None
+    sure = span if span is not None and span.confidence > theta else None  # a span IR is confident of
     reader_entailed = support is None or support.reader is True
     gap = evidence.answer_gap if evidence is not None else None
-    sure = span is not None and span.confidence > theta
     # Without the verifier, the reader's own rating of the LLM's answer where the reference holds it.
-    near = support is None and sure and gap is not None and gap <= answer_margin
+    near = support is None and sure is not None and gap is not None and gap <= answer_margin
     if node.answer is None:
         action = Action.COMPLETE if span is not None else Action.NOT_FOUND
-        verified = sure and reader_entailed
+        verified = sure is not None and reader_entailed
     elif (support is not None and support.llm) or near:
         action, verified = Action.PASS, True
-    elif span is not None and span.confidence > theta and not contains_answer(span.text, node.answer):
+    elif sure is not None and not contains_answer(sure.text, node.answer):
         action, verified = Action.CORRECT, reader_entailed
     else:
         action = Action.PASS
-        verified = (
-            support is None and span is not None and span.confidence > theta and contains_answer(span.text, node.answer)
-        )
+        verified = support is None and sure is not None and contains_answer(sure.text, node.answer)
     return NodeRecord(
         round=round_, query=node.query, llm_answer=node.answer, evidence=evidence, action=action, verified=verified
     )
