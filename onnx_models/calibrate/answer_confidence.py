@@ -133,6 +133,8 @@ def rows_dir(model_dir: Path, variant: str) -> Path:
     manifest = ModelManifest.load(model_dir)
     digest = hashlib.sha256(manifest.model_path(model_dir, variant).read_bytes())
     shaping = [manifest.score_scale, manifest.score_offset, manifest.crag_upper, manifest.crag_lower]
+    if manifest.crag_first_pass_stop is not None:  # rows collected before it keep their key
+        shaping.append(manifest.crag_first_pass_stop)
     digest.update(json.dumps([*shaping, manifest.rerank_fusion_weight, manifest.span_cover_margin]).encode())
     return data_dir() / "answer_confidence" / digest.hexdigest()[:12]
 

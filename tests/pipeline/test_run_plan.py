@@ -50,6 +50,8 @@ def test_explain_names_where_each_value_of_a_stored_pipeline_comes_from(
     ]
     assert values(plan, "retrieval_evaluator") == {
         "top_n": (5, "pipeline"),
+        "first_pass": (5, "default"),
+        "first_pass_stop": (manifest.crag_first_pass_stop, "manifest"),
         "rerank": (True, "pipeline"),
         "upper": (manifest.crag_upper, "manifest"),
         "lower": (-0.6, "pipeline"),

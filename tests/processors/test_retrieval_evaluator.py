@@ -165,6 +165,27 @@ def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
     }
 
 
+def test_a_sure_hit_among_the_engines_first_ends_the_reading_and_every_hit_comes_back(
+    make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client
+) -> None:
+    """The shipped model's own stop (``crag_first_pass_stop``): the Everest article, first, answers."""
+    bulk_index(corpus, "both", [dict(d) for d in WIKI + NEWS], MAPPINGS)
+    url = make_answerbox()
+    everest_first = {"bool": {"should": [{"match": {"text": "Everest"}}, {"match_all": {}}]}}
+    ext = {"generative_qa_parameters": {"llm_question": EVEREST_Q}}
+    found: dict[int | None, dict[str, Any]] = {}
+    for first_pass in (2, None):
+        pipeline = _pipeline(first_pass=first_pass, corrective=None)
+        body = {"query": everest_first, "search_pipeline": pipeline, "ext": ext}
+        found[first_pass] = _post(client, url, "both", body)
+    two, one = _retrieval(found[2]), _retrieval(found[None])
+    assert [s["_id"] for s in two["scores"]][:1] == ["everest"]
+    assert len(two["scores"]) == 2
+    assert len(one["scores"]) == len(WIKI + NEWS)
+    assert (two["verdict"], one["verdict"]) == ("correct", "correct")
+    assert len(found[2]["hits"]["hits"]) == len(WIKI + NEWS)
+
+
 @pytest.mark.real_llm
 def test_real_llm_rewrites_the_question_for_the_corrective_search(
     make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client, real_llm: tuple[RecordingProxy, str]

@@ -49,6 +49,11 @@ class ModelManifest:
     chain_answer_margin: float = 0.0
     crag_upper: float = 0.5
     crag_lower: float = -0.9  # on the best score of a retrieval: CRAG's Incorrect
+    # retrieval_evaluator scores the engine's first hits, and the rest of its top_n only when none
+    # of those scores this much (``first_pass``); None, the default for manifests written before
+    # it: every hit in one pass. Chosen with the calibrator in the loop: a stop the calibrator was
+    # not fitted with shifts what its signals mean.
+    crag_first_pass_stop: float | None = None
     support_lower: float = -0.9  # on one (claim, passage) pair: the citation check's floor
     score_scale: float = 0.5
     score_offset: float = 0.0
@@ -67,6 +72,9 @@ class ModelManifest:
             value: object = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise ModelError(f"{name} must be a finite number >= 0, not {value!r}")
+        stop = self.crag_first_pass_stop
+        if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int | float) or not -1 <= stop <= 1):
+            raise ModelError(f"crag_first_pass_stop must be a number in [-1, 1] or null, not {stop!r}")
         _ = self.answer_calibrator  # a manifest whose calibrator does not parse does not load
 
     def model_path(self, directory: Path, variant: str) -> Path:

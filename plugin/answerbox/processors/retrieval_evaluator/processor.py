@@ -13,6 +13,13 @@ there are no hits), **ambiguous** otherwise. The thresholds come from the model 
   (:mod:`answerbox.processors.retrieval_evaluator.corrective`) runs and its hits are scored and refined;
 - ambiguous → both; corrective hits already among the scored hits are left out.
 
+The hits are scored in two passes where the model's manifest sets ``crag_first_pass_stop``: the
+engine's first ``first_pass`` hits, then the rest of the top ``top_n`` only when none of the first
+scores at least that stop (never below ``upper``: a first pass that stops has found CRAG's Correct).
+Hits a stopped search did not score are treated as hits past ``top_n``. The stop is chosen with the
+answer's calibrator in the loop (``onnx_models/LOG.md``, *Two passes over the hits*); without one,
+or with ``first_pass: null``, every hit is scored at once.
+
 Options on the hits themselves: ``drop_below_lower`` removes scored hits under ``lower``
 (``hits.total`` is left alone, as OpenSearch's ``truncate_hits`` does); ``rerank`` sorts
 the scored hits by the evaluator's score fused with the engine's
@@ -32,7 +39,8 @@ thresholds, ``drop_below_lower`` and the reported scores always use the evaluato
 never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones,
 unchanged.
 
-Config (defaults in brackets): ``top_n`` [10]; ``text_fields`` [every top-level string
+Config (defaults in brackets): ``top_n`` [10]; ``first_pass`` [5], ``first_pass_stop`` [the
+manifest's]; ``text_fields`` [every top-level string
 field of ``_source``]; ``upper`` / ``lower`` [the manifest's]; ``sentences_per_strip`` [3],
 ``strips_top_k`` [5], ``strip_threshold`` [-0.5] (CRAG's refinement); ``corrective``
 [same target, ``operator: or``, ``fuzziness: AUTO``, ``keywords: llm`` (``question``: the
@@ -107,6 +115,8 @@ class Verdict(StrEnum):
 
 class RetrievalEvaluatorConfig(ProcessorConfig):
     top_n: int = Field(default=10, ge=1)
+    first_pass: int | None = Field(default=5, ge=1)  # None: every scored hit in one pass
+    first_pass_stop: float | None = Field(default=None, ge=-1, le=1)  # None: the manifest's
     text_fields: list[str] | None = Field(default=None, min_length=1)  # None: every top-level string field
     upper: float | None = Field(default=None, ge=-1, le=1)
     lower: float | None = Field(default=None, ge=-1, le=1)
@@ -158,6 +168,9 @@ class _Scores:
     hits: list[float]
     passages: list[tuple[Passage, float]]
 
+    def __add__(self, other: _Scores) -> _Scores:
+        return _Scores(self.hits + other.hits, self.passages + other.passages)
+
     def worth_refining(self, lower: float, top_k: int) -> list[Passage]:
         """The passages whose strips may become knowledge: the ``top_k`` best scoring at least
         ``lower``, in document order. At most ``top_k`` strips are kept, and a strip of a
@@ -204,6 +217,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         top_n, most = config.planned("top_n"), self.services.settings.limits.max_hits_processed
         values = {
             "top_n": top_n if top_n.value <= most else Planned(value=most, source="settings"),
+            "first_pass": config.planned("first_pass"),
             "rerank": config.planned("rerank"),
         }
         corrective = config.corrective
@@ -218,6 +232,9 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         upper, lower = self._thresholds(manifest)
         values["upper"] = config.planned_as("upper", upper, "manifest")
         values["lower"] = config.planned_as("lower", lower, "manifest")
+        if config.first_pass is not None:
+            stop = self._first_pass_stop(manifest, upper)
+            values["first_pass_stop"] = config.planned_as("first_pass_stop", stop, "manifest")
         if config.rerank:
             values["fusion_weight"] = config.planned_as("fusion_weight", self._fusion_weight(manifest), "manifest")
         return values
@@ -254,9 +271,10 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             # long, and then the hits go on unjudged rather than the search failing.
             async with asyncio.timeout(ctx.deadline.for_work()):
                 models = await self.services.models()
-                judged = await _score_hits(models.evaluator, question, passages)
-                scores = judged.hits
                 upper, lower = self._thresholds(models.manifest)
+                judged = await self._score_in_passes(models.evaluator, question, passages, models.manifest, upper)
+                scores = judged.hits
+                scored = scored[: len(scores)]
                 verdict = judge(scores, upper, lower)
                 config, prompt = self.config.corrective, self._prompt
                 internal, corrective = await asyncio.gather(
@@ -290,6 +308,31 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             dropped=dropped,
         )
         return response
+
+    def _first_pass_stop(self, manifest: ModelManifest, upper: float) -> float | None:
+        """Where the first pass is enough; never below ``upper``: a first pass that stops must have found
+        CRAG's Correct, or the corrective search would run on half the hits."""
+        stop = manifest.crag_first_pass_stop if self.config.first_pass_stop is None else self.config.first_pass_stop
+        return None if stop is None else max(stop, upper)
+
+    async def _score_in_passes(
+        self,
+        evaluator: Evaluator,
+        question: str,
+        passages: Sequence[Sequence[Passage]],
+        manifest: ModelManifest,
+        upper: float,
+    ) -> _Scores:
+        """The engine's ``first_pass`` best hits, then the rest of the scored hits only when none of the first
+        reaches the stop: reading them is half a search's model work, and a hit the engine ranks high that
+        the evaluator finds surely relevant seldom gives way to a lower one."""
+        first, stop = self.config.first_pass, self._first_pass_stop(manifest, upper)
+        if first is None or stop is None or first >= len(passages):
+            return await _score_hits(evaluator, question, passages)
+        judged = await _score_hits(evaluator, question, passages[:first])
+        if any(score >= stop for score in judged.hits):
+            return judged
+        return judged + await _score_hits(evaluator, question, passages[first:])
 
     async def _refine(
         self, evaluator: Evaluator, question: str, scores: _Scores, lower: float, ctx: PipelineContext

@@ -317,6 +317,61 @@ async def test_a_lower_above_the_manifests_upper_fails_the_processor() -> None:
     )
 
 
+def _passes(evaluator: FakeEvaluator) -> list[list[str]]:
+    """The documents each evaluator call scored (a refinement's strips: the documents they were cut from)."""
+    return [[next(d for d, text in TEXTS.items() if p in text) for p in passages] for _, passages in evaluator.calls]
+
+
+async def test_a_first_pass_that_reaches_the_stop_leaves_the_rest_unscored_after_the_scored() -> None:
+    evaluator = FakeEvaluator(SCORES)
+    services = _services(evaluator=evaluator, crag_first_pass_stop=0.5)
+    processor = _evaluator(services, corrective=None, first_pass=2, rerank=True, strips_top_k=1)
+    hits = [hit("nile", 4.0), hit("eiffel", 3.0), hit("everest", 2.0), hit("photosynthesis", 1.0)]
+    response, ctx = await _judge(processor, CORRECT_Q, hits)
+    assert _passes(evaluator)[0] == ["nile", "eiffel"]  # then eiffel's strips: refinement
+    assert len(evaluator.calls) == 2
+    retrieval = _retrieval(ctx)
+    assert [s.id for s in retrieval.scores] == ["nile", "eiffel"]
+    assert retrieval.verdict == "correct"
+    # The two scored reranked by the evaluator, the unscored after them in the engine's order, untouched.
+    assert [h["_id"] for h in response["hits"]["hits"]] == ["eiffel", "nile", "everest", "photosynthesis"]
+    unscored = response["hits"]["hits"][2]
+    assert unscored["_score"] == 2.0
+    assert "_previous_score" not in unscored
+
+
+async def test_a_first_pass_short_of_the_stop_scores_the_rest_and_judges_them_all() -> None:
+    evaluator = FakeEvaluator(SCORES)
+    services = _services(evaluator=evaluator, crag_first_pass_stop=0.5)
+    processor = _evaluator(services, corrective=None, first_pass=2)
+    hits = [hit("nile"), hit("photosynthesis"), hit("eiffel"), hit("everest")]
+    _, ctx = await _judge(processor, CORRECT_Q, hits)
+    assert _passes(evaluator)[:2] == [["nile", "photosynthesis"], ["eiffel", "everest"]]
+    retrieval = _retrieval(ctx)
+    assert [s.id for s in retrieval.scores] == ["nile", "photosynthesis", "eiffel", "everest"]
+    assert retrieval.verdict == "correct"
+
+
+@pytest.mark.parametrize(
+    ("config", "manifest", "passes"),
+    [
+        ({"first_pass": 2}, {}, 1),  # a manifest without a stop: one pass
+        ({"first_pass": None}, {"crag_first_pass_stop": 0.0}, 1),
+        ({"first_pass": 4}, {"crag_first_pass_stop": 0.0}, 1),  # the first pass is every hit
+        ({"first_pass": 2, "first_pass_stop": 0.95}, {"crag_first_pass_stop": 0.0}, 2),  # the pipeline's stop
+        # A stop below upper (0.4) stops at upper: nile's 0.3 is not Correct, so the rest is read.
+        ({"first_pass": 2}, {"crag_first_pass_stop": -0.9}, 2),
+    ],
+    ids=["no-stop", "no-first-pass", "first-pass-is-all", "pipeline-stop", "stop-below-upper"],
+)
+async def test_when_the_hits_are_scored_in_two_passes(config: JSON, manifest: JSON, passes: int) -> None:
+    evaluator = FakeEvaluator(by_words({"Nile": 0.3, "Gustave Eiffel": 0.8}))
+    processor = _evaluator(_services(evaluator=evaluator, **manifest), corrective=None, strip_threshold=1.0, **config)
+    _, ctx = await _judge(processor, CORRECT_Q, [hit("nile"), hit("everest"), hit("eiffel"), hit("photosynthesis")])
+    assert len(_passes(evaluator)) == passes + 1  # and one refinement call
+    assert len(_retrieval(ctx).scores) == 4
+
+
 ELEVATION_Q = "What is the elevation of Mount Everest?"
 STUFFED = "The Everest elevation club meets on Mondays; members of the Mount Everest elevation club like tea."
 # The engine's ranking for ELEVATION_Q: a passage full of its words first, answering nothing.
