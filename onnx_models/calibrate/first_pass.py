@@ -5,12 +5,13 @@
 A seeded sample of the held-out training articles' questions (as ``answer_confidence`` samples
 them; SQuAD dev and the other-domain files are never read) goes through the extractive pipeline
 over every training paragraph: once scoring its ten hits in one pass, and once per stop with
-``first_pass`` 5 and that ``first_pass_stop``. A stop changes which hits an answer is read from,
-and so what the confidence's signals mean: each run's calibrator is refitted on its own rows
-(five folds, ``answer_confidence``'s fit), and the runs compare by the share answered at 85%
-precision (the point estimate) and their p50 seconds. Chosen: the lowest stop answering within
-``--tolerance`` (half a point) of one pass; none: one pass. ``--write`` puts it in the manifest
-(``null`` when none); refit ``answer_confidence`` after it, with the stop in the loop.
+``first_pass`` (``--first-pass``, a pipeline's default 5) and that ``first_pass_stop``. A stop
+changes which hits an answer is read from, and so what the confidence's signals mean: each
+run's calibrator is refitted on its own rows (five folds, ``answer_confidence``'s fit), and the
+runs compare by the share answered at 85% precision (the point estimate) and their p50 seconds.
+Chosen: the lowest stop answering within ``--tolerance`` (half a point) of one pass; none: one
+pass. ``--write`` puts it in the manifest (``null`` when none); refit ``answer_confidence``
+after it, with the stop in the loop.
 """
 
 from __future__ import annotations
@@ -49,11 +50,11 @@ log = logging.getLogger("answerbox.first_pass")
 FIRST_PASS: int = RetrievalEvaluatorConfig.model_fields["first_pass"].default  # what a pipeline gets
 
 
-def first_pass_pipeline(stop: float | None) -> dict[str, Any]:
+def first_pass_pipeline(stop: float | None, first_pass: int = FIRST_PASS) -> dict[str, Any]:
     """``answer_confidence``'s extractive pipeline, in one pass (``stop`` None) or two."""
     chosen = pipeline("extractive")
     evaluator = chosen["response_processors"][0]["retrieval_evaluator"]
-    evaluator |= {"first_pass": None} if stop is None else {"first_pass": FIRST_PASS, "first_pass_stop": stop}
+    evaluator |= {"first_pass": None} if stop is None else {"first_pass": first_pass, "first_pass_stop": stop}
     return chosen
 
 
@@ -87,7 +88,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         url = stack.enter_context(answerbox(osmem.url, None, None, "extractive", served))
         for stop in [None, *args.stops]:
             name = "one-pass" if stop is None else f"stop-{stop}"
-            client.put(f"{url}/_search/pipeline/{name}", json=first_pass_pipeline(stop)).raise_for_status()
+            response = client.put(f"{url}/_search/pipeline/{name}", json=first_pass_pipeline(stop, args.first_pass))
+            response.raise_for_status()
             answer_of(client, url, "all", "warm up", name)
             rows = [row("answerable", q, *answer_of(client, url, "all", q.text, name)) for q in questions]
             runs[stop] = measured(rows, args.precision, args.l2, args.seed)
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "questions": len(questions),
             "holdout": args.holdout,
             "seed": args.seed,
-            "first_pass": FIRST_PASS,
+            "first_pass": args.first_pass,
             "precision": args.precision,
             "tolerance": args.tolerance,
             "runs": {"one pass" if stop is None else str(stop): run for stop, run in runs.items()},
@@ -115,6 +117,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--holdout", type=holdout_fraction, default=0.1)
     parser.add_argument("--questions", type=int, default=600)
+    parser.add_argument(
+        "--first-pass", type=int, default=FIRST_PASS, help="hits in the first pass (a pipeline's default: 5)"
+    )
     parser.add_argument("--stops", type=float, nargs="+", default=[0.517, 0.6])
     parser.add_argument("--precision", type=float, default=0.85)
     parser.add_argument("--tolerance", type=float, default=0.005, help="coverage a stop may lose against one pass")
