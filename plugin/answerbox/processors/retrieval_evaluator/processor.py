@@ -272,7 +272,8 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             async with asyncio.timeout(ctx.deadline.for_work()):
                 models = await self.services.models()
                 upper, lower = self._thresholds(models.manifest)
-                judged = await self._score_in_passes(models.evaluator, question, passages, models.manifest, upper)
+                stop = self._first_pass_stop(models.manifest, upper)
+                judged = await self._score_in_passes(models.evaluator, question, passages, stop)
                 scores = judged.hits
                 scored = scored[: len(scores)]
                 verdict = judge(scores, upper, lower)
@@ -320,13 +321,12 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         evaluator: Evaluator,
         question: str,
         passages: Sequence[Sequence[Passage]],
-        manifest: ModelManifest,
-        upper: float,
+        stop: float | None,
     ) -> _Scores:
         """The engine's ``first_pass`` best hits, then the rest of the scored hits only when none of the first
         reaches the stop: reading them is half a search's model work, and a hit the engine ranks high that
         the evaluator finds surely relevant seldom gives way to a lower one."""
-        first, stop = self.config.first_pass, self._first_pass_stop(manifest, upper)
+        first = self.config.first_pass
         if first is None or stop is None or first >= len(passages):
             return await _score_hits(evaluator, question, passages)
         judged = await _score_hits(evaluator, question, passages[:first])
