@@ -59,14 +59,19 @@ def first_pass_pipeline(stop: float | None, first_pass: int = FIRST_PASS) -> dic
 
 
 def measured(rows: Sequence[Row], precision: float, l2: float, seed: int) -> dict[str, float]:
-    """The share answered at ``precision`` (refitted, cross-validated confidence) and the p50 seconds."""
+    """The share answered at ``precision`` (refitted, cross-validated confidence) and the p50 and p90 seconds."""
     usable = [r for r in rows if r["signals"] is not None]
     _, cv = fit(usable, SnippetSignals, l2, seed)
     by_id = {r["id"]: float(c) for r, c in zip(usable, cv, strict=True)}
     confidence = [by_id.get(r["id"], 0.0) for r in rows]
     right = [bool(r["right"]) for r in rows]
     at = answered_at(confidence, right, lowest_threshold(confidence, right, precision, 0.0))
-    return {**at, "seconds_p50": round(float(np.median([r["seconds"] for r in rows])), 4)}
+    seconds = [r["seconds"] for r in rows]
+    return {
+        **at,
+        "seconds_p50": round(float(np.quantile(seconds, 0.5)), 4),
+        "seconds_p90": round(float(np.quantile(seconds, 0.9)), 4),
+    }
 
 
 def choose(runs: dict[float | None, dict[str, float]], tolerance: float) -> float | None:

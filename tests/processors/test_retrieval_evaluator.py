@@ -162,6 +162,7 @@ def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
         "operator": "or",
         "fields": ["text"],
         "fuzziness": "AUTO",
+        "prefix_length": 2,
     }
 
 

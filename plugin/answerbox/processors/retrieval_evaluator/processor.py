@@ -43,7 +43,7 @@ Config (defaults in brackets): ``top_n`` [10]; ``first_pass`` [5], ``first_pass_
 manifest's]; ``text_fields`` [every top-level string
 field of ``_source``]; ``upper`` / ``lower`` [the manifest's]; ``sentences_per_strip`` [3],
 ``strips_top_k`` [5], ``strip_threshold`` [-0.5] (CRAG's refinement); ``corrective``
-[same target, ``operator: or``, ``fuzziness: AUTO``, ``keywords: llm`` (``question``: the
+[same target, ``operator: or``, ``fuzziness: AUTO`` with ``prefix_length: 2``, ``keywords: llm`` (``question``: the
 question's own words, no LLM call); ``null``: none, and Incorrect only discards];
 ``rerank`` [false], ``fusion_weight`` [the manifest's], ``keep_previous_score`` [true],
 ``drop_below_lower`` [false].

@@ -189,6 +189,7 @@ async def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_cal
             "operator": "or",
             "fields": ["text"],
             "fuzziness": "AUTO",
+            "prefix_length": 2,
         }
     }
     assert backend.calls == [
@@ -543,6 +544,7 @@ async def test_a_hit_without_text_scores_as_the_worst_passage() -> None:
         ({"fusion_weight": -0.5}, "fusion_weight"),
         ({"corrective": {"prompt": "{{ question "}}, "syntax error"),
         ({"corrective": {"max_tokens": 2000}}, "max_tokens"),
+        ({"corrective": {"prefix_length": -1}}, "prefix_length"),
     ],
 )
 def test_invalid_config_is_rejected_when_the_pipeline_is_defined(config: dict[str, Any], problem: str) -> None:
