@@ -8,7 +8,7 @@ over every training paragraph: once scoring its ten hits in one pass, and once p
 ``first_pass`` (``--first-pass``, a pipeline's default 5) and that ``first_pass_stop``. A stop
 changes which hits an answer is read from, and so what the confidence's signals mean: each
 run's calibrator is refitted on its own rows (five folds, ``answer_confidence``'s fit), and the
-runs compare by the share answered at 85% precision (the point estimate) and their p50 seconds.
+runs compare by the share answered at 85% precision (the point estimate) and their p50 (and p90) seconds.
 Chosen: the lowest stop answering within ``--tolerance`` (half a point) of one pass; none: one
 pass. ``--write`` puts it in the manifest (``null`` when none); refit ``answer_confidence``
 after it, with the stop in the loop.
