@@ -5,7 +5,7 @@
 A seeded sample of the held-out training articles' questions (as ``answer_confidence`` samples
 them; SQuAD dev and the other-domain files are never read) goes through the extractive pipeline
 over every training paragraph: once scoring its ten hits in one pass, and once per stop with
-``first_pass`` (``--first-pass``, a pipeline's default 5) and that ``first_pass_stop``. A stop
+``first_pass`` (``--first-pass``, a pipeline's default 4) and that ``first_pass_stop``. A stop
 changes which hits an answer is read from, and so what the confidence's signals mean: each
 run's calibrator is refitted on its own rows (five folds, ``answer_confidence``'s fit), and the
 runs compare by the share answered at 85% precision (the point estimate) and their p50 (and p90) seconds.
@@ -123,7 +123,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--holdout", type=holdout_fraction, default=0.1)
     parser.add_argument("--questions", type=int, default=600)
     parser.add_argument(
-        "--first-pass", type=int, default=FIRST_PASS, help="hits in the first pass (a pipeline's default: 5)"
+        "--first-pass", type=int, default=FIRST_PASS, help="hits in the first pass (a pipeline's default: 4)"
     )
     parser.add_argument("--stops", type=float, nargs="+", default=[0.517, 0.6])
     parser.add_argument("--precision", type=float, default=0.85)

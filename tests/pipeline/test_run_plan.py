@@ -50,13 +50,14 @@ def test_explain_names_where_each_value_of_a_stored_pipeline_comes_from(
     ]
     assert values(plan, "retrieval_evaluator") == {
         "top_n": (5, "pipeline"),
-        "first_pass": (5, "default"),
+        "first_pass": (4, "default"),
         "first_pass_stop": (manifest.crag_first_pass_stop, "manifest"),
         "rerank": (True, "pipeline"),
         "upper": (manifest.crag_upper, "manifest"),
         "lower": (-0.6, "pipeline"),
         "fusion_weight": (manifest.rerank_fusion_weight, "manifest"),
         "rewrite_llm_timeout_s": (LLMSettings().timeout_s, "settings"),
+        "refine": ("strips", "default"),  # cited_answer in mode auto may write from them
     }
     assert values(plan, "cited_answer") == {
         "mode": ("auto", "default"),

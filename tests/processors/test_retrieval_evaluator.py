@@ -187,6 +187,35 @@ def test_a_sure_hit_among_the_engines_first_ends_the_reading_and_every_hit_comes
     assert len(found[2]["hits"]["hits"]) == len(WIKI + NEWS)
 
 
+def test_before_an_extractive_answer_the_knowledge_is_whole_passages_and_the_plan_says_so(
+    make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client, llm: tuple[ScriptedLLM, str]
+) -> None:
+    url = make_answerbox(llm={"base_url": llm[1]})
+    ext = {"generative_qa_parameters": {"llm_question": EVEREST_Q}}
+    found = {}
+    for mode in ("extractive", "generative"):
+        pipeline = _pipeline(corrective=None)
+        pipeline["response_processors"].append({"cited_answer": {"mode": mode, "check_citations": False}})
+        body = {"query": {"match_all": {}}, "search_pipeline": pipeline, "ext": ext}
+        response = client.post(
+            f"{url}/wiki/_search", params={"verbose_pipeline": "true"}, json=body, headers={"Authorization": AUTH}
+        )
+        assert response.status_code == 200, response.text
+        found[mode] = response.json()["ext"]["answerbox"]
+    steps = {mode: report["plan"]["steps"][0] for mode, report in found.items()}
+    assert {mode: step["values"]["refine"] for mode, step in steps.items()} == {
+        "extractive": {"value": "passages", "source": "default"},
+        "generative": {"value": "strips", "source": "default"},
+    }
+    passages = found["extractive"]["retrieval"]["knowledge"]
+    assert any(strip["_id"] == "everest" for strip in passages)
+    _assert_exact_offsets(passages, corpus)
+    texts = {d["_id"]: d["text"] for d in WIKI}
+    assert all(strip["text"] == texts[strip["_id"]] for strip in passages)
+    # CRAG's strips cut the same passages into groups of three sentences.
+    assert any(strip["text"] != texts[strip["_id"]] for strip in found["generative"]["retrieval"]["knowledge"])
+
+
 @pytest.mark.real_llm
 def test_real_llm_rewrites_the_question_for_the_corrective_search(
     make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client, real_llm: tuple[RecordingProxy, str]

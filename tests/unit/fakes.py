@@ -110,8 +110,8 @@ async def responded(
     processor: ResponseProcessor[Any], request: SearchRequest, response: JSON, ctx: PipelineContext
 ) -> JSON:
     """``processor``'s response as a run gets it: its run plan's values resolved first, as the
-    engine resolves them when a search opens (``pipeline/plan.py``)."""
-    ctx.planned_values[processor] = await processor.planned(ctx.generative_qa)
+    engine resolves them when a search opens (``pipeline/plan.py``), with no step after it."""
+    ctx.planned_values[processor] = await processor.planned(ctx.generative_qa) | processor.planned_after([])
     return await processor.process_response(request, response, ctx)
 
 

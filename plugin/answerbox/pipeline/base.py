@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import marshal
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -180,6 +181,16 @@ class Processor(ABC, Generic[C]):
         """The values that decide what it does, each with where it came from, for the run plan
         (``pipeline/plan.py``); ``qa`` is the search's ``generative_qa_parameters``."""
         return {}
+
+    def planned_after(self, later: Sequence[tuple[Processor[Any], Mapping[str, Planned]]]) -> dict[str, Planned]:
+        """Values that depend on the steps after it in the pipeline (``later``: each with its own
+        planned values), for the run plan; most steps have none."""
+        return {}
+
+    def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
+        """Whether, run with ``values``, it may give an LLM the knowledge earlier steps kept (CRAG's
+        strips) to write from. A step that does not say may: the strips stay CRAG's."""
+        return True
 
     async def check(self) -> None:
         """What of its config is checked when the pipeline is built but must not hold up the event

@@ -43,6 +43,8 @@ async def plan_of(pipeline: Pipeline, qa: GenerativeQAParameters | None, limits:
     ]
     weights = sum(p.budget_weight for _, p in order) or 1.0
     values = {p: await p.planned(qa) for _, p in order}
+    for i, (_, p) in enumerate(order):
+        values[p] |= p.planned_after([(q, values[q]) for _, q in order[i + 1 :]])
     steps = [
         PlannedStep(
             processor=p.name,

@@ -13,6 +13,7 @@ or routed alias (``ScopedSearch``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 from answerbox.core.contract import (
@@ -59,6 +60,9 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
     config_model = ChainOfQueryConfig
     budget_weight = 3.0
     writes_answer = True
+
+    def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
+        return False  # its LLM writes from the references its own searches find
 
     async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
         values = {

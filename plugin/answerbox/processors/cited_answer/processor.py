@@ -12,7 +12,7 @@ abstains and is kept as ``answer.candidate``. Which answer is returned: ``policy
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
@@ -323,6 +323,9 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             # against nothing, and is in ``flagged`` (or was never cited) — as the stream shows.
             shown = " ".join(c.text.strip() for c in parse_claims(shown) if c.markers)
         return Answer(text=shown, citations=citations, mode="generative", flagged=flagged, llm="used")
+
+    def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
+        return bool(values["mode"].value != "extractive")  # the reader reads whole passages
 
     async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
         policy = self._policy(await self._calibrator())

@@ -5,7 +5,8 @@ longer one is cut into strips of ``sentences_per_strip`` consecutive sentences (
 §4.3). All strips of a refinement are scored in one evaluator call; those scoring at least
 ``threshold`` compete for ``top_k`` places, and the winners come back in document order
 (hit order, then field, then offset), each with the offsets that give back its exact text:
-``_source[field][start:end] == text``.
+``_source[field][start:end] == text``. ``whole`` keeps each passage as one strip, with the
+score it has, for a pipeline whose later steps read passages (``retrieval_evaluator``'s ``refine``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from answerbox.processors.text.spans import Passage, Span
 if TYPE_CHECKING:
     from answerbox.models import Evaluator
 
-__all__ = ["decompose", "refine", "select"]
+__all__ = ["decompose", "refine", "select", "whole"]
 
 
 def decompose(passage: Passage, sentences_per_strip: int) -> list[Span]:
@@ -37,6 +38,12 @@ def select(strips: Sequence[Span], scores: Sequence[float], *, top_k: int, thres
     eligible = [i for i, score in enumerate(scores) if score >= threshold]
     best = sorted(eligible, key=lambda i: scores[i], reverse=True)[:top_k]
     return [strips[i].wire(KnowledgeStrip, text=strips[i].text, score=round(scores[i], 4)) for i in sorted(best)]
+
+
+def whole(passages: Sequence[tuple[Passage, float]], *, top_k: int, threshold: float) -> list[KnowledgeStrip]:
+    """Each passage as one strip with the score it already has: no decomposition, no model call."""
+    strips = [passage.span(0, len(passage.text)) for passage, _ in passages]
+    return select(strips, [score for _, score in passages], top_k=top_k, threshold=threshold)
 
 
 async def refine(

@@ -13,6 +13,12 @@ there are no hits), **ambiguous** otherwise. The thresholds come from the model 
   (:mod:`answerbox.processors.retrieval_evaluator.corrective`) runs and its hits are scored and refined;
 - ambiguous → both; corrective hits already among the scored hits are left out.
 
+``refine`` says what a strip is: ``strips``, CRAG's; ``passages``, each refined passage whole,
+with the score it has (no more model calls); ``auto``, strips unless every later step of the
+pipeline reads passages, not strips (``cited_answer`` in ``mode: extractive``: its reader reads
+the passages around the strips whole, so the strips' forward passes would change no answer;
+``onnx_models/LOG.md``, *Strips for a reader*). The run plan shows which one a search got.
+
 The hits are scored in two passes where the model's manifest sets ``crag_first_pass_stop``: the
 engine's first ``first_pass`` hits, then the rest of the top ``top_n`` only when none of the first
 scores at least that stop (never below ``upper``: a first pass that stops has found CRAG's Correct).
@@ -39,9 +45,9 @@ thresholds, ``drop_below_lower`` and the reported scores always use the evaluato
 never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones,
 unchanged.
 
-Config (defaults in brackets): ``top_n`` [10]; ``first_pass`` [5], ``first_pass_stop`` [the
+Config (defaults in brackets): ``top_n`` [10]; ``first_pass`` [4], ``first_pass_stop`` [the
 manifest's]; ``text_fields`` [every top-level string
-field of ``_source``]; ``upper`` / ``lower`` [the manifest's]; ``sentences_per_strip`` [3],
+field of ``_source``]; ``upper`` / ``lower`` [the manifest's]; ``refine`` [auto]; ``sentences_per_strip`` [3],
 ``strips_top_k`` [5], ``strip_threshold`` [-0.5] (CRAG's refinement); ``corrective``
 [same target, ``operator: or``, ``fuzziness: AUTO`` with ``prefix_length: 2``, ``keywords: llm`` (``question``: the
 question's own words, no LLM call); ``null``: none, and Incorrect only discards];
@@ -65,10 +71,10 @@ search's query and scores, and how many hits ``drop_below_lower`` removed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -82,7 +88,15 @@ from answerbox.core.contract import (
     RetrievalReport,
 )
 from answerbox.core.errors import ConfigError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
-from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest, first_set
+from answerbox.pipeline.base import (
+    JSON,
+    PipelineContext,
+    Processor,
+    ProcessorConfig,
+    ResponseProcessor,
+    SearchRequest,
+    first_set,
+)
 from answerbox.processors.retrieval_evaluator.corrective import (
     KEYWORD_REWRITE_TEMPLATE,
     CorrectiveSearchConfig,
@@ -90,7 +104,7 @@ from answerbox.processors.retrieval_evaluator.corrective import (
     rewrite_question,
 )
 from answerbox.processors.retrieval_evaluator.fusion import fuse
-from answerbox.processors.retrieval_evaluator.knowledge import refine
+from answerbox.processors.retrieval_evaluator.knowledge import refine, whole
 from answerbox.processors.text.passages import hit_key, hits_of, passages_of
 from answerbox.processors.text.spans import Passage
 from answerbox.prompts.library import Prompt
@@ -115,11 +129,14 @@ class Verdict(StrEnum):
 
 class RetrievalEvaluatorConfig(ProcessorConfig):
     top_n: int = Field(default=10, ge=1)
-    first_pass: int | None = Field(default=5, ge=1)  # None: every scored hit in one pass
+    first_pass: int | None = Field(default=4, ge=1)  # None: every scored hit in one pass
     first_pass_stop: float | None = Field(default=None, ge=-1, le=1)  # None: the manifest's
     text_fields: list[str] | None = Field(default=None, min_length=1)  # None: every top-level string field
     upper: float | None = Field(default=None, ge=-1, le=1)
     lower: float | None = Field(default=None, ge=-1, le=1)
+    # auto: CRAG's strips where a later step may write from them with an LLM (or none follows),
+    # whole passages where every later step reads passages (the reader does).
+    refine: Literal["auto", "strips", "passages"] = "auto"
     sentences_per_strip: int = Field(default=3, ge=1)
     strips_top_k: int = Field(default=5, ge=1)
     strip_threshold: float = Field(default=-0.5, ge=-1, le=1)
@@ -171,14 +188,14 @@ class _Scores:
     def __add__(self, other: _Scores) -> _Scores:
         return _Scores(self.hits + other.hits, self.passages + other.passages)
 
-    def worth_refining(self, lower: float, top_k: int) -> list[Passage]:
-        """The passages whose strips may become knowledge: the ``top_k`` best scoring at least
+    def worth_refining(self, lower: float, top_k: int) -> list[tuple[Passage, float]]:
+        """The passages whose strips may become knowledge, with their scores: the ``top_k`` best scoring at least
         ``lower``, in document order. At most ``top_k`` strips are kept, and a strip of a
         passage the evaluator ruled irrelevant as a whole almost never beats those of the
         passages it ruled relevant; scoring their strips would be most of a search's model work."""
         eligible = [i for i, (_, score) in enumerate(self.passages) if score >= lower]
         best = sorted(eligible, key=lambda i: self.passages[i][1], reverse=True)[:top_k]
-        return [self.passages[i][0] for i in sorted(best)]
+        return [self.passages[i] for i in sorted(best)]
 
 
 async def _score_hits(evaluator: Evaluator, question: str, passages: Sequence[Sequence[Passage]]) -> _Scores:
@@ -238,6 +255,18 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         if config.rerank:
             values["fusion_weight"] = config.planned_as("fusion_weight", self._fusion_weight(manifest), "manifest")
         return values
+
+    def planned_after(self, later: Sequence[tuple[Processor[Any], Mapping[str, Planned]]]) -> dict[str, Planned]:
+        config = self.config
+        if config.refine != "auto":
+            return {"refine": config.planned("refine")}
+        # Strips are for an LLM to write from: a reader reads the passages they come from whole
+        # (READING_CHARS), so cutting and scoring strips only costs it a forward pass each.
+        strips = not later or any(step.writes_from_knowledge(values) for step, values in later)
+        return {"refine": Planned(value="strips" if strips else "passages", source="default")}
+
+    def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
+        return False  # it keeps knowledge, and reads none
 
     def _fusion_weight(self, manifest: ModelManifest) -> float:
         return manifest.rerank_fusion_weight if self.config.fusion_weight is None else self.config.fusion_weight
@@ -337,14 +366,18 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
     async def _refine(
         self, evaluator: Evaluator, question: str, scores: _Scores, lower: float, ctx: PipelineContext
     ) -> list[KnowledgeStrip]:
+        config = self.config
+        worth = scores.worth_refining(lower, config.strips_top_k)
+        if ctx.planned(self, "refine") == "passages":
+            return whole(worth, top_k=config.strips_top_k, threshold=config.strip_threshold)
         try:
             return await refine(
                 evaluator,
                 question,
-                scores.worth_refining(lower, self.config.strips_top_k),
-                sentences_per_strip=self.config.sentences_per_strip,
-                top_k=self.config.strips_top_k,
-                threshold=self.config.strip_threshold,
+                [passage for passage, _ in worth],
+                sentences_per_strip=config.sentences_per_strip,
+                top_k=config.strips_top_k,
+                threshold=config.strip_threshold,
             )
         except ModelError as exc:
             self.warn(ctx, f"knowledge refinement failed: {exc.reason}")

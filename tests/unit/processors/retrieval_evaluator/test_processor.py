@@ -15,6 +15,7 @@ from answerbox.pipeline.base import PipelineContext, SearchRequest
 from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.processors import default_registry
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 from answerbox.processors.retrieval_evaluator.keywords import KEYWORDS_SCHEMA
 
@@ -293,6 +294,46 @@ async def test_only_the_best_passages_at_or_above_lower_are_refined() -> None:
     one = _evaluator(_services(), strip_threshold=-1.0, strips_top_k=1, lower=-1.0, corrective=None)
     _, ctx = await _judge(one, CORRECT_Q, hits)
     assert _retrieval(ctx).knowledge == strips[:1]
+
+
+async def test_refined_into_passages_the_knowledge_is_each_passage_whole_with_no_more_model_calls() -> None:
+    evaluator = FakeEvaluator(SCORES)
+    hits = [hit("eiffel"), hit("everest"), hit("photosynthesis"), hit("nile")]
+    processor = _evaluator(_services(evaluator=evaluator), refine="passages", strips_top_k=2, corrective=None)
+    _, ctx = await _judge(processor, CORRECT_Q, hits)
+    assert _retrieval(ctx).knowledge == [
+        strip("eiffel", "The Eiffel Tower is", "finished in 1930.", 0.8),
+        strip("everest", "Mount Everest is", "in 1953.", 0.7),  # the two best: nile (0.3) is third
+    ]
+    assert evaluator.calls == [(CORRECT_Q, [EIFFEL, EVEREST, PHOTOSYNTHESIS, NILE])]
+
+
+TYPES = {cls.type_name: cls for cls in default_registry().types()}
+
+
+@pytest.mark.parametrize(
+    ("refine", "later", "expected"),
+    [
+        ("auto", [], "strips"),  # the knowledge goes to the caller as CRAG keeps it
+        ("auto", [{"cited_answer": {"mode": "extractive"}}], "passages"),
+        ("auto", [{"cited_answer": {"mode": "generative"}}], "strips"),
+        ("auto", [{"cited_answer": {"mode": "auto"}}], "strips"),
+        ("auto", [{"chain_of_query": {}}, {"cited_answer": {"mode": "extractive"}}], "passages"),
+        ("auto", [{"chain_of_query": {}}, {"cited_answer": {}}], "strips"),
+        ("strips", [{"cited_answer": {"mode": "extractive"}}], "strips"),
+        ("passages", [], "passages"),
+    ],
+)
+async def test_auto_refines_into_strips_unless_every_later_step_reads_passages(
+    refine: str, later: list[JSON], expected: str
+) -> None:
+    services = _services()
+    steps = [RetrievalEvaluator.from_dict({"refine": refine}, services, ConfigContext())] + [
+        TYPES[name].from_dict(config, services, ConfigContext()) for step in later for name, config in step.items()
+    ]
+    values = {step: await step.planned(None) for step in steps}
+    planned = steps[0].planned_after([(step, values[step]) for step in steps[1:]])
+    assert planned["refine"].value == expected
 
 
 async def test_thresholds_default_to_the_manifest() -> None:
