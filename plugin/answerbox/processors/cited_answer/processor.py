@@ -325,7 +325,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         return Answer(text=shown, citations=citations, mode="generative", flagged=flagged, llm="used")
 
     def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
-        return bool(values["mode"].value != "extractive")  # the reader reads whole passages
+        return bool(values["mode"].value != "extractive")  # the reader reads passages, not strips
 
     async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
         policy = self._policy(await self._calibrator())

@@ -16,8 +16,9 @@ there are no hits), **ambiguous** otherwise. The thresholds come from the model 
 ``refine`` says what a strip is: ``strips``, CRAG's; ``passages``, each refined passage whole,
 with the score it has (no more model calls); ``auto``, strips unless every later step of the
 pipeline reads passages, not strips (``cited_answer`` in ``mode: extractive``: its reader reads
-the passages around the strips whole, so the strips' forward passes would change no answer;
-``onnx_models/LOG.md``, *Strips for a reader*). The run plan shows which one a search got.
+a strip back in its passage, up to ``reading_chars``, and a whole passage from the windows that
+scored it, so the strips' forward passes buy it next to nothing; ``onnx_models/LOG.md``, *Strips
+for a reader*). The run plan shows which one a search got.
 
 The hits are scored in two passes where the model's manifest sets ``crag_first_pass_stop``: the
 engine's first ``first_pass`` hits, then the rest of the top ``top_n`` only when none of the first
@@ -260,8 +261,8 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         config = self.config
         if config.refine != "auto":
             return {"refine": config.planned("refine")}
-        # Strips are for an LLM to write from: a reader reads the passages they come from whole
-        # (READING_CHARS), so cutting and scoring strips only costs it a forward pass each.
+        # Strips are for an LLM to write from: a reader reads them back in their passages, which
+        # the evaluator's windows already cover, so scoring strips costs it a forward pass each.
         strips = not later or any(step.writes_from_knowledge(values) for step, values in later)
         return {"refine": Planned(value="strips" if strips else "passages", source="default")}
 
