@@ -15,13 +15,26 @@ from contextlib import contextmanager
 
 import httpx
 
-__all__ = ["Lag", "lag_of"]
+__all__ = ["Lag", "frozen_heap", "lag_of"]
 
 
 class Lag:
     def __init__(self) -> None:
         self.longest_s = 0.0
         self.polls = 0
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """The test process's objects so far out of the collector while timed work runs: a full
+    collection of a long test session's heap pauses this process for tenths of a second, which
+    a client's or a server's timings here would count as the server's."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @contextmanager
@@ -37,14 +50,12 @@ def lag_of(url: str, *, every_s: float = 0.02) -> Iterator[Lag]:
                 lag.polls += 1
                 stop.wait(every_s)
 
-    gc.collect()
-    gc.freeze()
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
-    time.sleep(0.2)  # the poller's connection is open before the work starts
-    try:
-        yield lag
-    finally:
-        stop.set()
-        poller.join()
-        gc.unfreeze()
+    with frozen_heap():
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        time.sleep(0.2)  # the poller's connection is open before the work starts
+        try:
+            yield lag
+        finally:
+            stop.set()
+            poller.join()
