@@ -58,6 +58,7 @@ def test_explain_names_where_each_value_of_a_stored_pipeline_comes_from(
         "fusion_weight": (manifest.rerank_fusion_weight, "manifest"),
         "rewrite_llm_timeout_s": (LLMSettings().timeout_s, "settings"),
         "refine": ("strips", "default"),  # cited_answer in mode auto may write from them
+        "ambiguous": ("refine+corrective_search", "default"),
     }
     assert values(plan, "cited_answer") == {
         "mode": ("auto", "default"),

@@ -187,14 +187,15 @@ def test_a_sure_hit_among_the_engines_first_ends_the_reading_and_every_hit_comes
     assert len(found[2]["hits"]["hits"]) == len(WIKI + NEWS)
 
 
-def test_before_an_extractive_answer_the_knowledge_is_whole_passages_and_the_plan_says_so(
+def test_before_an_extractive_answer_knowledge_is_whole_passages_an_ambiguous_search_stops_and_the_plan_says_so(
     make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client, llm: tuple[ScriptedLLM, str]
 ) -> None:
     url = make_answerbox(llm={"base_url": llm[1]})
     ext = {"generative_qa_parameters": {"llm_question": EVEREST_Q}}
     found = {}
     for mode in ("extractive", "generative"):
-        pipeline = _pipeline(corrective=None)
+        # Never Correct nor Incorrect (the scores are a tanh): every search here is Ambiguous.
+        pipeline = _pipeline(upper=1.0, lower=-1.0, corrective={"keywords": "question", "index": "news"})
         pipeline["response_processors"].append({"cited_answer": {"mode": mode, "check_citations": False}})
         body = {"query": {"match_all": {}}, "search_pipeline": pipeline, "ext": ext}
         response = client.post(
@@ -207,13 +208,26 @@ def test_before_an_extractive_answer_the_knowledge_is_whole_passages_and_the_pla
         "extractive": {"value": "passages", "source": "default"},
         "generative": {"value": "strips", "source": "default"},
     }
+    # The reader goes on from the refined hits alone; an LLM writes from the corrective hits too.
+    assert {mode: step["values"]["ambiguous"]["value"] for mode, step in steps.items()} == {
+        "extractive": "refine",
+        "generative": "refine+corrective_search",
+    }
+    retrieval = {mode: report["retrieval"] for mode, report in found.items()}
+    assert {mode: (r["verdict"], r["action"]) for mode, r in retrieval.items()} == {
+        "extractive": ("ambiguous", "refine"),
+        "generative": ("ambiguous", "refine+corrective_search"),
+    }
+    assert retrieval["extractive"]["corrective"] is None
+    assert retrieval["generative"]["corrective"]["index"] == "news"
     passages = found["extractive"]["retrieval"]["knowledge"]
     assert any(strip["_id"] == "everest" for strip in passages)
     _assert_exact_offsets(passages, corpus)
     texts = {d["_id"]: d["text"] for d in WIKI}
     assert all(strip["text"] == texts[strip["_id"]] for strip in passages)
     # CRAG's strips cut the same passages into groups of three sentences.
-    assert any(strip["text"] != texts[strip["_id"]] for strip in found["generative"]["retrieval"]["knowledge"])
+    cut = [s for s in found["generative"]["retrieval"]["knowledge"] if s["_index"] == "wiki"]
+    assert any(strip["text"] != texts[strip["_id"]] for strip in cut)
 
 
 @pytest.mark.real_llm

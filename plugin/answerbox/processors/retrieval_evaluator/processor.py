@@ -13,6 +13,14 @@ there are no hits), **ambiguous** otherwise. The thresholds come from the model 
   (:mod:`answerbox.processors.retrieval_evaluator.corrective`) runs and its hits are scored and refined;
 - ambiguous → both; corrective hits already among the scored hits are left out.
 
+``ambiguous`` says what an Ambiguous search does: ``refine+corrective_search``, CRAG's both;
+``refine``, the refined hits alone (no corrective search); ``auto``, both unless every later step of the
+pipeline reads passages (the reader): a reader seldom finds its answer in an Ambiguous search's corrective
+hits (on held-out training articles, 3 right answers and 7 wrong ones in 142 Ambiguous searches), and
+the search with their forward passes was two fifths of such an answer's time (``onnx_models/LOG.md``,
+*An Ambiguous search before a reader*).
+An Incorrect search always runs the corrective search.
+
 ``refine`` says what a strip is: ``strips``, CRAG's; ``passages``, each refined passage whole,
 with the score it has (no more model calls); ``auto``, strips unless every later step of the
 pipeline reads passages, not strips (``cited_answer`` in ``mode: extractive``: its reader reads
@@ -47,8 +55,8 @@ never the fused one. Hits past ``top_n`` are not scored and stay after the score
 unchanged.
 
 Config (defaults in brackets): ``top_n`` [10]; ``first_pass`` [4], ``first_pass_stop`` [the
-manifest's]; ``text_fields`` [every top-level string
-field of ``_source``]; ``upper`` / ``lower`` [the manifest's]; ``refine`` [auto]; ``sentences_per_strip`` [3],
+manifest's]; ``text_fields`` [every top-level string field of ``_source``]; ``upper`` / ``lower``
+[the manifest's]; ``refine`` [auto]; ``ambiguous`` [auto]; ``sentences_per_strip`` [3],
 ``strips_top_k`` [5], ``strip_threshold`` [-0.5] (CRAG's refinement); ``corrective``
 [same target, ``operator: or``, ``fuzziness: AUTO`` with ``prefix_length: 2``, ``keywords: llm`` (``question``: the
 question's own words, no LLM call); ``null``: none, and Incorrect only discards];
@@ -138,6 +146,9 @@ class RetrievalEvaluatorConfig(ProcessorConfig):
     # auto: CRAG's strips where a later step may write from them with an LLM (or none follows),
     # whole passages where every later step reads passages (the reader does).
     refine: Literal["auto", "strips", "passages"] = "auto"
+    # auto: CRAG's both where a later step may write from the knowledge with an LLM (or none
+    # follows), the refined hits alone where every later step reads passages (the reader).
+    ambiguous: Literal["auto", "refine+corrective_search", "refine"] = "auto"
     sentences_per_strip: int = Field(default=3, ge=1)
     strips_top_k: int = Field(default=5, ge=1)
     strip_threshold: float = Field(default=-0.5, ge=-1, le=1)
@@ -259,12 +270,18 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
 
     def planned_after(self, later: Sequence[tuple[Processor[Any], Mapping[str, Planned]]]) -> dict[str, Planned]:
         config = self.config
-        if config.refine != "auto":
-            return {"refine": config.planned("refine")}
-        # Strips are for an LLM to write from: a reader reads them back in their passages, which
-        # the evaluator's windows already cover, so scoring strips costs it a forward pass each.
-        strips = not later or any(step.writes_from_knowledge(values) for step, values in later)
-        return {"refine": Planned(value="strips" if strips else "passages", source="default")}
+        # Strips and an Ambiguous search's corrective hits are for an LLM to write from: a reader
+        # reads strips back in their passages, which the evaluator's windows already cover, and
+        # seldom finds its answer in those hits.
+        writes = not later or any(step.writes_from_knowledge(values) for step, values in later)
+        return {
+            "refine": config.planned("refine")
+            if config.refine != "auto"
+            else Planned(value="strips" if writes else "passages", source="default"),
+            "ambiguous": config.planned("ambiguous")
+            if config.ambiguous != "auto"
+            else Planned(value="refine+corrective_search" if writes else "refine", source="default"),
+        }
 
     def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
         return False  # it keeps knowledge, and reads none
@@ -308,6 +325,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
                 scored = scored[: len(scores)]
                 verdict = judge(scores, upper, lower)
                 config, prompt = self.config.corrective, self._prompt
+                searches = self._searches_again(verdict, ctx)
                 internal, corrective = await asyncio.gather(
                     self._refine(models.evaluator, question, judged, lower, ctx)
                     if verdict is not Verdict.INCORRECT
@@ -315,7 +333,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
                     self._corrective(
                         config, prompt, models.evaluator, question, request, {hit_key(h) for h in scored}, lower, ctx
                     )
-                    if verdict is not Verdict.CORRECT and config is not None and prompt is not None
+                    if searches and config is not None and prompt is not None
                     else _no_corrective(),
                 )
         except ModelError as exc:
@@ -331,7 +349,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             upper=upper,
             lower=lower,
             scores=_score_list(scored, scores),
-            action=_ACTIONS[verdict, self.config.corrective is not None],
+            action=_ACTIONS[verdict, searches and self.config.corrective is not None],
             knowledge=internal + corrective.strips,
             corrective_query=corrective.query,
             corrective=corrective.details,
@@ -339,6 +357,12 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             dropped=dropped,
         )
         return response
+
+    def _searches_again(self, verdict: Verdict, ctx: PipelineContext) -> bool:
+        """Whether this verdict's action holds a corrective search (when one is configured)."""
+        if verdict is Verdict.AMBIGUOUS:
+            return bool(ctx.planned(self, "ambiguous") == "refine+corrective_search")
+        return verdict is Verdict.INCORRECT
 
     def _first_pass_stop(self, manifest: ModelManifest, upper: float) -> float | None:
         """Where the first pass is enough; never below ``upper``: a first pass that stops must have found

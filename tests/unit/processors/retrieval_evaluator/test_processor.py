@@ -272,6 +272,22 @@ async def test_ambiguous_verdict_keeps_both_sets_without_duplicates() -> None:
     ]
 
 
+async def test_an_ambiguous_search_set_to_refine_keeps_the_refined_hits_alone_and_an_incorrect_one_still_searches() -> (
+    None
+):
+    backend = ScriptedBackend(lambda body: [hit("everest")])
+    processor = _evaluator(_services(), ambiguous="refine", top_n=1, strip_threshold=-1.0, upper=0.95, lower=-1.0)
+    _, ctx = await _judge(processor, "How many countries does the Nile cross?", [hit("nile")], backend=backend)
+    retrieval = _retrieval(ctx)
+    assert (retrieval.verdict, retrieval.action) == ("ambiguous", "refine")
+    assert (retrieval.corrective_query, retrieval.corrective, backend.calls) == (None, None, [])
+    assert retrieval.knowledge == [strip("nile", "The Nile", "eleven countries.", 0.3)]
+    incorrect = _evaluator(_services(), ambiguous="refine", corrective={"index": "wiki"})
+    _, ctx = await _judge(incorrect, EVEREST_Q, [hit("budget")], body={"query": {"match_all": {}}}, backend=backend)
+    assert (_retrieval(ctx).verdict, _retrieval(ctx).action) == ("incorrect", "corrective_search")
+    assert len(backend.calls) == 1
+
+
 async def test_only_the_best_passages_at_or_above_lower_are_refined() -> None:
     # Strips of any score would be kept, but only the passages the evaluator did not rule out
     # are cut into strips (and scored), and at most strips_top_k of them.
@@ -311,29 +327,32 @@ async def test_refined_into_passages_the_knowledge_is_each_passage_whole_with_no
 TYPES = {cls.type_name: cls for cls in default_registry().types()}
 
 
+BOTH = "refine+corrective_search"
+
+
 @pytest.mark.parametrize(
-    ("refine", "later", "expected"),
+    ("config", "later", "expected"),
     [
-        ("auto", [], "strips"),  # the knowledge goes to the caller as CRAG keeps it
-        ("auto", [{"cited_answer": {"mode": "extractive"}}], "passages"),
-        ("auto", [{"cited_answer": {"mode": "generative"}}], "strips"),
-        ("auto", [{"cited_answer": {"mode": "auto"}}], "strips"),
-        ("auto", [{"chain_of_query": {}}, {"cited_answer": {"mode": "extractive"}}], "passages"),
-        ("auto", [{"chain_of_query": {}}, {"cited_answer": {}}], "strips"),
-        ("strips", [{"cited_answer": {"mode": "extractive"}}], "strips"),
-        ("passages", [], "passages"),
+        ({}, [], ("strips", BOTH)),  # the knowledge goes to the caller as CRAG keeps it
+        ({}, [{"cited_answer": {"mode": "extractive"}}], ("passages", "refine")),
+        ({}, [{"cited_answer": {"mode": "generative"}}], ("strips", BOTH)),
+        ({}, [{"cited_answer": {"mode": "auto"}}], ("strips", BOTH)),
+        ({}, [{"chain_of_query": {}}, {"cited_answer": {"mode": "extractive"}}], ("passages", "refine")),
+        ({}, [{"chain_of_query": {}}, {"cited_answer": {}}], ("strips", BOTH)),
+        ({"refine": "strips", "ambiguous": BOTH}, [{"cited_answer": {"mode": "extractive"}}], ("strips", BOTH)),
+        ({"refine": "passages", "ambiguous": "refine"}, [], ("passages", "refine")),
     ],
 )
-async def test_auto_refines_into_strips_unless_every_later_step_reads_passages(
-    refine: str, later: list[JSON], expected: str
+async def test_auto_keeps_crags_strips_and_ambiguous_search_unless_every_later_step_reads_passages(
+    config: JSON, later: list[JSON], expected: tuple[str, str]
 ) -> None:
     services = _services()
-    steps = [RetrievalEvaluator.from_dict({"refine": refine}, services, ConfigContext())] + [
-        TYPES[name].from_dict(config, services, ConfigContext()) for step in later for name, config in step.items()
+    steps = [RetrievalEvaluator.from_dict(config, services, ConfigContext())] + [
+        TYPES[name].from_dict(settings, services, ConfigContext()) for step in later for name, settings in step.items()
     ]
     values = {step: await step.planned(None) for step in steps}
     planned = steps[0].planned_after([(step, values[step]) for step in steps[1:]])
-    assert planned["refine"].value == expected
+    assert (planned["refine"].value, planned["ambiguous"].value) == expected
 
 
 async def test_thresholds_default_to_the_manifest() -> None:
