@@ -9,6 +9,8 @@ over every training paragraph: once scoring its ten hits in one pass, and once p
 changes which hits an answer is read from, and so what the confidence's signals mean: each
 run's calibrator is refitted on its own rows (five folds, ``answer_confidence``'s fit), and the
 runs compare by the share answered at 85% precision (the point estimate) and their p50 (and p90) seconds.
+``--evaluator`` sets more of ``retrieval_evaluator``'s config in every run (another default, measured
+against the shipped one).
 Chosen: the lowest stop answering within ``--tolerance`` (half a point) of one pass; none: one
 pass. ``--write`` puts it in the manifest (``null`` when none); refit ``answer_confidence``
 after it, with the stop in the loop.
@@ -50,11 +52,15 @@ log = logging.getLogger("answerbox.first_pass")
 FIRST_PASS: int = RetrievalEvaluatorConfig.model_fields["first_pass"].default  # what a pipeline gets
 
 
-def first_pass_pipeline(stop: float | None, first_pass: int = FIRST_PASS) -> dict[str, Any]:
-    """``answer_confidence``'s extractive pipeline, in one pass (``stop`` None) or two."""
+def first_pass_pipeline(
+    stop: float | None, first_pass: int = FIRST_PASS, evaluator: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``answer_confidence``'s extractive pipeline, in one pass (``stop`` None) or two, with ``evaluator``'s
+    settings on top of ``retrieval_evaluator``'s."""
     chosen = pipeline("extractive")
-    evaluator = chosen["response_processors"][0]["retrieval_evaluator"]
-    evaluator |= {"first_pass": None} if stop is None else {"first_pass": first_pass, "first_pass_stop": stop}
+    config = chosen["response_processors"][0]["retrieval_evaluator"]
+    config |= {"first_pass": None} if stop is None else {"first_pass": first_pass, "first_pass_stop": stop}
+    config |= evaluator or {}
     return chosen
 
 
@@ -93,7 +99,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         url = stack.enter_context(answerbox(osmem.url, None, None, "extractive", served))
         for stop in [None, *args.stops]:
             name = "one-pass" if stop is None else f"stop-{stop}"
-            response = client.put(f"{url}/_search/pipeline/{name}", json=first_pass_pipeline(stop, args.first_pass))
+            chosen = first_pass_pipeline(stop, args.first_pass, args.evaluator)
+            response = client.put(f"{url}/_search/pipeline/{name}", json=chosen)
             response.raise_for_status()
             answer_of(client, url, "all", "warm up", name)
             rows = [row("answerable", q, *answer_of(client, url, "all", q.text, name)) for q in questions]
@@ -106,6 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "holdout": args.holdout,
             "seed": args.seed,
             "first_pass": args.first_pass,
+            "evaluator": args.evaluator,
             "precision": args.precision,
             "tolerance": args.tolerance,
             "runs": {"one pass" if stop is None else str(stop): run for stop, run in runs.items()},
@@ -126,6 +134,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--first-pass", type=int, default=FIRST_PASS, help="hits in the first pass (a pipeline's default: 4)"
     )
     parser.add_argument("--stops", type=float, nargs="+", default=[0.517, 0.6])
+    parser.add_argument(
+        "--evaluator",
+        type=json.loads,
+        default={},
+        help='retrieval_evaluator settings for every run, as JSON (\'{"ambiguous": "refine+corrective_search"}\')',
+    )
     parser.add_argument("--precision", type=float, default=0.85)
     parser.add_argument("--tolerance", type=float, default=0.005, help="coverage a stop may lose against one pass")
     parser.add_argument("--l2", type=float, default=1.0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from answerbox.processors.retrieval_evaluator.processor import RetrievalEvaluatorConfig
+from pydantic import ValidationError
 
 from onnx_models.calibrate.first_pass import choose, first_pass_pipeline
 
@@ -33,3 +35,15 @@ def test_one_pass_and_a_stop_differ_only_in_the_evaluators_passes() -> None:
         one["response_processors"][0]["retrieval_evaluator"] | {"first_pass_stop": None}
     )
     assert one["response_processors"][1:] == two["response_processors"][1:]
+
+
+def test_the_evaluators_settings_go_into_every_run_and_are_checked_as_a_pipeline_is() -> None:
+    both = {"ambiguous": "refine+corrective_search"}
+    for stop in (None, 0.6):
+        config = first_pass_pipeline(stop, evaluator=both)["response_processors"][0]["retrieval_evaluator"]
+        assert config == first_pass_pipeline(stop)["response_processors"][0]["retrieval_evaluator"] | both
+        RetrievalEvaluatorConfig.model_validate(config)
+    with pytest.raises(ValidationError):
+        RetrievalEvaluatorConfig.model_validate(
+            first_pass_pipeline(0.6, evaluator={"ambiguous": "web"})["response_processors"][0]["retrieval_evaluator"]
+        )
