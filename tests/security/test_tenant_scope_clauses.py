@@ -34,8 +34,9 @@ MAPPINGS = {"properties": {"org": {"type": "text"}, "tenant": {"type": "keyword"
 ORG = {"match": {"org": {"query": "Acme Corp", "operator": "and"}}}
 TEXT = {"match": {"text": QUESTION}}
 TENANT = {"term": {"tenant": "A"}}
-# Every hit judged ambiguous, so the corrective search always runs, with the question's own
-# words, and its hits are refined into knowledge strips.
+# Every hit judged ambiguous, and an Ambiguous search searches again even before the reader,
+# so the corrective search always runs, with the question's own words, and its hits are
+# refined into knowledge.
 CRAG = {
     "response_processors": [
         {
@@ -43,6 +44,7 @@ CRAG = {
                 "text_fields": ["text"],
                 "upper": 1.0,
                 "lower": -1.0,
+                "ambiguous": "refine+corrective_search",
                 "corrective": {"size": 5, "keywords": "question"},
             }
         },
