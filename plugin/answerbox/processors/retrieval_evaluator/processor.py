@@ -274,13 +274,15 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         # reads strips back in their passages, which the evaluator's windows already cover, and
         # seldom finds its answer in those hits.
         writes = not later or any(step.writes_from_knowledge(values) for step, values in later)
+
+        def resolved(name: str, for_writers: str, for_readers: str) -> Planned:
+            if getattr(config, name) != "auto":
+                return config.planned(name)
+            return Planned(value=for_writers if writes else for_readers, source="default")
+
         return {
-            "refine": config.planned("refine")
-            if config.refine != "auto"
-            else Planned(value="strips" if writes else "passages", source="default"),
-            "ambiguous": config.planned("ambiguous")
-            if config.ambiguous != "auto"
-            else Planned(value="refine+corrective_search" if writes else "refine", source="default"),
+            "refine": resolved("refine", "strips", "passages"),
+            "ambiguous": resolved("ambiguous", "refine+corrective_search", "refine"),
         }
 
     def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
