@@ -5,6 +5,8 @@ stats, credentials) is told in-process (tests/unit/pipeline/test_pipeline_select
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from opensearchpy import OpenSearch
@@ -45,3 +47,20 @@ def test_unknown_pipeline_id_is_left_to_opensearch(url: str, client: httpx.Clien
     via = client.post(f"{url}/books/_search?search_pipeline=nope", json=QUERY)
     direct = client.post(f"{osmem_url}/books/_search?search_pipeline=nope", json=QUERY)
     assert (via.status_code, via.json()) == (direct.status_code, direct.json())
+
+
+NAMED = json.dumps({"search_pipeline": "dune_only", **QUERY})
+
+
+@pytest.mark.parametrize(
+    "content",
+    [NAMED.replace("search_pipeline", "search\\u005fpipeline").encode(), NAMED.encode("utf-16")],
+    ids=["escaped", "utf-16"],
+)
+def test_a_body_naming_its_pipeline_in_any_spelling_json_reads_runs_it(
+    url: str, client: httpx.Client, content: bytes
+) -> None:
+    """A plain search goes on unparsed; one whose body may name a pipeline is parsed, however it spells it."""
+    assert _ids(client.post(f"{url}/books/_search", json=QUERY)) == ["1", "2"]
+    searched = client.post(f"{url}/books/_search", content=content, headers={"content-type": "application/json"})
+    assert _ids(searched) == ["1"]

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_JSON_VALUES",
     "json_or_none",
+    "may_name_pipeline",
     "parse_json",
     "parsed",
     "read_body",
@@ -105,6 +106,13 @@ def _float(text: str) -> float:
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
+
+
+def may_name_pipeline(raw: bytes) -> bool:
+    """Whether a search body may hold a ``search_pipeline`` key, told by a scan without parsing:
+    the key's own bytes, a JSON escape (which can spell any of its letters), or a zero byte (JSON
+    in UTF-16 or UTF-32, which Python's json and OpenSearch both read)."""
+    return b"search_pipeline" in raw or b"\\u" in raw or b"\x00" in raw
 
 
 def too_many_values(raw: bytes) -> bool:

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from answerbox.core.config import Settings
-from answerbox.http.bodies import json_or_none, parsed, read_body, require_json, too_many_values
+from answerbox.http.bodies import json_or_none, may_name_pipeline, parsed, read_body, require_json, too_many_values
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.passthrough import Passthrough
 from answerbox.opensearch import JSON, Caller
@@ -30,18 +30,17 @@ class SearchHandler:
 
     async def search(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._settings.limits)
-        body = await parsed(raw, json_or_none)
-        # Bodies answerbox does not parse (malformed, too deep, too many values) go on as they came:
-        # OpenSearch answers them.
+        index = http_request.path_params.get("index")
+        params = dict(http_request.query_params)
         run = None
-        if isinstance(body, dict):
-            caller = Caller.from_headers(http_request.headers)
-            run = await self._engine.open(
-                index=http_request.path_params.get("index"),
-                body=body,
-                params=dict(http_request.query_params),
-                caller=caller,
-            )
+        # A plain search (most of a cluster's traffic) goes on unparsed: no pipeline can apply to it.
+        if may_name_pipeline(raw) or await self._engine.resolver.may_apply_unnamed(index, params):
+            body = await parsed(raw, json_or_none)
+            # Bodies answerbox does not parse (malformed, too deep, too many values) go on as they
+            # came: OpenSearch answers them.
+            if isinstance(body, dict):
+                caller = Caller.from_headers(http_request.headers)
+                run = await self._engine.open(index=index, body=body, params=params, caller=caller)
         if run is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)

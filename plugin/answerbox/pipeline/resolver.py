@@ -10,6 +10,7 @@ which may define it natively or answers that it is not defined.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from opensearchpy import AsyncOpenSearch
@@ -65,6 +66,11 @@ class PipelineResolver:
             return None
         definition = await self._store.get(pipeline_id)
         return await self.build(pipeline_id, definition) if definition is not None else None
+
+    async def may_apply_unnamed(self, index: str | None, params: Mapping[str, str]) -> bool:
+        """Whether a search whose body names no pipeline may still run one: its parameters name
+        one, or its index has a default. False lets a plain search go on without its body parsed."""
+        return "search_pipeline" in params or (await self._index_default(index)) not in (None, "", "_none")
 
     async def build(self, pipeline_id: str, definition: PipelineDefinition) -> Pipeline:
         """Build once per definition version, so processors keep their warm state."""

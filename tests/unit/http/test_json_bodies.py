@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from answerbox.core.errors import ParseError
 from answerbox.http import search
-from answerbox.http.bodies import MAX_JSON_VALUES, json_or_none, parse_json, parsed
+from answerbox.http.bodies import MAX_JSON_VALUES, json_or_none, may_name_pipeline, parse_json, parsed
 
 from tests.unit.asgi import in_process, opensearch_error
 from tests.unit.fake_opensearch import FakeOpenSearch
@@ -95,3 +95,37 @@ async def test_a_search_of_too_many_values_is_opensearchs(path: str) -> None:
         response = await client.post(path, content=body, headers={"content-type": "application/x-ndjson"})
     assert opensearch_error(response, 502, "connect_exception") == "OpenSearch is unreachable"
     assert cluster.sent("/books/*") == []
+
+
+async def test_a_search_no_pipeline_can_apply_to_goes_on_unparsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pipeline named, none by default: the body is OpenSearch's alone, and answerbox never parses
+    it (the passthrough finds OpenSearch unreachable)."""
+
+    def never(raw: bytes) -> None:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(search, "json_or_none", never)
+    cluster = FakeOpenSearch()
+    cluster.index_docs("books", [{"_id": "dune", "body": "Spice is mined on Arrakis."}])
+    async with in_process(cluster=cluster) as client:
+        response = await client.post("/books/_search", json={"query": {"match": {"body": "spice"}}})
+    assert opensearch_error(response, 502, "connect_exception") == "OpenSearch is unreachable"
+
+
+@pytest.mark.parametrize(
+    ("raw", "may"),
+    [
+        (b'{"query": {"match_all": {}}}', False),
+        (b'{"query": {"match": {"body": "spice"}}, "size": 3}', False),
+        (b'{"search_pipeline": "p"}', True),
+        # json.loads reads each as {"search_pipeline": "p"}, and so does OpenSearch.
+        (b'{"search\\u005fpipeline": "p"}', True),
+        ('{"search_pipeline": "p"}'.encode("utf-16"), True),
+        ('{"search_pipeline": "p"}'.encode("utf-32-le"), True),
+    ],
+    ids=["match_all", "match", "named", "escaped", "utf-16", "utf-32"],
+)
+def test_a_body_may_name_a_pipeline_in_any_spelling_json_reads(raw: bytes, may: bool) -> None:
+    assert may_name_pipeline(raw) is may
+    if may:
+        assert json.loads(raw) == {"search_pipeline": "p"}
