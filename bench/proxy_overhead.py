@@ -1,13 +1,16 @@
 """Proxy overhead: the same searches sent to osmem-server directly and through answerbox, in one run.
 
     python bench/proxy_overhead.py [--requests 400] [--concurrency 1 16] [--baseline-rev f5fc235 44e4c7a]
+        [--filter-ids N]
 
 Starts osmem-server with the sample corpus and `answerbox serve` (its own process, so the
 load generator does not share its interpreter), and one more for each ``--baseline-rev`` (the
 repository at that revision, from a temporary worktree). For each concurrency level it sends
 the same match queries (questions of the sample corpus) every way, interleaving rounds, and
 prints p50/p99 latency and throughput, each answerbox's overhead over direct and its
-throughput as a ratio of direct's.
+throughput as a ratio of direct's. ``--filter-ids N`` makes each a larger body: a ``terms``
+filter of N ids (every sample document's, then ones no document has), as an access-control
+filter would be, so the hits stay the same.
 """
 
 from __future__ import annotations
@@ -32,9 +35,15 @@ from answerbox.ops.embedded import SAMPLE_INDEX, load_sample_corpus
 from bench.harness import answerbox_serve, checkout
 
 
-def _queries(n: int) -> list[dict[str, object]]:
-    lines = (ROOT / "deploy" / "embedded" / "questions.jsonl").read_text().splitlines()[:n]
-    return [{"size": 10, "query": {"match": {"text": json.loads(line)["question"]}}} for line in lines]
+def _queries(n: int, filter_ids: int) -> list[dict[str, object]]:
+    embedded = ROOT / "deploy" / "embedded"
+    lines = (embedded / "questions.jsonl").read_text().splitlines()[:n]
+    queries: list[dict[str, object]] = [{"match": {"text": json.loads(line)["question"]}} for line in lines]
+    if filter_ids:
+        ids = [json.loads(line)["_id"] for line in (embedded / "corpus.jsonl").read_text().splitlines()]
+        ids += [f"absent-{i}" for i in range(filter_ids - len(ids))]
+        queries = [{"bool": {"must": [query], "filter": [{"terms": {"_id": ids}}]}} for query in queries]
+    return [{"size": 10, "query": query} for query in queries]
 
 
 async def _run(base: str, queries: list[dict[str, object]], concurrency: int) -> tuple[list[float], float]:
@@ -65,8 +74,9 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--baseline-rev", nargs="*", default=[], help="earlier revisions served beside this one")
+    parser.add_argument("--filter-ids", type=int, default=0, help="a terms filter of this many ids in each search")
     args = parser.parse_args()
-    queries = _queries(args.requests)
+    queries = _queries(args.requests, args.filter_ids)
     with ExitStack() as stack:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         load_sample_corpus(osmem.url)
@@ -76,7 +86,8 @@ async def main() -> None:
             paths[revision] = stack.enter_context(answerbox_serve(osmem.url, tree / "plugin"))
         for base in paths.values():  # warm every path's connection pools and caches
             await _run(base, queries[:50], 4)
-        print(f"{len(queries)} match queries x {args.rounds} rounds per path, sample corpus, osmem-server")
+        filtered = f", each filtered by {args.filter_ids} ids" if args.filter_ids else ""
+        print(f"{len(queries)} match queries{filtered} x {args.rounds} rounds per path, sample corpus, osmem-server")
         print(f"{'conc':>4} {'path':>9} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}")
         for concurrency in args.concurrency:
             results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in paths}
