@@ -214,8 +214,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             profile(osmem.url, questions)
         tree = stack.enter_context(checkout(args.baseline_rev))
         urls = {
-            "this tree": stack.enter_context(answerbox_serve(osmem.url, REPO_ROOT / "plugin", args.models)),
-            args.baseline_rev: stack.enter_context(answerbox_serve(osmem.url, tree / "plugin")),
+            "this tree": stack.enter_context(answerbox_serve(osmem.url, REPO_ROOT / "plugin", args.models)).url,
+            args.baseline_rev: stack.enter_context(answerbox_serve(osmem.url, tree / "plugin")).url,
         }
         for url in urls.values():
             _warm_up(url)

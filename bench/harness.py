@@ -43,6 +43,7 @@ __all__ = [
     "SQUAD_INDEX",
     "Batch",
     "ScriptedLLM",
+    "Served",
     "Timed",
     "answerbox_serve",
     "checkout",
@@ -87,11 +88,24 @@ def checkout(revision: str) -> Iterator[Path]:
             subprocess.run([*git, "remove", "--force", str(tree)], check=False)
 
 
+@dataclass(frozen=True)
+class Served:
+    """An ``answerbox serve`` process: its URL, and the CPU time it has used so far."""
+
+    url: str
+    pid: int
+
+    def cpu_s(self) -> float:
+        """User and system CPU seconds of the server's process (``/proc``: Linux)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def answerbox_serve(opensearch_url: str, plugin: Path, models: Path | None = None) -> Iterator[str]:
+def answerbox_serve(opensearch_url: str, plugin: Path, models: Path | None = None) -> Iterator[Served]:
     """``answerbox serve`` from ``plugin`` (a checkout's package folder) in front of ``opensearch_url``,
     in its own process (so the load generator does not share its interpreter), serving the models
-    in ``models`` (default: its own); yields its URL."""
+    in ``models`` (default: its own)."""
     port = free_port()
     env = {
         **os.environ,
@@ -107,7 +121,7 @@ def answerbox_serve(opensearch_url: str, plugin: Path, models: Path | None = Non
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_up(f"{url}/", server, 60)
-        yield url
+        yield Served(url, server.pid)
     finally:
         server.terminate()
         server.wait(10)

@@ -8,9 +8,10 @@ load generator does not share its interpreter), and one more for each ``--baseli
 repository at that revision, from a temporary worktree). For each concurrency level it sends
 the same match queries (questions of the sample corpus) every way, interleaving rounds, and
 prints p50/p99 latency and throughput, each answerbox's overhead over direct and its
-throughput as a ratio of direct's. ``--filter-ids N`` makes each a larger body: a ``terms``
-filter of N ids (every sample document's, then ones no document has), as an access-control
-filter would be, so the hits stay the same.
+throughput as a ratio of direct's, and the CPU time its server's process spent a request
+(median of the rounds; less noisy than latency on a shared machine). ``--filter-ids N`` makes
+each a larger body: a ``terms`` filter of N ids (every sample document's, then ones no document
+has), as an access-control filter would be, so the hits stay the same.
 """
 
 from __future__ import annotations
@@ -80,10 +81,11 @@ async def main() -> None:
     with ExitStack() as stack:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         load_sample_corpus(osmem.url)
-        paths = {"direct": osmem.url, "answerbox": stack.enter_context(answerbox_serve(osmem.url, ROOT / "plugin"))}
+        served = {"answerbox": stack.enter_context(answerbox_serve(osmem.url, ROOT / "plugin"))}
         for revision in args.baseline_rev:
             tree = stack.enter_context(checkout(revision))
-            paths[revision] = stack.enter_context(answerbox_serve(osmem.url, tree / "plugin"))
+            served[revision] = stack.enter_context(answerbox_serve(osmem.url, tree / "plugin"))
+        paths = {"direct": osmem.url} | {name: server.url for name, server in served.items()}
         for base in paths.values():  # warm every path's connection pools and caches
             await _run(base, queries[:50], 4)
         filtered = f", each filtered by {args.filter_ids} ids" if args.filter_ids else ""
@@ -91,9 +93,13 @@ async def main() -> None:
         print(f"{'conc':>4} {'path':>9} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}")
         for concurrency in args.concurrency:
             results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in paths}
+            cpu_ms: dict[str, list[float]] = {name: [] for name in served}
             for _ in range(args.rounds):
                 for name, base in paths.items():
+                    before = served[name].cpu_s() if name in served else 0.0
                     latencies, throughput = await _run(base, queries, concurrency)
+                    if name in served:
+                        cpu_ms[name].append((served[name].cpu_s() - before) * 1000 / len(queries))
                     results[name][0].extend(latencies)
                     results[name][1].append(throughput)
             row = {}
@@ -105,7 +111,7 @@ async def main() -> None:
                 a50, a99, atp = row[name]
                 print(
                     f"{concurrency:>4} {name:>9} p50 {a50 / d50:.2f}x (+{a50 - d50:.2f} ms)  p99 {a99 / d99:.2f}x  "
-                    f"throughput {atp / dtp:.2f}x direct"
+                    f"throughput {atp / dtp:.2f}x direct  CPU {statistics.median(cpu_ms[name]):.3f} ms a request"
                 )
 
 
