@@ -43,6 +43,24 @@ def test_index_default_and_none(url: str, client: httpx.Client, opensearch: Open
     assert _ids(labelled) == ["1", "2"]
 
 
+def test_an_msearch_line_runs_its_index_default(
+    url: str, client: httpx.Client, opensearch: OpenSearch, osmem_url: str
+) -> None:
+    """No line names a pipeline: the default of the index a line's header targets still applies."""
+    opensearch.indices.put_settings(index="books", body={"index.search.default_pipeline": "dune_only"})
+    lines = [{"index": "books"}, QUERY, {"index": "books"}, {"query": {"match_all": {}}}]
+    payload = "".join(json.dumps(line) + "\n" for line in lines)
+    ndjson = {"content-type": "application/x-ndjson"}
+
+    def ids(response: httpx.Response) -> list[list[str]]:
+        assert response.status_code == 200, response.text
+        return [sorted(h["_id"] for h in r["hits"]["hits"]) for r in response.json()["responses"]]
+
+    assert ids(client.post(f"{url}/_msearch", content=payload, headers=ndjson)) == [["1"], ["1"]]
+    direct = client.post(f"{osmem_url}/_msearch", content=payload, headers=ndjson)
+    assert ids(direct) == [["1", "2"], ["1", "2", "3"]]
+
+
 def test_unknown_pipeline_id_is_left_to_opensearch(url: str, client: httpx.Client, osmem_url: str) -> None:
     via = client.post(f"{url}/books/_search?search_pipeline=nope", json=QUERY)
     direct = client.post(f"{osmem_url}/books/_search?search_pipeline=nope", json=QUERY)

@@ -48,13 +48,16 @@ class SearchHandler:
 
     async def msearch(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._settings.limits)
-        pairs = await parsed(raw, partial(_ndjson_pairs, limits=self._engine.limits))
+        index = http_request.path_params.get("index")
         params = dict(http_request.query_params)
-        lines = (
-            await self._msearch.lines(pairs, index=http_request.path_params.get("index"), params=params)
-            if pairs
-            else None
-        )
+        limits = self._engine.limits
+        if not may_name_pipeline(raw):
+            # No line names a pipeline: the headers alone tell whether a default applies to one.
+            headers = await parsed(raw, partial(_ndjson_headers, limits=limits))
+            if headers is None or not await self._msearch.may_apply_unnamed(headers, index=index, params=params):
+                return await self._passthrough.forward(http_request, raw)
+        pairs = await parsed(raw, partial(_ndjson_pairs, limits=limits))
+        lines = await self._msearch.lines(pairs, index=index, params=params) if pairs else None
         if lines is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)
@@ -64,15 +67,31 @@ class SearchHandler:
 
 def _ndjson_pairs(raw: bytes, *, limits: CallerLimits) -> list[tuple[JSON, JSON]] | None:
     """An ``_msearch`` body's searches, header and body each; None where a line is not a JSON object
-    (or the body holds too many values to parse), and OpenSearch answers it. More searches than
-    the limits allow are refused before any line is parsed or even split: their newlines are counted first,
-    in a scan (two a search, and a blank line at the end)."""
+    (or the body holds too many values to parse), and OpenSearch answers it."""
+    values = _objects(_ndjson_lines(raw, limits=limits))
+    return None if values is None else list(zip(values[::2], values[1::2], strict=True))
+
+
+def _ndjson_headers(raw: bytes, *, limits: CallerLimits) -> list[JSON] | None:
+    """An ``_msearch`` body's header lines alone, as ``_ndjson_pairs`` reads them; its bodies unparsed."""
+    lines = _ndjson_lines(raw, limits=limits)
+    return _objects(None if lines is None else lines[::2])
+
+
+def _ndjson_lines(raw: bytes, *, limits: CallerLimits) -> list[bytes] | None:
+    """An ``_msearch`` body's lines, a header and a body a search; None where they do not pair up
+    (or the body holds too many values to parse). More searches than the limits allow are refused
+    before any line is split: their newlines are counted first, in a scan (two a search, and a
+    blank line at the end)."""
     limits.check_msearch(raw.count(b"\n") // 2)
     lines = [line for line in raw.split(b"\n") if line.strip()]
     limits.check_msearch((len(lines) + 1) // 2)
-    if len(lines) % 2 or too_many_values(raw):
+    return None if len(lines) % 2 or too_many_values(raw) else lines
+
+
+def _objects(lines: list[bytes] | None) -> list[JSON] | None:
+    """Each line as a JSON object; None where one is not."""
+    if lines is None:
         return None
     values = [json_or_none(line) for line in lines]
-    if not all(isinstance(value, dict) for value in values):
-        return None
-    return list(zip(values[::2], values[1::2], strict=True))
+    return values if all(isinstance(value, dict) for value in values) else None

@@ -54,6 +54,13 @@ class MsearchRunner:
             for (header, body), target, pipeline in zip(pairs, targets, pipelines, strict=True)
         ]
 
+    async def may_apply_unnamed(self, headers: list[JSON], *, index: str | None, params: Mapping[str, str]) -> bool:
+        """Whether any line of an ``_msearch`` none of whose lines names a pipeline may still run
+        one: by the URL's parameter, or its target's default. False: its bodies go on unparsed."""
+        targets = {_line_index(header, index) for header in headers}
+        applies = await asyncio.gather(*(self._engine.resolver.may_apply_unnamed(t, params) for t in targets))
+        return any(applies)
+
     async def run(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
         """Each line with a pipeline is its own run; one upstream ``_msearch`` serves them all.
         A line's failure is that line's error object, as OpenSearch answers."""

@@ -129,3 +129,26 @@ def test_a_body_may_name_a_pipeline_in_any_spelling_json_reads(raw: bytes, may: 
     assert may_name_pipeline(raw) is may
     if may:
         assert json.loads(raw) == {"search_pipeline": "p"}
+
+
+async def test_an_msearch_no_pipeline_can_apply_to_goes_on_with_its_bodies_unparsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its header lines are read for their targets (an index's default may apply); its search
+    bodies, the bulk of it, are not."""
+    read: list[bytes] = []
+
+    def recorded(raw: bytes) -> Any:
+        read.append(raw)
+        return json_or_none(raw)
+
+    monkeypatch.setattr(search, "json_or_none", recorded)
+    cluster = FakeOpenSearch()
+    cluster.index_docs("books", [{"_id": "dune", "body": "Spice is mined on Arrakis."}])
+    lines = [b'{"index": "books"}', b'{"query": {"match": {"body": "spice"}}}', b"{}", b'{"size": 0}']
+    async with in_process(cluster=cluster) as client:
+        response = await client.post(
+            "/_msearch", content=b"\n".join(lines) + b"\n", headers={"content-type": "application/x-ndjson"}
+        )
+    assert opensearch_error(response, 502, "connect_exception") == "OpenSearch is unreachable"
+    assert read == [lines[0], lines[2]]
