@@ -11,7 +11,7 @@ which may define it natively or answers that it is not defined.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from opensearchpy import AsyncOpenSearch
 
@@ -62,7 +62,7 @@ class PipelineResolver:
                 f"search_pipeline must be a pipeline id or a pipeline object, got {type(chosen).__name__}"
             )
         pipeline_id = chosen if chosen is not None else await self._index_default(index)
-        if not pipeline_id or pipeline_id == "_none":
+        if not _names_one(pipeline_id):
             return None
         definition = await self._store.get(pipeline_id)
         return await self.build(pipeline_id, definition) if definition is not None else None
@@ -70,7 +70,7 @@ class PipelineResolver:
     async def may_apply_unnamed(self, index: str | None, params: Mapping[str, str]) -> bool:
         """Whether a search whose body names no pipeline may still run one: its parameters name
         one, or its index has a default. False lets a plain search go on without its body parsed."""
-        return "search_pipeline" in params or (await self._index_default(index)) not in (None, "", "_none")
+        return "search_pipeline" in params or _names_one(await self._index_default(index))
 
     async def build(self, pipeline_id: str, definition: PipelineDefinition) -> Pipeline:
         """Build once per definition version, so processors keep their warm state."""
@@ -103,3 +103,8 @@ class PipelineResolver:
         default = defaults.pop() if len(defaults) == 1 else None
         self._defaults.put(target, (default,))
         return default
+
+
+def _names_one(pipeline_id: str | None) -> TypeGuard[str]:
+    """Whether a pipeline id or an index default picks a pipeline: ``_none`` (or nothing) picks none."""
+    return bool(pipeline_id) and pipeline_id != "_none"
