@@ -61,6 +61,24 @@ def test_bulk_ndjson_then_search_and_cat(answerbox: str, osmem_url: str, client:
     assert "books" in cat_via.text
 
 
+def test_a_chunked_upload_and_head_requests_go_through_as_sent(
+    answerbox: str, osmem_url: str, client: httpx.Client
+) -> None:
+    # A body of unknown length (chunked) goes on chunked; a HEAD's answer has a length and no body.
+    lines = iter(BULK.replace(b"books", b"chunked_books").splitlines(keepends=True))
+    bulk = client.post(
+        f"{answerbox}/_bulk?refresh=true", content=lines, headers={"content-type": "application/x-ndjson"}
+    )
+    assert "content-length" not in bulk.request.headers
+    assert bulk.status_code == 200
+    assert bulk.json()["errors"] is False
+    for index in ("chunked_books", "missing_books"):
+        via, direct = client.head(f"{answerbox}/{index}"), client.head(f"{osmem_url}/{index}")
+        assert (via.status_code, via.content) == (direct.status_code, b"")
+        assert via.headers.get("content-length") == direct.headers.get("content-length")
+    assert client.get(f"{answerbox}/chunked_books/_count").json()["count"] == 2
+
+
 def test_errors_come_back_identical(
     answerbox: str, osmem_url: str, client: httpx.Client, opensearch: OpenSearch
 ) -> None:

@@ -8,7 +8,7 @@ documents need: documents by id, search with the queries answerbox and its tests
 paging, ``_msearch``, index settings, reading aliases (``GET /{target}/_alias``: named exactly, never
 searched through), ``_cat/plugins`` and no security plugin. Anything else it is
 sent is refused with a 400, so a test never passes on a request the fake only pretended to serve.
-The passthrough does not come here (it is aiohttp's own, left unreachable in the unit layer).
+The passthrough does not come here (its own HTTP client, left unreachable in the unit layer).
 """
 
 from __future__ import annotations
