@@ -35,7 +35,7 @@ class UpstreamError(Exception):
 
 
 class UpstreamTimeoutError(UpstreamError):
-    """No connection in ``connect_timeout_s``, or no bytes of the answer in ``read_timeout_s``."""
+    """No connection in ``connect_timeout``, or no more of the answer in ``read_timeout``."""
 
 
 class UpstreamClosed(UpstreamError):
@@ -200,7 +200,6 @@ class _Connection(asyncio.Protocol):
         body: bytes | AsyncIterator[bytes],
         *,
         length: int | None,
-        read_timeout: float,
     ) -> UpstreamResponse:
         """Write the request and wait for the answer's status and headers."""
         transport = self._transport
@@ -213,11 +212,11 @@ class _Connection(asyncio.Protocol):
         if isinstance(body, bytes):
             transport.writelines((head, body))
         else:
-            await self._stream(head, body, length=length, read_timeout=read_timeout)
+            await self._stream(head, body, length=length)
         self._sending = False
         while not self._headers_done:
             self._raise_if_failed()
-            async with asyncio.timeout(read_timeout):
+            async with asyncio.timeout(self._pool.read_timeout):
                 await self._wait()
         return response
 
@@ -293,9 +292,7 @@ class _Connection(asyncio.Protocol):
         if self._transport_closing() and (self._response is None or not self._response._complete):
             raise UpstreamClosed("OpenSearch closed the connection before its answer was whole")
 
-    async def _stream(
-        self, head: bytes, body: AsyncIterator[bytes], *, length: int | None, read_timeout: float
-    ) -> None:
+    async def _stream(self, head: bytes, body: AsyncIterator[bytes], *, length: int | None) -> None:
         """A streamed body: chunked when its length is not known, else checked against it."""
         transport = self._transport
         assert transport is not None
@@ -307,16 +304,16 @@ class _Connection(asyncio.Protocol):
             if chunk:
                 sent += len(chunk)
                 transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if length is None else chunk)
-                await self._drain(read_timeout)
+                await self._drain()
         if length is None:
             transport.write(b"0\r\n\r\n")
         elif sent != length:  # short or long against its Content-Length: the framing is broken
             self._fail(UpstreamError(f"the request body was {sent} bytes, not its Content-Length's {length}"))
         self._raise_if_failed()
 
-    async def _drain(self, read_timeout: float) -> None:
+    async def _drain(self) -> None:
         while self._write_paused and self._error is None and not self._transport_closing():
-            async with asyncio.timeout(read_timeout):
+            async with asyncio.timeout(self._pool.read_timeout):
                 await self._wait()
         self._raise_if_failed()
 
@@ -383,7 +380,6 @@ class UpstreamPool:
                     head,
                     b"" if body is None else body,
                     length=length,
-                    read_timeout=self.read_timeout,
                 )
             except UpstreamClosed:
                 connection.abandon()
