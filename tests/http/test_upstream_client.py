@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httptools
 import pytest
+from answerbox.core.config import OpenSearchSettings
+from answerbox.http.passthrough import _ssl
 from answerbox.http.upstream import UpstreamClosed, UpstreamError, UpstreamPool, UpstreamTimeoutError
+
+TLS = Path(__file__).parents[1] / "support" / "tls"
 
 
 @dataclass
@@ -68,9 +74,10 @@ class ScriptedOrigin:
         self.arrived = asyncio.Event()  # set by the first request
 
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[ScriptedOrigin]:
-        server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    async def running(self, tls: ssl.SSLContext | None = None) -> AsyncIterator[ScriptedOrigin]:
+        server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{server.sockets[0].getsockname()[1]}"
         try:
             yield self
         finally:
@@ -318,3 +325,22 @@ async def test_no_more_than_the_limit_of_connections_open_at_once() -> None:
         assert await asyncio.gather(*(get(upstream) for _ in range(6))) == [b"answer"] * 6
         assert len(origin.writers) <= 2
         await upstream.aclose()
+
+
+async def test_tls_is_verified_against_the_ca_given_and_refused_without_it() -> None:
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_side.load_cert_chain(TLS / "loopback.crt", TLS / "loopback.key")
+    async with ScriptedOrigin(lambda n, seen: ok(b"over tls")).running(server_side) as origin:
+        trusted = OpenSearchSettings(url=origin.url, ca_certs=TLS / "loopback.crt")
+        unchecked = OpenSearchSettings(url=origin.url, verify_certs=False)
+        for settings in (trusted, unchecked):
+            upstream = UpstreamPool(origin.url, ssl_context=_ssl(settings), limit=1, connect_timeout=5, read_timeout=5)
+            assert await get(upstream) == b"over tls"
+            await upstream.aclose()
+        strict = UpstreamPool(
+            origin.url, ssl_context=_ssl(OpenSearchSettings(url=origin.url)), limit=1, connect_timeout=5, read_timeout=5
+        )
+        with pytest.raises(UpstreamError, match="CERTIFICATE_VERIFY_FAILED"):
+            await get(strict)  # the system's CAs do not know this certificate: no request goes
+        assert len(origin.seen) == 2
+        await strict.aclose()

@@ -105,9 +105,13 @@ class Passthrough:
     """Forwards a Starlette request to OpenSearch and streams the answer back unchanged."""
 
     def __init__(self, settings: OpenSearchSettings) -> None:
-        # Built on first use: the pool belongs to the event loop that serves the requests.
-        self._settings = settings
-        self._pool: UpstreamPool | None = None
+        self._pool = UpstreamPool(
+            settings.url,
+            ssl_context=_ssl(settings),
+            limit=settings.max_connections,
+            connect_timeout=settings.connect_timeout_s,
+            read_timeout=settings.request_timeout_s,
+        )
 
     async def forward(self, request: Request, body: bytes | None = None) -> Response:
         """Send ``request`` upstream; ``body`` replaces the request stream when already read."""
@@ -124,7 +128,7 @@ class Passthrough:
             target += b"?" + scope["query_string"]
         try:
             with _upstream_errors():
-                upstream = await self._upstream().request(
+                upstream = await self._pool.request(
                     request.method, target, _forwardable(scope["headers"]), content, length=length
                 )
         except ValueError as exc:  # a request line or header with control characters
@@ -142,18 +146,5 @@ class Passthrough:
         response.raw_headers = [(k, v) for k, v in upstream.headers if k.lower() not in _HOP_BY_HOP]
         return response
 
-    def _upstream(self) -> UpstreamPool:
-        if self._pool is None:
-            settings = self._settings
-            self._pool = UpstreamPool(
-                settings.url,
-                ssl_context=_ssl(settings),
-                limit=settings.max_connections,
-                connect_timeout=settings.connect_timeout_s,
-                read_timeout=settings.request_timeout_s,
-            )
-        return self._pool
-
     async def aclose(self) -> None:
-        if self._pool is not None:
-            await self._pool.aclose()
+        await self._pool.aclose()
