@@ -196,6 +196,21 @@ async def test_an_answer_released_before_its_end_closes_its_connection() -> None
         await upstream.aclose()
 
 
+async def test_an_answer_dropped_unread_and_unreleased_gives_its_connection_slot_back() -> None:
+    # As a streamed response whose caller went away before its first byte was sent would be.
+    def reply(n: int, seen: Seen) -> Reply:
+        return Reply(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhalf") if n == 0 else ok(b"answer %d" % n)
+
+    async with ScriptedOrigin(reply).running() as origin:
+        upstream = pool(origin.url, limit=1)
+        response = await upstream.request("GET", b"/", [], None)
+        unstarted = response.chunks()
+        del response, unstarted
+        assert await asyncio.wait_for(get(upstream), 5) == b"answer 1"
+        assert [seen.connection for seen in origin.seen] == [0, 1]
+        await upstream.aclose()
+
+
 async def test_a_late_answer_to_a_cancelled_request_never_reaches_the_next_one() -> None:
     # The first request gets no answer until its caller has gone; the answer then comes anyway.
     async with ScriptedOrigin(lambda n, seen: None if n == 0 else ok(b"answer %d" % n)).running() as origin:

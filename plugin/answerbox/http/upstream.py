@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import cast
@@ -46,11 +47,12 @@ class UpstreamResponse:
     """One answer: status and headers at once, the body read whole or as it arrives; always
     ``release`` it (reading to the end does), which keeps or closes its connection."""
 
-    def __init__(self, connection: _Connection, *, head_only: bool) -> None:
+    def __init__(self, connection: _Connection, exchange: int, *, head_only: bool) -> None:
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.content_length: int | None = None
         self._connection = connection
+        self._exchange = exchange
         self._head_only = head_only
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
@@ -64,7 +66,7 @@ class UpstreamResponse:
         # A response nobody read or released (its caller went away first): close, never reuse.
         if not self._released:
             self._released = True
-            self._connection.finish(self, complete=False)
+            self._connection.finish(self._exchange, complete=False)
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives; releases the connection at its end."""
@@ -86,7 +88,7 @@ class UpstreamResponse:
         """Hand the connection back (whole answer read) or close it (anything else); idempotent."""
         if not self._released:
             self._released = True
-            self._connection.finish(self, complete=self._complete)
+            self._connection.finish(self._exchange, complete=self._complete)
 
     # --- fed by the connection -----------------------------------------------------------
 
@@ -103,7 +105,10 @@ class _Connection(asyncio.Protocol):
         self._pool = pool
         self._transport: asyncio.Transport | None = None
         self._parser: httptools.HttpResponseParser | None = None
-        self._response: UpstreamResponse | None = None
+        # Weakly: a response its caller dropped unread ends its exchange (``__del__``), which a
+        # reference from here would prevent while the transport keeps this protocol alive.
+        self._current: weakref.ref[UpstreamResponse] | None = None
+        self._exchange = 0
         self._waiter: asyncio.Future[None] | None = None
         self._error: UpstreamError | None = None
         self._headers_done = False
@@ -204,8 +209,9 @@ class _Connection(asyncio.Protocol):
         """Write the request and wait for the answer's status and headers."""
         transport = self._transport
         assert transport is not None
-        response = UpstreamResponse(self, head_only=method == b"HEAD")
-        self._response = response
+        self._exchange += 1
+        response = UpstreamResponse(self, self._exchange, head_only=method == b"HEAD")
+        self._current = weakref.ref(response)
         self._parser = httptools.HttpResponseParser(self)
         self._saw_bytes = False
         self._sending = True
@@ -244,15 +250,15 @@ class _Connection(asyncio.Protocol):
     def claim(self) -> None:
         """Taken from the pool for one exchange, which ``finish`` ends."""
         self._in_use = True
-        self._response = None
+        self._current = None
 
-    def finish(self, response: UpstreamResponse | None, *, complete: bool) -> None:
-        """``response``'s exchange is over: back to the pool only if it ended cleanly. Once only:
-        a response's late release (its ``__del__``) after its exchange ended does nothing."""
-        if not self._in_use or response is not self._response:
+    def finish(self, exchange: int, *, complete: bool) -> None:
+        """Exchange number ``exchange`` is over: back to the pool only if it ended cleanly. Once
+        only: a response's late release (its ``__del__``) after its exchange ended does nothing."""
+        if not self._in_use or exchange != self._exchange:
             return
         self._in_use = False
-        self._response = None
+        self._current = None
         self._parser = None
         self._headers_done = False
         if not (complete and self.reusable and not self._early):
@@ -266,7 +272,11 @@ class _Connection(asyncio.Protocol):
 
     def abandon(self) -> None:
         """End the exchange in progress, whatever became of it, closing the connection."""
-        self.finish(self._response, complete=False)
+        self.finish(self._exchange, complete=False)
+
+    @property
+    def _response(self) -> UpstreamResponse | None:
+        return None if self._current is None else self._current()
 
     @property
     def saw_bytes(self) -> bool:
@@ -275,8 +285,9 @@ class _Connection(asyncio.Protocol):
     # --- internals -----------------------------------------------------------------------
 
     def _end(self, *, keep_alive: bool) -> None:
-        assert self._response is not None
-        self._response._complete = True
+        response = self._response
+        if response is not None:
+            response._complete = True
         if not keep_alive:
             self.reusable = False
         self._wake()
