@@ -17,7 +17,13 @@ import httptools
 import pytest
 from answerbox.core.config import OpenSearchSettings
 from answerbox.http.passthrough import _ssl
-from answerbox.http.upstream import UpstreamClosed, UpstreamError, UpstreamPool, UpstreamTimeoutError
+from answerbox.http.upstream import (
+    UpstreamClosed,
+    UpstreamError,
+    UpstreamPool,
+    UpstreamResponse,
+    UpstreamTimeoutError,
+)
 
 TLS = Path(__file__).parents[1] / "support" / "tls"
 
@@ -184,28 +190,26 @@ async def test_a_head_answer_has_no_body_though_it_gives_a_length() -> None:
         await upstream.aclose()
 
 
-async def test_an_answer_released_before_its_end_closes_its_connection() -> None:
-    def reply(n: int, seen: Seen) -> Reply:
-        return Reply(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhalf") if n == 0 else ok(b"answer %d" % n)
-
-    async with ScriptedOrigin(reply).running() as origin:
-        upstream = pool(origin.url)
-        (await upstream.request("GET", b"/", [], None)).release()
-        assert await get(upstream) == b"answer 1"
-        assert [seen.connection for seen in origin.seen] == [0, 1]
-        await upstream.aclose()
+def _release(response: UpstreamResponse) -> None:
+    response.release()
 
 
-async def test_an_answer_dropped_unread_and_unreleased_gives_its_connection_slot_back() -> None:
-    # As a streamed response whose caller went away before its first byte was sent would be.
+def _drop(response: UpstreamResponse) -> None:
+    # As a streamed response whose caller went away before its first byte was sent: its body's
+    # iterator made and never started, nothing released; the last reference goes here.
+    response.chunks()
+
+
+@pytest.mark.parametrize("end", [_release, _drop], ids=["released", "dropped unreleased"])
+async def test_an_answer_left_before_its_end_closes_its_connection_and_frees_its_slot(
+    end: Callable[[UpstreamResponse], None],
+) -> None:
     def reply(n: int, seen: Seen) -> Reply:
         return Reply(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhalf") if n == 0 else ok(b"answer %d" % n)
 
     async with ScriptedOrigin(reply).running() as origin:
         upstream = pool(origin.url, limit=1)
-        response = await upstream.request("GET", b"/", [], None)
-        unstarted = response.chunks()
-        del response, unstarted
+        end(await upstream.request("GET", b"/", [], None))
         assert await asyncio.wait_for(get(upstream), 5) == b"answer 1"
         assert [seen.connection for seen in origin.seen] == [0, 1]
         await upstream.aclose()
