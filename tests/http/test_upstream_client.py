@@ -171,7 +171,12 @@ async def test_an_answer_delimited_by_the_close_is_read_to_its_end_and_its_conne
 
     async with ScriptedOrigin(reply).running() as origin:
         upstream = pool(origin.url)
-        assert await get(upstream) == b"all of it"
+        response = await upstream.request("GET", b"/", [], None)
+        pieces = []
+        async for piece in response.chunks():
+            pieces.append(piece)
+            await asyncio.sleep(0)  # a caller that yields between pieces, as a streamed response does
+        assert b"".join(pieces) == b"all of it"
         assert await get(upstream) == b"next"
         assert [seen.connection for seen in origin.seen] == [0, 1]
         await upstream.aclose()
@@ -213,6 +218,44 @@ async def test_an_answer_left_before_its_end_closes_its_connection_and_frees_its
         assert await asyncio.wait_for(get(upstream), 5) == b"answer 1"
         assert [seen.connection for seen in origin.seen] == [0, 1]
         await upstream.aclose()
+
+
+async def test_an_answer_released_unread_while_reading_was_paused_leaves_its_connection_reading() -> None:
+    # One byte over what the client reads ahead: reading pauses on the very bytes that end the answer.
+    body = b"x" * (256 * 1024 + 1)
+    async with ScriptedOrigin(lambda n, seen: ok(body) if n == 0 else ok(b"next")).running() as origin:
+        upstream = pool(origin.url, read_timeout=2.0)
+        response = await upstream.request("GET", b"/", [], None)
+        await asyncio.sleep(0.3)  # the whole answer arrives, unread
+        response.release()
+        assert await get(upstream) == b"next"
+        assert [seen.connection for seen in origin.seen] == [0, 0]
+        await upstream.aclose()
+
+
+async def test_an_answer_that_comes_before_the_upload_ends_is_the_callers() -> None:
+    # OpenSearch may refuse an upload from its head (413) and close: that answer is what comes back.
+    answered = asyncio.Event()
+
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 413 Request Entity Too Large\r\ncontent-length: 8\r\nconnection: close\r\n\r\ntoo long")
+        await writer.drain()
+        writer.close()
+        answered.set()
+
+    async def upload() -> AsyncIterator[bytes]:
+        yield b"12"
+        await answered.wait()
+        await asyncio.sleep(0.1)  # the answer and the close reach the client
+        yield b"345"
+
+    server = await asyncio.start_server(refuse, "127.0.0.1", 0)
+    upstream = pool(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    response = await upstream.request("PUT", b"/i/_doc/1", [], upload(), length=5)
+    assert (response.status, await response.read()) == (413, b"too long")
+    await upstream.aclose()
+    server.close()
 
 
 async def test_a_late_answer_to_a_cancelled_request_never_reaches_the_next_one() -> None:

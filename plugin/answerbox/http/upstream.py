@@ -13,10 +13,12 @@ unread, bytes nobody asked for) closes it, so no response can reach the wrong ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -53,6 +55,7 @@ class UpstreamResponse:
         self.content_length: int | None = None
         self._connection = connection
         self._exchange = exchange
+        self._loop = asyncio.get_running_loop()
         self._head_only = head_only
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
@@ -63,10 +66,12 @@ class UpstreamResponse:
         return b"".join([chunk async for chunk in self.chunks()])
 
     def __del__(self) -> None:
-        # A response nobody read or released (its caller went away first): close, never reuse.
+        # A response nobody read or released (its caller went away first): close, never reuse. On
+        # the loop: the collector may run this on any thread, and the pool is not thread-safe.
         if not self._released:
             self._released = True
-            self._connection.finish(self._exchange, complete=False)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: so are its connections
+                self._loop.call_soon_threadsafe(partial(self._connection.finish, self._exchange, complete=False))
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives; releases the connection at its end."""
@@ -139,12 +144,17 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(UpstreamError(f"OpenSearch's answer is not HTTP/1.1: {exc}"))
 
+    def eof_received(self) -> None:
+        # A body delimited by the connection's close ends here, before the transport is closing.
+        if self._headers_done and self._body_unframed:
+            self.on_message_complete()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.reusable = False
         self._pool.forget(self)
         response = self._response
         if response is not None and self._headers_done and self._body_unframed and exc is None:
-            self.on_message_complete()  # a body delimited by the connection's close ends here
+            self.on_message_complete()  # as in eof_received, where a transport does not tell of the EOF
         elif response is not None and not response._complete:
             self._fail(UpstreamClosed("OpenSearch closed the connection before its answer was whole"))
         self._wake()
@@ -259,6 +269,7 @@ class _Connection(asyncio.Protocol):
             return
         self._in_use = False
         self._current = None
+        self.read_more(0)  # an answer released with its body unread may have paused reading
         self._parser = None
         self._headers_done = False
         if not (complete and self.reusable and not self._early):
@@ -304,7 +315,8 @@ class _Connection(asyncio.Protocol):
             raise UpstreamClosed("OpenSearch closed the connection before its answer was whole")
 
     async def _stream(self, head: bytes, body: AsyncIterator[bytes], *, length: int | None) -> None:
-        """A streamed body: chunked when its length is not known, else checked against it."""
+        """A streamed body: chunked when its length is not known, else held to it. Cut short (an
+        error, or an answer that came first and closed), it is not finished off as if whole."""
         transport = self._transport
         assert transport is not None
         transport.write(head)
@@ -312,14 +324,18 @@ class _Connection(asyncio.Protocol):
         async for chunk in body:
             if self._error is not None or transport.is_closing():
                 break
+            sent += len(chunk)
+            if length is not None and sent > length:
+                self._fail(UpstreamError(f"the request body is longer than its Content-Length's {length} bytes"))
+                break
             if chunk:
-                sent += len(chunk)
                 transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if length is None else chunk)
                 await self._drain()
-        if length is None:
-            transport.write(b"0\r\n\r\n")
-        elif sent != length:  # short or long against its Content-Length: the framing is broken
-            self._fail(UpstreamError(f"the request body was {sent} bytes, not its Content-Length's {length}"))
+        else:
+            if length is None:
+                transport.write(b"0\r\n\r\n")
+            elif sent != length:
+                self._fail(UpstreamError(f"the request body was {sent} bytes, not its Content-Length's {length}"))
         self._raise_if_failed()
 
     async def _drain(self) -> None:
@@ -407,6 +423,8 @@ class UpstreamPool:
     def check_in(self, connection: _Connection) -> None:
         if connection.reusable and not self._closed:
             self._idle.append(connection)
+        elif connection.reusable:  # the pool closed while it was out
+            connection.close()
         self._slots.release()
 
     def forget(self, connection: _Connection) -> None:
