@@ -50,6 +50,7 @@ __all__ = [
     "dev_paragraphs",
     "doc_id",
     "first_windows",
+    "floor_serve",
     "free_port",
     "index_paragraphs",
     "interleaved_pairs_per_s",
@@ -117,7 +118,22 @@ def answerbox_serve(opensearch_url: str, plugin: Path, models: Path | None = Non
         env["ANSWERBOX_MODELS__DIR"] = str(models)
     # A baseline checkout from before the package's ground floor was grouped has its command at the top.
     cli = "answerbox.ops.cli" if (plugin / "answerbox" / "ops").is_dir() else "answerbox.cli"
-    server = subprocess.Popen([sys.executable, "-m", cli, "serve", "--log-level", "warning"], env=env)
+    with _serve_process([sys.executable, "-m", cli, "serve", "--log-level", "warning"], env, port) as served:
+        yield served
+
+
+@contextmanager
+def floor_serve(opensearch_url: str) -> Iterator[Served]:
+    """``bench/floor_proxy.py`` (this checkout's client, no answerbox layers) in its own process."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "plugin"), str(REPO_ROOT)])}
+    with _serve_process([sys.executable, "-m", "bench.floor_proxy", opensearch_url, str(port)], env, port) as served:
+        yield served
+
+
+@contextmanager
+def _serve_process(command: list[str], env: dict[str, str], port: int) -> Iterator[Served]:
+    server = subprocess.Popen(command, env=env)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_up(f"{url}/", server, 60)

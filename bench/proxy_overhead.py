@@ -1,7 +1,7 @@
 """Proxy overhead: the same searches sent to osmem-server directly and through answerbox, in one run.
 
     python bench/proxy_overhead.py [--requests 400] [--concurrency 1 16] [--baseline-rev f5fc235 44e4c7a]
-        [--filter-ids N]
+        [--filter-ids N] [--floor]
 
 Starts osmem-server with the sample corpus and `answerbox serve` (its own process, so the
 load generator does not share its interpreter), and one more for each ``--baseline-rev`` (the
@@ -11,7 +11,9 @@ prints p50/p99 latency and throughput, each answerbox's overhead over direct and
 throughput as a ratio of direct's, and the CPU time its server's process spent a request
 (median of the rounds; less noisy than latency on a shared machine). ``--filter-ids N`` makes
 each a larger body: a ``terms`` filter of N ids (every sample document's, then ones no document
-has), as an access-control filter would be, so the hits stay the same.
+has), as an access-control filter would be, so the hits stay the same. ``--floor`` serves
+``bench/floor_proxy.py`` too: a bare proxy on answerbox's own HTTP client, so answerbox's CPU
+less the floor's is what its own layers (Starlette, routing, the body and pipeline checks) cost.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from answerbox.ops.embedded import SAMPLE_INDEX, load_sample_corpus
 
-from bench.harness import answerbox_serve, checkout
+from bench.harness import answerbox_serve, checkout, floor_serve
 
 
 def _queries(n: int, filter_ids: int) -> list[dict[str, object]]:
@@ -76,6 +78,7 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--baseline-rev", nargs="*", default=[], help="earlier revisions served beside this one")
     parser.add_argument("--filter-ids", type=int, default=0, help="a terms filter of this many ids in each search")
+    parser.add_argument("--floor", action="store_true", help="also a bare proxy on answerbox's client (floor_proxy.py)")
     args = parser.parse_args()
     queries = _queries(args.requests, args.filter_ids)
     with ExitStack() as stack:
@@ -85,6 +88,8 @@ async def main() -> None:
         for revision in args.baseline_rev:
             tree = stack.enter_context(checkout(revision))
             served[revision] = stack.enter_context(answerbox_serve(osmem.url, tree / "plugin"))
+        if args.floor:
+            served["floor"] = stack.enter_context(floor_serve(osmem.url))
         paths = {"direct": osmem.url} | {name: server.url for name, server in served.items()}
         for base in paths.values():  # warm every path's connection pools and caches
             await _run(base, queries[:50], 4)
