@@ -4,12 +4,14 @@ OpenSearch and a body over the limit are told in-process (tests/unit/http/test_s
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 from opensearchpy import OpenSearch
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from tests.conftest import AnswerboxFactory, bulk_index
@@ -130,3 +132,31 @@ def test_a_hanging_opensearch_times_out_instead_of_hanging(
         )
         assert search.status_code == 504
         assert search.json()["status"] == 504
+
+
+def test_a_caller_gone_mid_answer_leaves_the_next_callers_answers_whole(
+    make_answerbox: AnswerboxFactory, client: httpx.Client
+) -> None:
+    # One connection to OpenSearch: the one the first caller left must be closed and its slot freed,
+    # or the next request would wait for ever, or read what is left of the first answer.
+    piece = b"first answer " * 5000  # 65 KB
+
+    async def big(request: Request) -> StreamingResponse:
+        async def pieces() -> AsyncIterator[bytes]:
+            for _ in range(64):
+                yield piece
+                await asyncio.sleep(0.01)
+
+        return StreamingResponse(pieces(), media_type="text/plain")
+
+    async def small(request: Request) -> JSONResponse:
+        return JSONResponse({"answer": request.path_params["n"]})
+
+    routes = [Route("/big", big), Route("/small/{n}", small)]
+    with serve(Starlette(routes=routes)) as origin:
+        url = make_answerbox(opensearch={"url": origin, "max_connections": 1, "request_timeout_s": 5})
+        with client.stream("GET", f"{url}/big") as streamed:
+            assert streamed.status_code == 200
+            assert next(streamed.iter_raw()).startswith(b"first answer")
+        for n in range(3):
+            assert client.get(f"{url}/small/{n}", timeout=10).json() == {"answer": str(n)}
