@@ -81,6 +81,26 @@ def test_a_chunked_upload_and_head_requests_go_through_as_sent(
     assert client.get(f"{answerbox}/chunked_books/_count").json()["count"] == 2
 
 
+def test_large_bodies_stream_both_ways_unchanged(answerbox: str, osmem_url: str, client: httpx.Client) -> None:
+    # The upload streams up with its length; an answer over 256 KiB (what is buffered whole) streams down.
+    lines = b"".join(
+        b'{"index":{"_index":"large_books","_id":"%d"}}\n{"body":"%b"}\n' % (i, b"sand dune %d " % i * 20)
+        for i in range(2000)
+    )
+    assert len(lines) > 512 * 1024
+    bulk = client.post(
+        f"{answerbox}/_bulk?refresh=true", content=lines, headers={"content-type": "application/x-ndjson"}
+    )
+    assert bulk.status_code == 200
+    assert bulk.json()["errors"] is False
+    query = {"size": 2000, "query": {"match": {"body": "sand"}}}
+    via = client.post(f"{answerbox}/large_books/_search", json=query)
+    direct = client.post(f"{osmem_url}/large_books/_search", json=query)
+    assert len(via.content) > 256 * 1024
+    assert via.json()["hits"] == direct.json()["hits"]
+    assert len(via.json()["hits"]["hits"]) == 2000
+
+
 def test_errors_come_back_identical(
     answerbox: str, osmem_url: str, client: httpx.Client, opensearch: OpenSearch
 ) -> None:
