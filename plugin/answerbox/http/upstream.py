@@ -232,19 +232,13 @@ class _Connection(asyncio.Protocol):
         self._sending = False
         while not self._headers_done:
             self._raise_if_failed()
-            async with asyncio.timeout(self._pool.read_timeout):
-                await self._wait()
+            await self._wait()
         return response
 
     async def wait(self) -> None:
         """Until more of the answer's body has come, or it ended."""
         self._raise_if_failed()
-        try:
-            async with asyncio.timeout(self._pool.read_timeout):
-                await self._wait()
-        except TimeoutError as exc:
-            self.close()
-            raise UpstreamTimeoutError("OpenSearch sent no more of its answer in time") from exc
+        await self._wait()
         self._raise_if_failed()
 
     def read_less(self, buffered: int) -> None:
@@ -340,17 +334,22 @@ class _Connection(asyncio.Protocol):
 
     async def _drain(self) -> None:
         while self._write_paused and self._error is None and not self._transport_closing():
-            async with asyncio.timeout(self._pool.read_timeout):
-                await self._wait()
+            await self._wait()
         self._raise_if_failed()
 
     def _transport_closing(self) -> bool:
         return self._transport is None or self._transport.is_closing()
 
     async def _wait(self) -> None:
+        """Until the connection has news (bytes read, room to write, its end), at most the read
+        timeout: the one place an exchange's wait is bounded. A timed-out exchange is abandoned
+        by whoever holds it, which closes the connection."""
         self._waiter = asyncio.get_running_loop().create_future()
         try:
-            await self._waiter
+            async with asyncio.timeout(self._pool.read_timeout):
+                await self._waiter
+        except TimeoutError as exc:
+            raise UpstreamTimeoutError("OpenSearch neither answered nor read in time") from exc
         finally:
             self._waiter = None
 
@@ -398,7 +397,7 @@ class UpstreamPool:
         ``length`` is None), or None for a request without one. The caller must release the answer."""
         verb = method.encode("ascii")
         head = self._head(verb, target, headers, body, length)
-        replayable = verb in _IDEMPOTENT and not (body is not None and not isinstance(body, bytes))
+        replayable = verb in _IDEMPOTENT and (body is None or isinstance(body, bytes))
         while True:
             connection, reused = await self._check_out()
             try:
@@ -413,9 +412,6 @@ class UpstreamPool:
                 # A kept-alive connection the server closed just as it was reused: once more, fresh.
                 if not (reused and replayable and not connection.saw_bytes):
                     raise
-            except TimeoutError as exc:
-                connection.abandon()
-                raise UpstreamTimeoutError("OpenSearch sent nothing in time") from exc
             except BaseException:
                 connection.abandon()
                 raise
@@ -453,12 +449,12 @@ class UpstreamPool:
             framing = b"transfer-encoding: chunked\r\n"
         else:
             framing = b"content-length: %d\r\n" % length
-        # The caller's request came through a strict parser, but a header or target with a line
-        # break would split this request in two, so it is checked again here, where it is sent.
-        raw = b"".join(b"%b%b" % pair for pair in headers)
-        if b"\r" in raw or b"\n" in raw or not _token(target):
-            raise ValueError("a header or the target holds a line break or a space")
         fields = b"".join(b"%b: %b\r\n" % pair for pair in headers)
+        # The caller's request came through a strict parser, but a header or target with a line
+        # break would split this request in two, so it is checked again here, where it is sent:
+        # each field ends in the one CR and LF it may hold.
+        if fields.count(b"\r") != len(headers) or fields.count(b"\n") != len(headers) or not _token(target):
+            raise ValueError("a header or the target holds a line break or a space")
         return b"%b %b HTTP/1.1\r\nhost: %b\r\n%b%b\r\n" % (verb, target, self._host_header, framing, fields)
 
     async def _check_out(self) -> tuple[_Connection, bool]:
