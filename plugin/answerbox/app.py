@@ -127,7 +127,8 @@ class AppState(TypedDict):
 
 
 def _parts(request: Request) -> _State:
-    parts: _State = request.state.answerbox
+    # The scope's state itself: ``request.state`` wraps it in a new object every request.
+    parts: _State = request.scope["state"]["answerbox"]
     return parts
 
 
@@ -197,12 +198,14 @@ async def _passthrough(request: Request) -> Response:
 
 
 _ROUTES = [
+    # Searches first: most of a cluster's traffic, and the router tries routes in order. No
+    # route below matches what these do (``{index}`` is one path segment).
+    Route("/{index}/_search", _search, methods=["GET", "POST"]),
+    Route("/_search", _search, methods=["GET", "POST"]),
     Route("/_search/pipeline", _pipeline_get, methods=["GET"]),
     Route("/_search/pipeline/{id}", _pipeline_get, methods=["GET"]),
     Route("/_search/pipeline/{id}", _pipeline_put, methods=["PUT"]),
     Route("/_search/pipeline/{id}", _pipeline_delete, methods=["DELETE"]),
-    Route("/_search", _search, methods=["GET", "POST"]),
-    Route("/{index}/_search", _search, methods=["GET", "POST"]),
     Route("/_msearch", _msearch, methods=["GET", "POST"]),
     Route("/{index}/_msearch", _msearch, methods=["GET", "POST"]),
     Route("/{index}/_answerbox/stream", _stream, methods=["POST"]),

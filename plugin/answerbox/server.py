@@ -46,37 +46,46 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
     sent: a socket that never sends a request, or trickles its headers, would stay open for good."""
 
     header_timeout_s: float
+    # When the headers now awaited must all be in (None: none awaited). One timer a connection
+    # checks it, re-armed only when it finds a later time: a timer made and cancelled each
+    # request costs a keep-alive request several microseconds.
+    _headers_due: float | None = None
     _header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm()
+        self._await_headers()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         # The first request's time runs from the connection's opening, set above.
-        if self._header_timer is None:
-            self._arm()
+        if self._headers_due is None:
+            self._await_headers()
 
     def on_headers_complete(self) -> None:
-        self._disarm()
+        self._headers_due = None
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _arm(self) -> None:
-        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_late)
-
-    def _disarm(self) -> None:
+        self._headers_due = None
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+        super().connection_lost(exc)
 
-    def _headers_late(self) -> None:
+    def _await_headers(self) -> None:
+        self._headers_due = self.loop.time() + self.header_timeout_s
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_at(self._headers_due, self._check_headers)
+
+    def _check_headers(self) -> None:
         self._header_timer = None
-        if not self.transport.is_closing():
+        due = self._headers_due
+        if due is None:
+            return
+        if self.loop.time() < due:  # headers awaited since the timer was armed, or a timer a little early
+            self._header_timer = self.loop.call_at(due, self._check_headers)
+        elif not self.transport.is_closing():
             self.transport.close()
 
 

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from answerbox.core.config import Limits
+from answerbox.core.deadlines import within
 from answerbox.core.errors import ParseError, RequestTimeout, RequestTooLarge, UnsupportedContentType
 
 __all__ = [
@@ -34,7 +35,7 @@ async def read_body(request: Request, limits: Limits) -> bytes:
     writes its whole body before it reads, gets the 413 rather than a reset connection."""
     limit = limits.max_request_bytes
     try:
-        async with asyncio.timeout(limits.body_timeout_s):
+        async with within(limits.body_timeout_s):
             declared = request.headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > limit:
                 await _drain(request, _DRAINED_LIMITS * limit)

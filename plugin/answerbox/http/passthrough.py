@@ -8,15 +8,14 @@ exactly as OpenSearch sent them, streamed in both directions over one pooled con
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterable
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from answerbox.core.config import OpenSearchSettings
-from answerbox.core.errors import InvalidRequest, UpstreamTimeout, UpstreamUnavailable
+from answerbox.core.errors import AnswerboxError, InvalidRequest, UpstreamTimeout, UpstreamUnavailable
 from answerbox.http.upstream import UpstreamError, UpstreamPool, UpstreamResponse, UpstreamTimeoutError
 
 __all__ = ["Passthrough"]
@@ -39,6 +38,9 @@ _HOP_BY_HOP = frozenset(
     }
 )
 _FRAMING = frozenset({b"content-length", b"expect"})
+_NOT_FORWARDED = _HOP_BY_HOP | _FRAMING
+# ``Connection`` values that name no other header: a keep-alive client's every request has one.
+_PLAIN_CONNECTION = frozenset({b"keep-alive", b"close"})
 
 
 # Responses up to this size are buffered; larger or unsized ones stream.
@@ -61,12 +63,15 @@ def _forwardable(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]
     RFC 9110 names and those its ``Connection`` header names), the body's framing, and any claim
     to a proxy-given identity."""
     pairs = list(raw)
-    named = {token.strip().lower() for k, v in pairs if k == b"connection" for token in v.split(b",")}
-    return [(k, v) for k, v in pairs if not _dropped(k, named)]
-
-
-def _dropped(name: bytes, named: set[bytes]) -> bool:
-    return name in _HOP_BY_HOP or name in _FRAMING or name in named or name.startswith(_PROXY_IDENTITY)
+    named = {
+        token
+        for k, v in pairs
+        if k == b"connection" and v.lower() not in _PLAIN_CONNECTION
+        for token in (part.strip().lower() for part in v.split(b","))
+    }
+    return [
+        (k, v) for k, v in pairs if k not in _NOT_FORWARDED and k not in named and not k.startswith(_PROXY_IDENTITY)
+    ]
 
 
 def _body_length(raw: Iterable[tuple[bytes, bytes]]) -> tuple[bool, int | None]:
@@ -90,15 +95,11 @@ def _ssl(settings: OpenSearchSettings) -> ssl.SSLContext | None:
     return context
 
 
-@contextmanager
-def _upstream_errors() -> Iterator[None]:
-    """The client's failures as answerbox's errors (OpenSearch's shape, hosts left out)."""
-    try:
-        yield
-    except UpstreamTimeoutError as exc:
-        raise UpstreamTimeout.after(exc) from exc
-    except UpstreamError as exc:
-        raise UpstreamUnavailable.unreachable(exc) from exc
+def _answerbox_error(exc: UpstreamError) -> AnswerboxError:
+    """The client's failure as answerbox's error (OpenSearch's shape, hosts left out)."""
+    if isinstance(exc, UpstreamTimeoutError):
+        return UpstreamTimeout.after(exc)
+    return UpstreamUnavailable.unreachable(exc)
 
 
 class Passthrough:
@@ -126,18 +127,22 @@ class Passthrough:
         target = scope.get("raw_path") or scope["path"].encode()
         if scope["query_string"]:
             target += b"?" + scope["query_string"]
+        # Plain try blocks, not a context manager: this is every passthrough request's path.
         try:
-            with _upstream_errors():
-                upstream = await self._pool.request(
-                    request.method, target, _forwardable(scope["headers"]), content, length=length
-                )
+            upstream = await self._pool.request(
+                scope["method"], target, _forwardable(scope["headers"]), content, length=length
+            )
         except ValueError as exc:  # a request line or header with control characters
             raise InvalidRequest(f"the request cannot be forwarded: {exc}") from exc
+        except UpstreamError as exc:
+            raise _answerbox_error(exc) from exc
         response: Response
         if upstream.content_length is not None and upstream.content_length <= _BUFFER_BYTES:
             # Small bodies are read whole: streaming costs a task group per response.
-            with _upstream_errors():
+            try:
                 response = Response(await upstream.read(), status_code=upstream.status)
+            except UpstreamError as exc:
+                raise _answerbox_error(exc) from exc
         else:
             response = StreamingResponse(
                 upstream.chunks(), status_code=upstream.status, background=BackgroundTask(_release, upstream)
