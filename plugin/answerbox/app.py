@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, TypedDict
 
 from opensearchpy import AsyncConnection
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Scope
 
 from answerbox.core.config import Settings
 from answerbox.core.errors import AnswerboxError, error_body
@@ -26,6 +28,7 @@ from answerbox.http.monitoring import Monitoring
 from answerbox.http.passthrough import Passthrough
 from answerbox.http.pipelines import PipelineAPI
 from answerbox.http.search import SearchHandler
+from answerbox.http.search_lane import SearchLane
 from answerbox.http.stream import AnswerStream
 from answerbox.memory import Memory
 from answerbox.opensearch import OpenSearchClients
@@ -127,9 +130,17 @@ class AppState(TypedDict):
 
 
 def _parts(request: Request) -> _State:
+    return _scope_parts(request.scope)
+
+
+def _scope_parts(scope: Scope) -> _State:
     # The scope's state itself: ``request.state`` wraps it in a new object every request.
-    parts: _State = request.scope["state"]["answerbox"]
+    parts: _State = scope["state"]["answerbox"]
     return parts
+
+
+def _search_handler(scope: Scope) -> SearchHandler:
+    return _scope_parts(scope).search
 
 
 async def _pipeline_get(request: Request) -> Response:
@@ -241,6 +252,8 @@ def create_app(
 
     return Starlette(
         routes=_ROUTES,
+        # Inside Starlette's outermost middleware, which answers any unexpected error with a 500.
+        middleware=[Middleware(SearchLane, handler_of=_search_handler, on_error=_answerbox_error)],
         lifespan=lifespan,
         exception_handlers={AnswerboxError: _answerbox_error, Exception: _unexpected_error},
     )
