@@ -1,7 +1,8 @@
 """Sockets that never finish a request's headers, over real loopback sockets: each is closed
 ``limits.header_timeout_s`` after it opened (or after a later request's first byte), so idle or
 trickling clients cannot keep ``limits.max_connections`` full and everyone else answered 503.
-uvicorn's own keep-alive timeout starts only after a response: such sockets stayed open for good."""
+uvicorn's own keep-alive timeout starts only after a response: such sockets stayed open for good.
+A search whose body stalls is answered 408 at ``limits.body_timeout_s``, on the server's own loop."""
 
 from __future__ import annotations
 
@@ -119,3 +120,31 @@ def test_a_later_request_trickled_on_a_kept_alive_socket_is_cut_off(connect: Con
     took = _trickled_until_closed(sock, endless)
     assert took is not None
     assert took < HEADER_TIMEOUT_S + SLACK_S
+
+
+def test_search_bodies_that_stall_are_answered_408_each_at_its_deadline(make_answerbox: AnswerboxFactory) -> None:
+    """The body deadlines of one server share one timer on its own loop (uvicorn's, uvloop where
+    installed): two searches whose bodies stop short, the second begun after the first, are each
+    answered 408 in OpenSearch's shape at their own deadline, not before, and the server serves on."""
+    body_timeout_s = 0.4
+    url = make_answerbox(limits={"body_timeout_s": body_timeout_s})
+    host, port = url.removeprefix("http://").split(":")
+    stalled = b"POST /books/_search HTTP/1.1\r\nHost: answerbox\r\ncontent-type: application/json\r\n"
+    stalled += b'content-length: 40\r\n\r\n{"query": '
+    first = socket.create_connection((host, int(port)), timeout=body_timeout_s + SLACK_S)
+    first.sendall(stalled)
+    first_sent = time.monotonic()
+    time.sleep(body_timeout_s / 2)
+    second = socket.create_connection((host, int(port)), timeout=body_timeout_s + SLACK_S)
+    second.sendall(stalled)
+    second_sent = time.monotonic()
+    for sock, sent in ((first, first_sent), (second, second_sent)):
+        head = _response(sock)
+        assert head.startswith(b"HTTP/1.1 408"), head
+        assert time.monotonic() - sent >= body_timeout_s * 0.9
+        sock.close()
+    with httpx.Client(timeout=SLACK_S) as http:
+        response = http.post(f"{url}/books/_search", json={"query": {"match_all": {}}})
+    # osmem's answer (no such index): answerbox forwarded it.
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "index_not_found_exception"
