@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import weakref
+from collections.abc import Callable
 
 import pytest
+import uvloop
 from answerbox.core.deadlines import within
 
 
@@ -62,3 +66,21 @@ async def test_a_cancellation_from_outside_stays_a_cancellation() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+@pytest.mark.parametrize("new_loop", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"])
+def test_a_closed_loop_is_not_kept_alive_by_its_deadlines(new_loop: Callable[[], asyncio.AbstractEventLoop]) -> None:
+    """A block that ended leaves the timer armed for its deadline; the loop, once closed and
+    dropped, is still collected (its deadlines are kept by a mapping that holds it weakly)."""
+
+    async def in_time() -> None:
+        async with within(30):
+            await asyncio.sleep(0)
+
+    loop = new_loop()
+    loop.run_until_complete(in_time())
+    loop.close()
+    dropped = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert dropped() is None

@@ -9,49 +9,52 @@ armed for the earliest; a block that ends only drops its entry.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from types import TracebackType
-from weakref import WeakKeyDictionary
 
 __all__ = ["within"]
 
 
 class _Deadlines:
-    """The open deadlines of one loop, and the one timer armed for the earliest of them."""
+    """The open deadlines of one loop, and the one timer armed for the earliest of them. It holds
+    neither the loop nor that timer (which refers to the loop) strongly: it is the value of a
+    mapping that holds the loop weakly, and the loop holds a pending timer itself."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self) -> None:
         self._open: set[_Within] = set()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: weakref.ref[asyncio.TimerHandle] | None = None
         self._armed_at = 0.0
 
-    def add(self, block: _Within) -> None:
+    def add(self, block: _Within, loop: asyncio.AbstractEventLoop) -> None:
         self._open.add(block)
         # The same duration each time: a later deadline rides on the timer already armed.
-        if self._timer is None or block.at < self._armed_at:
-            self._arm(block.at)
+        timer = None if self._timer is None else self._timer()
+        if timer is None or block.at < self._armed_at:
+            if timer is not None:
+                timer.cancel()
+            self._arm(loop, block.at)
 
     def discard(self, block: _Within) -> None:
         self._open.discard(block)
 
-    def _arm(self, at: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+    def _arm(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
         self._armed_at = at
-        self._timer = self._loop.call_at(at, self._expire)
+        self._timer = weakref.ref(loop.call_at(at, self._expire))
 
     def _expire(self) -> None:
+        self._timer = None
+        loop = asyncio.get_running_loop()
         # The loop may run a timer a little before its time by its own clock: what the timer was
         # armed for has come, whatever loop.time() says.
-        self._timer = None
-        now = max(self._loop.time(), self._armed_at)
+        now = max(loop.time(), self._armed_at)
         for block in [block for block in self._open if block.at <= now]:
             self._open.discard(block)
             block.expire()
         if self._open:
-            self._arm(min(block.at for block in self._open))
+            self._arm(loop, min(block.at for block in self._open))
 
 
-_by_loop: WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = WeakKeyDictionary()
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = weakref.WeakKeyDictionary()
 
 
 class _Within:
@@ -74,9 +77,9 @@ class _Within:
         self.at = loop.time() + self._seconds
         deadlines = _by_loop.get(loop)
         if deadlines is None:
-            deadlines = _by_loop[loop] = _Deadlines(loop)
+            deadlines = _by_loop[loop] = _Deadlines()
         self._deadlines = deadlines
-        deadlines.add(self)
+        deadlines.add(self, loop)
 
     def expire(self) -> None:
         self._expired = True
