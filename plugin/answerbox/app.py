@@ -23,12 +23,12 @@ from starlette.types import Scope
 from answerbox.core.config import Settings
 from answerbox.core.errors import AnswerboxError, error_body
 from answerbox.doctor import Doctor
+from answerbox.http.lanes import FastLanes, RouteShapes
 from answerbox.http.memory import MemoryAPI
 from answerbox.http.monitoring import Monitoring
 from answerbox.http.passthrough import Passthrough
 from answerbox.http.pipelines import PipelineAPI
 from answerbox.http.search import SearchHandler
-from answerbox.http.search_lane import SearchLane
 from answerbox.http.stream import AnswerStream
 from answerbox.memory import Memory
 from answerbox.opensearch import OpenSearchClients
@@ -143,6 +143,10 @@ def _search_handler(scope: Scope) -> SearchHandler:
     return _scope_parts(scope).search
 
 
+def _scope_passthrough(scope: Scope) -> Passthrough:
+    return _scope_parts(scope).passthrough
+
+
 async def _pipeline_get(request: Request) -> Response:
     return await _parts(request).pipelines.get(request)
 
@@ -228,6 +232,8 @@ _ROUTES = [
     # Last: everything answerbox does not handle goes to OpenSearch as it came.
     Route("/{path:path}", _passthrough, methods=_ALL_METHODS),
 ]
+# Checked here, at import: a route the lanes could not tell from the passthrough's stops the start.
+_SHAPES = RouteShapes.of(_ROUTES)
 
 
 def create_app(
@@ -253,7 +259,16 @@ def create_app(
     return Starlette(
         routes=_ROUTES,
         # Inside Starlette's outermost middleware, which answers any unexpected error with a 500.
-        middleware=[Middleware(SearchLane, handler_of=_search_handler, on_error=_answerbox_error)],
+        # The lanes take plain searches and the passthrough's own requests past the router.
+        middleware=[
+            Middleware(
+                FastLanes,
+                shapes=_SHAPES,
+                search_of=_search_handler,
+                passthrough_of=_scope_passthrough,
+                on_error=_answerbox_error,
+            )
+        ],
         lifespan=lifespan,
         exception_handlers={AnswerboxError: _answerbox_error, Exception: _unexpected_error},
     )

@@ -1,0 +1,145 @@
+"""The fast lanes: each takes exactly the requests its route would (the ``_search`` routes; the
+passthrough's catch-all), answers them without Starlette's router, and hands everything else to
+the routes. That a search naming its pipeline (by body, parameter or the index's default) runs it
+on the body the lane read is tests/unit/pipeline/test_pipeline_selection.py's, since every
+``_search`` there passes the lane."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from answerbox import app as answerbox_app
+from answerbox.http import lanes
+from starlette.routing import BaseRoute, Match, Mount, Route, Router
+from starlette.types import Receive, Scope, Send
+
+from tests.unit.asgi import in_process, opensearch_error
+
+
+def _scope(method: str, path: str) -> Scope:
+    return {"type": "http", "method": method, "path": path, "root_path": "", "headers": []}
+
+
+def _lanes(routes: list[BaseRoute] = answerbox_app._ROUTES) -> lanes.FastLanes:
+    async def unused(*args: object) -> None:
+        raise AssertionError("called")
+
+    shapes = lanes.RouteShapes.of(routes)
+    return lanes.FastLanes(unused, shapes=shapes, search_of=unused, passthrough_of=unused, on_error=unused)  # type: ignore[arg-type]
+
+
+def _routed_to(scope: Scope) -> object:
+    """The endpoint (or app) Starlette's router sends ``scope`` to: the first route that matches it fully."""
+    for route in answerbox_app._ROUTES:
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            return getattr(route, "endpoint", route)
+    return None
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "index"),
+    [
+        ("POST", "/_search", ""),
+        ("GET", "/_search", ""),
+        ("POST", "/books/_search", "books"),
+        ("GET", "/books,films/_search", "books,films"),
+        ("POST", "/_all/_search", "_all"),
+        ("PUT", "/books/_search", None),
+        ("HEAD", "/books/_search", None),  # the route's own way
+        ("POST", "/books/_doc/_search", None),
+        ("POST", "//_search", None),
+        ("POST", "/_search/pipeline", None),
+        ("GET", "/_search/pipeline/_search", None),
+        ("POST", "/books/_msearch", None),
+        ("POST", "/books/_search_shards", None),
+        ("POST", "/books/_answerbox/stream", None),
+        ("GET", "/_search/scroll", None),
+    ],
+)
+def test_the_search_lane_takes_only_what_the_search_routes_take(method: str, path: str, index: str | None) -> None:
+    scope = _scope(method, path)
+    assert lanes._search_index(scope) == index
+    if index is not None:
+        assert _routed_to(scope) is answerbox_app._search
+    elif method != "HEAD":
+        assert _routed_to(scope) is not answerbox_app._search
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "own"),
+    [
+        ("GET", "/", True),
+        ("POST", "/_bulk", True),
+        ("GET", "/books/_doc/1", True),
+        ("HEAD", "/books", True),
+        ("DELETE", "/books", True),
+        ("GET", "/_cat/indices", True),
+        ("PATCH", "/books/_settings", True),
+        ("OPTIONS", "/", True),
+        ("GET", "/_searchable/_doc/1", True),  # a segment is whole or not at all
+        ("TRACE", "/books", False),  # not the route's method: its 405
+        ("POST", "/books/_search_shards/_search", False),
+        ("GET", "/books/_doc/_search", False),  # the catch-all's still, but by the router
+        ("GET", "/_answerbox/health", False),
+        ("GET", "/_answerbox/ui/index.html", False),
+        ("GET", "/metrics", False),
+        ("POST", "/_plugins/_ml/memory", False),
+        ("GET", "/_search/pipeline/p", False),
+        ("POST", "/books/_msearch", False),
+    ],
+)
+def test_the_passthrough_lane_takes_only_what_the_catch_all_alone_takes(method: str, path: str, own: bool) -> None:
+    scope = _scope(method, path)
+    assert _lanes()._passthroughs_own(scope) is own
+    if own:
+        assert _routed_to(scope) is answerbox_app._passthrough
+
+
+def _sample_path(route: BaseRoute) -> str:
+    assert isinstance(route, Route | Mount)
+    return re.sub(r"\{[^}]+\}", "x", route.path) + ("/index.html" if not isinstance(route, Route) else "")
+
+
+@pytest.mark.parametrize("route", answerbox_app._ROUTES[:-1], ids=lambda route: getattr(route, "path", "?"))
+def test_no_request_of_answerboxs_own_routes_is_taken_as_the_passthroughs(route: BaseRoute) -> None:
+    for method in getattr(route, "methods", None) or ["GET"]:
+        scope = _scope(method, _sample_path(route))
+        assert _routed_to(scope) is getattr(route, "endpoint", route)
+        assert not _lanes()._passthroughs_own(scope)
+
+
+def test_a_route_the_lanes_cannot_tell_apart_is_refused() -> None:
+    async def endpoint(request: object) -> None: ...
+
+    bare = Route("/{index}", endpoint, methods=["GET"])
+    with pytest.raises(ValueError, match="no literal segment"):
+        lanes.RouteShapes.of([bare, *answerbox_app._ROUTES])
+    with pytest.raises(ValueError, match="catch-all"):
+        lanes.RouteShapes.of(answerbox_app._ROUTES[:-1])
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("POST", "/books/_search"), ("GET", "/books/_doc/1"), ("POST", "/_bulk"), ("HEAD", "/books")]
+)
+async def test_the_lanes_forward_without_the_router(monkeypatch: pytest.MonkeyPatch, method: str, path: str) -> None:
+    """The router never runs: the lane forwarded the request, and the passthrough found
+    OpenSearch unreachable (an error in OpenSearch's shape; a HEAD's has no body). A request of
+    answerbox's own routes does go by the router."""
+    routed: list[str] = []
+    route = Router.__call__
+
+    async def recorded(router: Router, scope: Scope, receive: Receive, send: Send) -> None:
+        routed.append(scope["path"])
+        await route(router, scope, receive, send)
+
+    monkeypatch.setattr(Router, "__call__", recorded)
+    async with in_process() as client:
+        response = await client.request(method, path, json={"query": {"match": {"body": "spice"}}})
+        assert response.status_code == 502
+        if method != "HEAD":
+            assert opensearch_error(response, 502, "connect_exception") == "OpenSearch is unreachable"
+        assert routed == []
+        await client.get("/_search/pipeline")
+        assert routed == ["/_search/pipeline"]
