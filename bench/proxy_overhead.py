@@ -1,7 +1,7 @@
 """Proxy overhead: the same searches sent to osmem-server directly and through answerbox, in one run.
 
     python bench/proxy_overhead.py [--requests 400] [--concurrency 1 16] [--baseline-rev f5fc235 44e4c7a]
-        [--filter-ids N] [--floor]
+        [--filter-ids N] [--floor] [--documents]
 
 Starts osmem-server with the sample corpus and `answerbox serve` (its own process, so the
 load generator does not share its interpreter), and one more for each ``--baseline-rev`` (the
@@ -14,6 +14,8 @@ each a larger body: a ``terms`` filter of N ids (every sample document's, then o
 has), as an access-control filter would be, so the hits stay the same. ``--floor`` serves
 ``bench/floor_proxy.py`` too: a bare proxy on answerbox's own HTTP client, so answerbox's CPU
 less the floor's is what its own layers (Starlette, routing, the body and pipeline checks) cost.
+``--documents`` sends ``GET /{index}/_doc/{id}`` of the sample documents instead: requests
+only the passthrough's catch-all takes (the fast lane's other kind).
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ from answerbox.ops.embedded import SAMPLE_INDEX, load_sample_corpus
 
 from bench.harness import answerbox_serve, checkout, floor_serve
 
+# One request the bench sends: method, path, JSON body (None: none).
+Call = tuple[str, str, dict[str, object] | None]
 
-def _queries(n: int, filter_ids: int) -> list[dict[str, object]]:
+
+def _searches(n: int, filter_ids: int) -> list[Call]:
     embedded = ROOT / "deploy" / "embedded"
     lines = (embedded / "questions.jsonl").read_text().splitlines()[:n]
     queries: list[dict[str, object]] = [{"match": {"text": json.loads(line)["question"]}} for line in lines]
@@ -46,25 +51,32 @@ def _queries(n: int, filter_ids: int) -> list[dict[str, object]]:
         ids = [json.loads(line)["_id"] for line in (embedded / "corpus.jsonl").read_text().splitlines()]
         ids += [f"absent-{i}" for i in range(filter_ids - len(ids))]
         queries = [{"bool": {"must": [query], "filter": [{"terms": {"_id": ids}}]}} for query in queries]
-    return [{"size": 10, "query": query} for query in queries]
+    return [("POST", f"/{SAMPLE_INDEX}/_search", {"size": 10, "query": query}) for query in queries]
 
 
-async def _run(base: str, queries: list[dict[str, object]], concurrency: int) -> tuple[list[float], float]:
+def _documents(n: int) -> list[Call]:
+    """``GET /{index}/_doc/{id}`` of the sample documents, round and round: the passthrough's own."""
+    lines = (ROOT / "deploy" / "embedded" / "corpus.jsonl").read_text().splitlines()
+    ids = [json.loads(line)["_id"] for line in lines]
+    return [("GET", f"/{SAMPLE_INDEX}/_doc/{ids[i % len(ids)]}", None) for i in range(n)]
+
+
+async def _run(base: str, calls: list[Call], concurrency: int) -> tuple[list[float], float]:
     latencies: list[float] = []
-    pending = iter(queries)
+    pending = iter(calls)
     async with httpx.AsyncClient(base_url=base, timeout=30, limits=httpx.Limits(max_connections=concurrency)) as client:
 
         async def worker() -> None:
-            for query in pending:
+            for method, path, body in pending:
                 started = time.perf_counter()
-                response = await client.post(f"/{SAMPLE_INDEX}/_search", json=query)
+                response = await client.request(method, path, json=body)
                 latencies.append((time.perf_counter() - started) * 1000)
                 response.raise_for_status()
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
-    return latencies, len(queries) / elapsed
+    return latencies, len(calls) / elapsed
 
 
 def _p(values: list[float], q: float) -> float:
@@ -79,8 +91,9 @@ async def main() -> None:
     parser.add_argument("--baseline-rev", nargs="*", default=[], help="earlier revisions served beside this one")
     parser.add_argument("--filter-ids", type=int, default=0, help="a terms filter of this many ids in each search")
     parser.add_argument("--floor", action="store_true", help="also a bare proxy on answerbox's client (floor_proxy.py)")
+    parser.add_argument("--documents", action="store_true", help="GET each sample document instead of searching")
     args = parser.parse_args()
-    queries = _queries(args.requests, args.filter_ids)
+    queries = _documents(args.requests) if args.documents else _searches(args.requests, args.filter_ids)
     with ExitStack() as stack:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         load_sample_corpus(osmem.url)
@@ -94,7 +107,8 @@ async def main() -> None:
         for base in paths.values():  # warm every path's connection pools and caches
             await _run(base, queries[:50], 4)
         filtered = f", each filtered by {args.filter_ids} ids" if args.filter_ids else ""
-        print(f"{len(queries)} match queries{filtered} x {args.rounds} rounds per path, sample corpus, osmem-server")
+        kind = "document GETs" if args.documents else f"match queries{filtered}"
+        print(f"{len(queries)} {kind} x {args.rounds} rounds per path, sample corpus, osmem-server")
         print(f"{'conc':>4} {'path':>9} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}")
         for concurrency in args.concurrency:
             results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in paths}
