@@ -259,7 +259,7 @@ def create_app(
     return Starlette(
         routes=_ROUTES,
         # Inside Starlette's outermost middleware, which answers any unexpected error with a 500.
-        # The lanes take plain searches and the passthrough's own requests past the router.
+        # The lanes take searches and the passthrough's own requests past the router.
         middleware=[
             Middleware(
                 FastLanes,

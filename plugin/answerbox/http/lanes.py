@@ -1,11 +1,11 @@
-"""Two lanes past Starlette's exception middleware, router and endpoint wrappers, for the requests
-that run no answerbox pipeline: most of a cluster's traffic, for which those layers cost more
-than answerbox's own checks do.
+"""Two lanes past Starlette's exception middleware, router and endpoint wrappers, for the
+commonest requests: most of a cluster's traffic runs no answerbox pipeline, and for it those
+layers cost more than answerbox's own checks do.
 
-- **Plain searches.** A request the ``_search`` routes would take is read and checked through
-  ``SearchHandler.forward_plain``, as the route does: the body within the limits, then whether
-  its body, parameters or index name a pipeline. One that names none is forwarded; one that may
-  goes on to the route, its body replayed.
+- **Searches.** A request the ``_search`` routes would take is answered by
+  ``SearchHandler.answer``, as those routes answer it: the body read within the limits, sent on
+  unparsed when neither its body, its parameters nor its index name a pipeline, its pipeline
+  run otherwise.
 - **The passthrough's own.** A request whose path holds none of the literal segments of
   answerbox's routes (``_search``, ``_answerbox``, ``_plugins``, ...) can only be the catch-all
   route's, and is forwarded as that route does.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from answerbox.core.errors import AnswerboxError
 from answerbox.http.passthrough import Passthrough
@@ -55,7 +55,7 @@ class RouteShapes:
 
 
 class FastLanes:
-    """Plain searches and the passthrough's own requests, past the router; the rest on to ``app``."""
+    """Searches and the passthrough's own requests, past the router; the rest on to ``app``."""
 
     def __init__(
         self,
@@ -78,23 +78,19 @@ class FastLanes:
             await self._app(scope, receive, send)
             return
         index = _search_index(scope)
-        plain_search = index is not None
-        if not plain_search and not self._passthroughs_own(scope):
+        search = index is not None
+        if not search and not self._passthroughs_own(scope):
             await self._app(scope, receive, send)
             return
         request = Request(scope, receive)
-        outcome: Response | bytes
         try:
-            if plain_search:
-                outcome = await self._search_of(scope).forward_plain(request, index or None)
+            if search:
+                response = await self._search_of(scope).answer(request, index or None)
             else:
-                outcome = await self._passthrough_of(scope).forward(request)
+                response = await self._passthrough_of(scope).forward(request)
         except AnswerboxError as exc:
-            outcome = await self._on_error(request, exc)
-        if isinstance(outcome, bytes):  # a pipeline may apply: the route runs it on the body read here
-            await self._app(scope, _replay(outcome, receive), send)
-        else:
-            await outcome(scope, receive, send)
+            response = await self._on_error(request, exc)
+        await response(scope, receive, send)
 
     def _passthroughs_own(self, scope: Scope) -> bool:
         """Whether only the catch-all route can take the request: its method is one the route
@@ -130,17 +126,3 @@ def _search_index(scope: Scope) -> str | None:
     if path.startswith("/") and path.endswith(_SEARCH) and index and "/" not in index:
         return index
     return None
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` with the body already read given first, whole."""
-    given = False
-
-    async def replayed() -> Message:
-        nonlocal given
-        if given:
-            return await receive()
-        given = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replayed

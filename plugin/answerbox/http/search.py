@@ -28,27 +28,24 @@ class SearchHandler:
         self._passthrough = passthrough
         self._settings = settings
 
-    async def forward_plain(self, http_request: Request, index: str | None) -> Response | bytes:
-        """A search no pipeline can apply to, sent on to OpenSearch unparsed: its response. Else
-        its body, read within the limits, for ``search`` to run the pipeline on."""
-        raw = await read_body(http_request, self._settings.limits)
-        # Most of a cluster's traffic: neither its body nor its parameters nor its index name a pipeline.
-        if may_name_pipeline(raw) or await self._engine.resolver.may_apply_unnamed(index, _params(http_request)):
-            return raw
-        return await self._passthrough.forward(http_request, raw)
-
     async def search(self, http_request: Request) -> Response:
-        index = http_request.path_params.get("index")
-        raw = await self.forward_plain(http_request, index)
-        if isinstance(raw, Response):
-            return raw
+        return await self.answer(http_request, http_request.path_params.get("index"))
+
+    async def answer(self, http_request: Request, index: str | None) -> Response:
+        """The search of ``index`` (None: every index) as the caller sent it: its pipeline run, or
+        sent on to OpenSearch."""
+        raw = await read_body(http_request, self._settings.limits)
+        params = _params(http_request)
+        # A plain search (most of a cluster's traffic) goes on unparsed: no pipeline can apply to it.
+        if not may_name_pipeline(raw) and not await self._engine.resolver.may_apply_unnamed(index, params):
+            return await self._passthrough.forward(http_request, raw)
         run = None
         body = await parsed(raw, json_or_none)
         # Bodies answerbox does not parse (malformed, too deep, too many values) go on as they
         # came: OpenSearch answers them.
         if isinstance(body, dict):
             caller = Caller.from_headers(http_request.headers)
-            run = await self._engine.open(index=index, body=body, params=_params(http_request), caller=caller)
+            run = await self._engine.open(index=index, body=body, params=params, caller=caller)
         if run is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)

@@ -1,8 +1,7 @@
 """The fast lanes: each takes exactly the requests its route would (the ``_search`` routes; the
 passthrough's catch-all), answers them without Starlette's router, and hands everything else to
 the routes. That a search naming its pipeline (by body, parameter or the index's default) runs it
-on the body the lane read is tests/unit/pipeline/test_pipeline_selection.py's, since every
-``_search`` there passes the lane."""
+is tests/unit/pipeline/test_pipeline_selection.py's, since every ``_search`` there passes the lane."""
 
 from __future__ import annotations
 
@@ -14,7 +13,9 @@ from answerbox.http import lanes
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.types import Receive, Scope, Send
 
+from tests.support.processors import DOCS, QUERY, registry_with_test_processors
 from tests.unit.asgi import in_process, opensearch_error
+from tests.unit.fake_opensearch import FakeOpenSearch
 
 
 def _scope(method: str, path: str) -> Scope:
@@ -120,13 +121,8 @@ def test_a_route_the_lanes_cannot_tell_apart_is_refused() -> None:
         lanes.RouteShapes.of(answerbox_app._ROUTES[:-1])
 
 
-@pytest.mark.parametrize(
-    ("method", "path"), [("POST", "/books/_search"), ("GET", "/books/_doc/1"), ("POST", "/_bulk"), ("HEAD", "/books")]
-)
-async def test_the_lanes_forward_without_the_router(monkeypatch: pytest.MonkeyPatch, method: str, path: str) -> None:
-    """The router never runs: the lane forwarded the request, and the passthrough found
-    OpenSearch unreachable (an error in OpenSearch's shape; a HEAD's has no body). A request of
-    answerbox's own routes does go by the router."""
+def _record_routing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The path of each request that reaches Starlette's router, from now on."""
     routed: list[str] = []
     route = Router.__call__
 
@@ -135,6 +131,17 @@ async def test_the_lanes_forward_without_the_router(monkeypatch: pytest.MonkeyPa
         await route(router, scope, receive, send)
 
     monkeypatch.setattr(Router, "__call__", recorded)
+    return routed
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("POST", "/books/_search"), ("GET", "/books/_doc/1"), ("POST", "/_bulk"), ("HEAD", "/books")]
+)
+async def test_the_lanes_forward_without_the_router(monkeypatch: pytest.MonkeyPatch, method: str, path: str) -> None:
+    """The router never runs: the lane forwarded the request, and the passthrough found
+    OpenSearch unreachable (an error in OpenSearch's shape; a HEAD's has no body). A request of
+    answerbox's own routes does go by the router."""
+    routed = _record_routing(monkeypatch)
     async with in_process() as client:
         response = await client.request(method, path, json={"query": {"match": {"body": "spice"}}})
         assert response.status_code == 502
@@ -143,3 +150,17 @@ async def test_the_lanes_forward_without_the_router(monkeypatch: pytest.MonkeyPa
         assert routed == []
         await client.get("/_search/pipeline")
         assert routed == ["/_search/pipeline"]
+
+
+async def test_a_search_runs_its_pipeline_without_the_router(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An inline pipeline that narrows the search to one title: run by the lane, which answers
+    with its hits, and the router never runs."""
+    cluster = FakeOpenSearch()
+    cluster.index_docs("books", DOCS)
+    routed = _record_routing(monkeypatch)
+    body = {**QUERY, "search_pipeline": {"request_processors": [{"only_title": {"title": "emma"}}]}}
+    async with in_process(cluster=cluster, registry=registry_with_test_processors()) as client:
+        response = await client.post("/books/_search", json=body)
+    assert response.status_code == 200, response.text
+    assert [hit["_id"] for hit in response.json()["hits"]["hits"]] == ["2"]
+    assert routed == []
