@@ -25,7 +25,8 @@ def uvicorn_config(
     """Past ``limits.max_connections`` open connections uvicorn answers 503 at once, an idle
     keep-alive connection is closed after ``limits.keep_alive_s``, and one whose request headers
     take longer than ``limits.header_timeout_s`` is closed: slow or idle clients cannot hold the
-    server's sockets without end (a slow body is ``limits.body_timeout_s``'s)."""
+    server's sockets without end (a slow body is ``limits.body_timeout_s``'s). No ``Server``
+    header: OpenSearch sends none, and a drop-in in front of it should not name its own stack."""
     limits = settings.limits
     return uvicorn.Config(
         app,
@@ -36,6 +37,7 @@ def uvicorn_config(
         http=_with_header_timeout(limits.header_timeout_s),
         limit_concurrency=limits.max_connections,
         timeout_keep_alive=limits.keep_alive_s,
+        server_header=False,
     )
 
 

@@ -121,6 +121,26 @@ def test_errors_come_back_identical(
     )
 
 
+def test_every_answer_has_one_date_and_no_server_of_answerbox_s_own(
+    answerbox: str, osmem_url: str, client: httpx.Client, opensearch: OpenSearch
+) -> None:
+    bulk_index(opensearch, "books", [{"title": "Dune"}])
+    inline = {"search_pipeline": {"request_processors": []}, "query": {"match_all": {}}}
+    answers = {
+        "passthrough": (client.get(f"{answerbox}/books/_count"), client.get(f"{osmem_url}/books/_count")),
+        "plain search": (client.post(f"{answerbox}/books/_search"), client.post(f"{osmem_url}/books/_search")),
+        "its error": (client.get(f"{answerbox}/missing/_doc/1"), client.get(f"{osmem_url}/missing/_doc/1")),
+        "a pipeline's": (client.post(f"{answerbox}/books/_search", json=inline), None),
+        "answerbox's error": (client.post(f"{answerbox}/books/_search", json={"search_pipeline": 7}), None),
+    }
+    for kind, (via, direct) in answers.items():
+        assert len(via.headers.get_list("date")) == 1, kind
+        assert "server" not in via.headers, kind
+        if direct is not None:
+            assert set(via.headers) == set(direct.headers), kind
+    assert answers["answerbox's error"][0].status_code == 400
+
+
 def test_authorization_reaches_opensearch_untouched(
     make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
 ) -> None:

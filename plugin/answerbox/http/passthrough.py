@@ -41,6 +41,9 @@ _FRAMING = frozenset({b"content-length", b"expect"})
 _NOT_FORWARDED = _HOP_BY_HOP | _FRAMING
 # ``Connection`` values that name no other header: a keep-alive client's every request has one.
 _PLAIN_CONNECTION = frozenset({b"keep-alive", b"close"})
+# The server (uvicorn) dates every response answerbox sends, so OpenSearch's Date would make a
+# second one of a field RFC 9110 §6.6.1 allows once; nginx drops the upstream's the same way.
+_NOT_RETURNED = _HOP_BY_HOP | {b"date"}
 
 
 # Responses up to this size are buffered; larger or unsized ones stream.
@@ -148,7 +151,7 @@ class Passthrough:
                 upstream.chunks(), status_code=upstream.status, background=BackgroundTask(_release, upstream)
             )
         # A list, not a dict: repeated headers (Set-Cookie, Warning) must all come back.
-        response.raw_headers = [(k, v) for k, v in upstream.headers if k.lower() not in _HOP_BY_HOP]
+        response.raw_headers = [(k, v) for k, v in upstream.headers if k.lower() not in _NOT_RETURNED]
         return response
 
     async def aclose(self) -> None:
