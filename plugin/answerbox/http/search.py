@@ -5,12 +5,13 @@ from __future__ import annotations
 from functools import partial
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from answerbox.core.config import Settings
 from answerbox.http.bodies import json_or_none, may_name_pipeline, parsed, read_body, require_json, too_many_values
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.passthrough import Passthrough
+from answerbox.http.rendering import Rendering
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.caller_limits import CallerLimits
 from answerbox.pipeline.engine import SearchEngine
@@ -41,6 +42,7 @@ class SearchHandler:
             return await self._passthrough.forward(http_request, raw)
         run = None
         body = await parsed(raw, json_or_none)
+        rendering, params = Rendering.split(params)
         # Bodies answerbox does not parse (malformed, too deep, too many values) go on as they
         # came: OpenSearch answers them.
         if isinstance(body, dict):
@@ -49,12 +51,12 @@ class SearchHandler:
         if run is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)
-        return JSONResponse(await until_disconnected(http_request, self._engine.run(run)))
+        return await rendering.response(await until_disconnected(http_request, self._engine.run(run)))
 
     async def msearch(self, http_request: Request) -> Response:
         raw = await read_body(http_request, self._settings.limits)
         index = http_request.path_params.get("index")
-        params = _params(http_request)
+        rendering, params = Rendering.split(_params(http_request))
         limits = self._engine.limits
         if not may_name_pipeline(raw):
             # No line names a pipeline: the headers alone tell whether a default applies to one.
@@ -67,7 +69,7 @@ class SearchHandler:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)
         msearch = self._msearch.run(lines, params=params, caller=Caller.from_headers(http_request.headers))
-        return JSONResponse(await until_disconnected(http_request, msearch))
+        return await rendering.response(await until_disconnected(http_request, msearch))
 
 
 def _params(http_request: Request) -> dict[str, str]:

@@ -33,6 +33,7 @@ from answerbox.core.contract import Answer, CheckedSentence
 from answerbox.core.errors import AnswerboxError, ClientClosedRequest, InvalidRequest, ParseError
 from answerbox.http.bodies import json_or_none, parsed, read_body, require_json
 from answerbox.http.disconnect import until_disconnected
+from answerbox.http.rendering import Rendering
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.engine import SearchEngine, SearchRun
 
@@ -89,7 +90,11 @@ class AnswerStream:
             raise ParseError("_answerbox/stream needs a JSON object as its search body")
         events = _Events()
         caller = Caller.from_headers(http_request.headers)
-        index, params = http_request.path_params["index"], dict(http_request.query_params)
+        # Its events are answerbox's own, one line each: no filter_path can apply, nor pretty.
+        rendering, params = Rendering.split(http_request.query_params)
+        if rendering.filters:
+            raise InvalidRequest("_answerbox/stream takes no filter_path: its events are answerbox's own")
+        index = http_request.path_params["index"]
         run = await self._engine.open(index=index, body=body, params=params, caller=caller, listener=events)
         if run is None or not run.pipeline.writes_answer:
             raise InvalidRequest("_answerbox/stream needs a search pipeline with a [cited_answer] response processor")

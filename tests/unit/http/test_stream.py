@@ -56,3 +56,9 @@ async def test_an_invalid_inline_pipeline_names_the_processor(app_client: httpx.
     reason = opensearch_error(await app_client.post(STREAM, json=body), 400, "illegal_argument_exception")
     assert reason.startswith("processor [cited_answer]")
     assert "[size]" in reason
+
+
+async def test_a_filter_path_is_refused_its_events_are_answerboxs_own(app_client: httpx.AsyncClient) -> None:
+    body = {"query": {"match_all": {}}, "search_pipeline": {"response_processors": [{"cited_answer": {}}]}}
+    response = await app_client.post(f"{STREAM}?filter_path=hits.hits._id", json=body)
+    assert "no filter_path" in opensearch_error(response, 400, "illegal_argument_exception")

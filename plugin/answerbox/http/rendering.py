@@ -1,0 +1,154 @@
+"""OpenSearch's rendering parameters, ``filter_path`` and ``pretty``, on the answers answerbox writes.
+
+They shape how OpenSearch writes a response, not what a search finds, and OpenSearch applies them
+last: a search pipeline's response processors read the whole response. So for a search answerbox
+runs a pipeline for, they are kept off the searches it sends (its processors need the hits'
+``_source``, which ``filter_path=hits.hits._id`` would drop) and applied to the answer it writes,
+``ext`` included: ``filter_path=hits.hits._id,ext.answerbox.answer`` keeps the ids and the answer.
+
+``filter_path`` is a comma-separated list of dotted paths; a segment may hold ``*`` wildcards,
+``**`` stands for any number of levels (none included), arrays are looked through, and a path
+that starts with ``-`` removes what it names. Exclusions apply first, then inclusions; an object
+or array a path reaches into and finds empty is dropped. Errors are written whole, unfiltered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from starlette.responses import Response
+
+__all__ = ["RENDERING_PARAMS", "Rendering"]
+
+RENDERING_PARAMS = frozenset({"filter_path", "pretty"})
+
+_Path = tuple[str, ...]
+_ANY_LEVELS = "**"
+_GONE = object()  # what a filter leaves of a value it removes whole
+# As Starlette's JSONResponse writes JSON (a NaN is an error, not invalid JSON sent on).
+_AS_STARLETTE: dict[str, Any] = {"ensure_ascii": False, "allow_nan": False}
+
+
+@cache
+def _pattern(segment: str) -> re.Pattern[str]:
+    return re.compile(".*".join(map(re.escape, segment.split("*"))))
+
+
+def _matches(segment: str, key: str) -> bool:
+    return segment == key if "*" not in segment else _pattern(segment).fullmatch(key) is not None
+
+
+def _here(paths: Iterable[_Path]) -> set[_Path]:
+    """``paths`` with each leading ``**`` also taken as no level at all."""
+    found: set[_Path] = set()
+    todo = list(paths)
+    while todo:
+        path = todo.pop()
+        if path not in found:
+            found.add(path)
+            if path and path[0] == _ANY_LEVELS:
+                todo.append(path[1:])
+    return found
+
+
+def _below(paths: set[_Path], key: str) -> set[_Path]:
+    """What is left of ``paths`` under the field ``key``."""
+    left: set[_Path] = set()
+    for path in paths:
+        if not path:
+            continue
+        if path[0] == _ANY_LEVELS:
+            left.add(path)  # ``**`` takes this level and may take more
+        elif _matches(path[0], key):
+            left.add(path[1:])
+    return left
+
+
+def _kept(value: Any, paths: set[_Path]) -> Any:
+    """What of ``value`` the inclusive ``paths`` name (``_GONE``: nothing)."""
+    paths = _here(paths)
+    if () in paths:
+        return value
+    if isinstance(value, dict):
+        out = {}
+        for key, child in value.items():
+            if below := _below(paths, key):
+                kept = _kept(child, below)
+                if kept is not _GONE:
+                    out[key] = kept
+        return out or _GONE
+    if isinstance(value, list):
+        items = [kept for kept in (_kept(item, paths) for item in value) if kept is not _GONE]
+        return items or _GONE
+    return _GONE
+
+
+def _without(value: Any, paths: set[_Path]) -> Any:
+    """``value`` less what the exclusive ``paths`` name (``_GONE``: all of it)."""
+    paths = _here(paths)
+    if () in paths:
+        return _GONE
+    if isinstance(value, dict):
+        out = {}
+        for key, child in value.items():
+            below = _below(paths, key)
+            left = _without(child, below) if below else child
+            if left is not _GONE:
+                out[key] = left
+        return out or _GONE
+    if isinstance(value, list):
+        items = [left for left in (_without(item, paths) for item in value) if left is not _GONE]
+        return items or _GONE
+    return value
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """How the caller asked an answer to be written."""
+
+    includes: frozenset[_Path] = frozenset()
+    excludes: frozenset[_Path] = frozenset()
+    pretty: bool = False
+
+    @classmethod
+    def split(cls, params: Mapping[str, str]) -> tuple[Rendering, dict[str, str]]:
+        """The rendering ``params`` ask for, and the rest of them, to send on."""
+        rest = {name: value for name, value in params.items() if name not in RENDERING_PARAMS}
+        if len(rest) == len(params):
+            return cls(), rest
+        includes: set[_Path] = set()
+        excludes: set[_Path] = set()
+        for part in params.get("filter_path", "").split(","):
+            path = part.strip().removeprefix("-")
+            if path:
+                (excludes if part.strip().startswith("-") else includes).add(tuple(path.split(".")))
+        pretty = params.get("pretty", "false") != "false"
+        return cls(includes=frozenset(includes), excludes=frozenset(excludes), pretty=pretty), rest
+
+    @property
+    def filters(self) -> bool:
+        return bool(self.includes or self.excludes)
+
+    def filtered(self, body: Any) -> Any:
+        """``body`` as ``filter_path`` leaves it (``{}`` when it leaves nothing)."""
+        if self.excludes:
+            body = _without(body, set(self.excludes))
+        if self.includes and body is not _GONE:
+            body = _kept(body, set(self.includes))
+        return {} if body is _GONE else body
+
+    def encoded(self, body: Any) -> bytes:
+        body = self.filtered(body)
+        if self.pretty:  # OpenSearch's own layout: two spaces, " : ", a final newline
+            return (json.dumps(body, **_AS_STARLETTE, indent=2, separators=(",", " : ")) + "\n").encode()
+        return json.dumps(body, **_AS_STARLETTE, separators=(",", ":")).encode()
+
+    async def response(self, body: Any) -> Response:
+        """``body`` as JSON, written in a worker thread: an answer may hold thousands of hits."""
+        return Response(await asyncio.to_thread(self.encoded, body), media_type="application/json")
