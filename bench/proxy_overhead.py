@@ -1,7 +1,7 @@
 """Proxy overhead: the same searches sent to osmem-server directly and through answerbox, in one run.
 
     python bench/proxy_overhead.py [--requests 400] [--concurrency 1 16] [--baseline-rev f5fc235 44e4c7a]
-        [--filter-ids N] [--floor] [--documents]
+        [--filter-ids N] [--floor] [--documents | --msearch N]
 
 Starts osmem-server with the sample corpus and `answerbox serve` (its own process, so the
 load generator does not share its interpreter), and one more for each ``--baseline-rev`` (the
@@ -15,7 +15,9 @@ has), as an access-control filter would be, so the hits stay the same. ``--floor
 ``bench/floor_proxy.py`` too: a bare proxy on answerbox's own HTTP client, so answerbox's CPU
 less the floor's is what its own layers (Starlette, routing, the body and pipeline checks) cost.
 ``--documents`` sends ``GET /{index}/_doc/{id}`` of the sample documents instead: requests
-only the passthrough's catch-all takes (the fast lane's other kind).
+only the passthrough's catch-all takes (the fast lane's other kind). ``--msearch N`` sends each N
+of the match queries as one ``_msearch`` (NDJSON, no pipeline named): what OpenSearch Dashboards
+sends.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from answerbox.ops.embedded import SAMPLE_INDEX, load_sample_corpus
 
 from bench.harness import answerbox_serve, checkout, floor_serve
 
-# One request the bench sends: method, path, JSON body (None: none).
-Call = tuple[str, str, dict[str, object] | None]
+# One request the bench sends: method, path, body (None: none) and its content type.
+Call = tuple[str, str, bytes | None, str]
+_JSON = "application/json"
 
 
 def _searches(n: int, filter_ids: int) -> list[Call]:
@@ -51,14 +54,21 @@ def _searches(n: int, filter_ids: int) -> list[Call]:
         ids = [json.loads(line)["_id"] for line in (embedded / "corpus.jsonl").read_text().splitlines()]
         ids += [f"absent-{i}" for i in range(filter_ids - len(ids))]
         queries = [{"bool": {"must": [query], "filter": [{"terms": {"_id": ids}}]}} for query in queries]
-    return [("POST", f"/{SAMPLE_INDEX}/_search", {"size": 10, "query": query}) for query in queries]
+    return [("POST", f"/{SAMPLE_INDEX}/_search", json.dumps({"size": 10, "query": q}).encode(), _JSON) for q in queries]
+
+
+def _msearches(searches: list[Call], per_request: int) -> list[Call]:
+    """Each ``per_request`` of ``searches`` as one ``_msearch`` of the same index."""
+    lines = [b"{}\n" + body + b"\n" for _, _, body, _ in searches if body is not None]
+    grouped = [b"".join(lines[i : i + per_request]) for i in range(0, len(lines), per_request)]
+    return [("POST", f"/{SAMPLE_INDEX}/_msearch", body, "application/x-ndjson") for body in grouped]
 
 
 def _documents(n: int) -> list[Call]:
     """``GET /{index}/_doc/{id}`` of the sample documents, round and round: the passthrough's own."""
     lines = (ROOT / "deploy" / "embedded" / "corpus.jsonl").read_text().splitlines()
     ids = [json.loads(line)["_id"] for line in lines]
-    return [("GET", f"/{SAMPLE_INDEX}/_doc/{ids[i % len(ids)]}", None) for i in range(n)]
+    return [("GET", f"/{SAMPLE_INDEX}/_doc/{ids[i % len(ids)]}", None, _JSON) for i in range(n)]
 
 
 async def _run(base: str, calls: list[Call], concurrency: int) -> tuple[list[float], float]:
@@ -67,9 +77,9 @@ async def _run(base: str, calls: list[Call], concurrency: int) -> tuple[list[flo
     async with httpx.AsyncClient(base_url=base, timeout=30, limits=httpx.Limits(max_connections=concurrency)) as client:
 
         async def worker() -> None:
-            for method, path, body in pending:
+            for method, path, body, content_type in pending:
                 started = time.perf_counter()
-                response = await client.request(method, path, json=body)
+                response = await client.request(method, path, content=body, headers={"content-type": content_type})
                 latencies.append((time.perf_counter() - started) * 1000)
                 response.raise_for_status()
 
@@ -91,9 +101,13 @@ async def main() -> None:
     parser.add_argument("--baseline-rev", nargs="*", default=[], help="earlier revisions served beside this one")
     parser.add_argument("--filter-ids", type=int, default=0, help="a terms filter of this many ids in each search")
     parser.add_argument("--floor", action="store_true", help="also a bare proxy on answerbox's client (floor_proxy.py)")
-    parser.add_argument("--documents", action="store_true", help="GET each sample document instead of searching")
+    kinds = parser.add_mutually_exclusive_group()
+    kinds.add_argument("--documents", action="store_true", help="GET each sample document instead of searching")
+    kinds.add_argument("--msearch", type=int, default=0, help="send each this many searches as one _msearch")
     args = parser.parse_args()
     queries = _documents(args.requests) if args.documents else _searches(args.requests, args.filter_ids)
+    if args.msearch:
+        queries = _msearches(queries, args.msearch)
     with ExitStack() as stack:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         load_sample_corpus(osmem.url)
@@ -108,6 +122,8 @@ async def main() -> None:
             await _run(base, queries[:50], 4)
         filtered = f", each filtered by {args.filter_ids} ids" if args.filter_ids else ""
         kind = "document GETs" if args.documents else f"match queries{filtered}"
+        if args.msearch:
+            kind = f"_msearch requests of {args.msearch} {kind}"
         print(f"{len(queries)} {kind} x {args.rounds} rounds per path, sample corpus, osmem-server")
         print(f"{'conc':>4} {'path':>9} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}")
         for concurrency in args.concurrency:

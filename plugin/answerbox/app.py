@@ -160,11 +160,11 @@ async def _pipeline_delete(request: Request) -> Response:
 
 
 async def _search(request: Request) -> Response:
-    return await _parts(request).search.search(request)
+    return await _parts(request).search.answer(request, request.path_params.get("index"))
 
 
 async def _msearch(request: Request) -> Response:
-    return await _parts(request).search.msearch(request)
+    return await _parts(request).search.msearch(request, request.path_params.get("index"))
 
 
 async def _stream(request: Request) -> Response:

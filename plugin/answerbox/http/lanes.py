@@ -2,10 +2,10 @@
 commonest requests: most of a cluster's traffic runs no answerbox pipeline, and for it those
 layers cost more than answerbox's own checks do.
 
-- **Searches.** A request the ``_search`` routes would take is answered by
-  ``SearchHandler.answer``, as those routes answer it: the body read within the limits, sent on
-  unparsed when neither its body, its parameters nor its index name a pipeline, its pipeline
-  run otherwise.
+- **Searches.** A request the ``_search`` or ``_msearch`` routes would take is answered by
+  ``SearchHandler.answer`` or ``SearchHandler.msearch``, as those routes answer it: the body read
+  within the limits, sent on unparsed when neither its body, its parameters nor its index name a
+  pipeline (for an ``_msearch``, none of its header lines), its pipelines run otherwise.
 - **The passthrough's own.** A request whose path holds none of the literal segments of
   answerbox's routes (``_search``, ``_answerbox``, ``_plugins``, ...) can only be the catch-all
   route's, and is forwarded as that route does.
@@ -32,7 +32,9 @@ from answerbox.http.search import SearchHandler
 __all__ = ["FastLanes", "RouteShapes"]
 
 _SEARCH = "/_search"
-_SEARCH_METHODS = frozenset({"GET", "POST"})  # the `_search` routes' (their HEAD goes the routes' way)
+_MSEARCH = "/_msearch"
+# The `_search` and `_msearch` routes' methods (their HEAD goes the routes' way).
+_SEARCH_METHODS = frozenset({"GET", "POST"})
 
 
 @dataclass(frozen=True)
@@ -77,17 +79,18 @@ class FastLanes:
         if scope["type"] != "http" or scope.get("root_path"):
             await self._app(scope, receive, send)
             return
-        index = _search_index(scope)
-        search = index is not None
-        if not search and not self._passthroughs_own(scope):
+        search = _search_target(scope)
+        if search is None and not self._passthroughs_own(scope):
             await self._app(scope, receive, send)
             return
         request = Request(scope, receive)
         try:
-            if search:
-                response = await self._search_of(scope).answer(request, index or None)
-            else:
+            if search is None:
                 response = await self._passthrough_of(scope).forward(request)
+            elif search[0] == _SEARCH:
+                response = await self._search_of(scope).answer(request, search[1] or None)
+            else:
+                response = await self._search_of(scope).msearch(request, search[1] or None)
         except AnswerboxError as exc:
             response = await self._on_error(request, exc)
         await response(scope, receive, send)
@@ -114,15 +117,17 @@ def _literal_segments(route: BaseRoute, *, required: bool = False) -> set[str]:
     return literal
 
 
-def _search_index(scope: Scope) -> str | None:
-    """The index a ``_search`` request names, as the routes ``/_search`` (``""``) and
-    ``/{index}/_search`` (one path segment) match it; None for any other request."""
+def _search_target(scope: Scope) -> tuple[str, str] | None:
+    """The endpoint (``_SEARCH``, ``_MSEARCH``) and the index a request names, as the routes
+    ``/_search`` (index ``""``) and ``/{index}/_search`` (one path segment), and their
+    ``_msearch`` twins, match it; None for any other request."""
     if scope["method"] not in _SEARCH_METHODS:
         return None
     path: str = scope["path"]
-    if path == _SEARCH:
-        return ""
-    index = path[1 : -len(_SEARCH)]
-    if path.startswith("/") and path.endswith(_SEARCH) and index and "/" not in index:
-        return index
+    for endpoint in (_SEARCH, _MSEARCH):
+        if path == endpoint:
+            return endpoint, ""
+        index = path[1 : -len(endpoint)]
+        if path.startswith("/") and path.endswith(endpoint) and index and "/" not in index:
+            return endpoint, index
     return None

@@ -29,9 +29,6 @@ class SearchHandler:
         self._passthrough = passthrough
         self._settings = settings
 
-    async def search(self, http_request: Request) -> Response:
-        return await self.answer(http_request, http_request.path_params.get("index"))
-
     async def answer(self, http_request: Request, index: str | None) -> Response:
         """The search of ``index`` (None: every index) as the caller sent it: its pipeline run, or
         sent on to OpenSearch."""
@@ -53,9 +50,10 @@ class SearchHandler:
         require_json(http_request, raw)
         return await rendering.response(await until_disconnected(http_request, self._engine.run(run)))
 
-    async def msearch(self, http_request: Request) -> Response:
+    async def msearch(self, http_request: Request, index: str | None) -> Response:
+        """The ``_msearch`` of ``index`` (None: every index): its pipelines run where a line may
+        have one, sent on to OpenSearch otherwise."""
         raw = await read_body(http_request, self._settings.limits)
-        index = http_request.path_params.get("index")
         rendering, params = Rendering.split(_params(http_request))
         limits = self._engine.limits
         if not may_name_pipeline(raw):

@@ -5,6 +5,7 @@ is tests/unit/pipeline/test_pipeline_selection.py's, since every ``_search`` the
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -40,32 +41,40 @@ def _routed_to(scope: Scope) -> object:
 
 
 @pytest.mark.parametrize(
-    ("method", "path", "index"),
+    ("method", "path", "target"),
     [
-        ("POST", "/_search", ""),
-        ("GET", "/_search", ""),
-        ("POST", "/books/_search", "books"),
-        ("GET", "/books,films/_search", "books,films"),
-        ("POST", "/_all/_search", "_all"),
+        ("POST", "/_search", ("/_search", "")),
+        ("GET", "/_search", ("/_search", "")),
+        ("POST", "/books/_search", ("/_search", "books")),
+        ("GET", "/books,films/_search", ("/_search", "books,films")),
+        ("POST", "/_all/_search", ("/_search", "_all")),
+        ("POST", "/_msearch", ("/_msearch", "")),
+        ("GET", "/books/_msearch", ("/_msearch", "books")),
         ("PUT", "/books/_search", None),
         ("HEAD", "/books/_search", None),  # the route's own way
+        ("HEAD", "/_msearch", None),
         ("POST", "/books/_doc/_search", None),
+        ("POST", "/books/_doc/_msearch", None),
         ("POST", "//_search", None),
+        ("POST", "//_msearch", None),
         ("POST", "/_search/pipeline", None),
         ("GET", "/_search/pipeline/_search", None),
-        ("POST", "/books/_msearch", None),
         ("POST", "/books/_search_shards", None),
+        ("POST", "/books/_msearch/template", None),
         ("POST", "/books/_answerbox/stream", None),
         ("GET", "/_search/scroll", None),
     ],
 )
-def test_the_search_lane_takes_only_what_the_search_routes_take(method: str, path: str, index: str | None) -> None:
+def test_the_search_lane_takes_only_what_the_search_routes_take(
+    method: str, path: str, target: tuple[str, str] | None
+) -> None:
     scope = _scope(method, path)
-    assert lanes._search_index(scope) == index
-    if index is not None:
-        assert _routed_to(scope) is answerbox_app._search
+    assert lanes._search_target(scope) == target
+    endpoints = {"/_search": answerbox_app._search, "/_msearch": answerbox_app._msearch}
+    if target is not None:
+        assert _routed_to(scope) is endpoints[target[0]]
     elif method != "HEAD":
-        assert _routed_to(scope) is not answerbox_app._search
+        assert _routed_to(scope) not in endpoints.values()
 
 
 @pytest.mark.parametrize(
@@ -89,6 +98,7 @@ def test_the_search_lane_takes_only_what_the_search_routes_take(method: str, pat
         ("POST", "/_plugins/_ml/memory", False),
         ("GET", "/_search/pipeline/p", False),
         ("POST", "/books/_msearch", False),
+        ("POST", "/books/_msearch/template", False),  # the catch-all's still, but by the router
     ],
 )
 def test_the_passthrough_lane_takes_only_what_the_catch_all_alone_takes(method: str, path: str, own: bool) -> None:
@@ -135,7 +145,14 @@ def _record_routing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("method", "path"), [("POST", "/books/_search"), ("GET", "/books/_doc/1"), ("POST", "/_bulk"), ("HEAD", "/books")]
+    ("method", "path"),
+    [
+        ("POST", "/books/_search"),
+        ("POST", "/books/_msearch"),
+        ("GET", "/books/_doc/1"),
+        ("POST", "/_bulk"),
+        ("HEAD", "/books"),
+    ],
 )
 async def test_the_lanes_forward_without_the_router(monkeypatch: pytest.MonkeyPatch, method: str, path: str) -> None:
     """The router never runs: the lane forwarded the request, and the passthrough found
@@ -143,7 +160,8 @@ async def test_the_lanes_forward_without_the_router(monkeypatch: pytest.MonkeyPa
     answerbox's own routes does go by the router."""
     routed = _record_routing(monkeypatch)
     async with in_process() as client:
-        response = await client.request(method, path, json={"query": {"match": {"body": "spice"}}})
+        body = (b"{}\n" if path.endswith("_msearch") else b"") + json.dumps(QUERY).encode() + b"\n"
+        response = await client.request(method, path, content=body, headers={"content-type": "application/json"})
         assert response.status_code == 502
         if method != "HEAD":
             assert opensearch_error(response, 502, "connect_exception") == "OpenSearch is unreachable"
@@ -163,4 +181,19 @@ async def test_a_search_runs_its_pipeline_without_the_router(monkeypatch: pytest
         response = await client.post("/books/_search", json=body)
     assert response.status_code == 200, response.text
     assert [hit["_id"] for hit in response.json()["hits"]["hits"]] == ["2"]
+    assert routed == []
+
+
+async def test_an_msearch_runs_its_pipelines_without_the_router(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same pipeline on one line of two: each line answered as it asked, and no router."""
+    cluster = FakeOpenSearch()
+    cluster.index_docs("books", DOCS)
+    routed = _record_routing(monkeypatch)
+    piped = {**QUERY, "search_pipeline": {"request_processors": [{"only_title": {"title": "emma"}}]}}
+    lines = b"".join(json.dumps(line).encode() + b"\n" for line in [{}, piped, {}, QUERY])
+    async with in_process(cluster=cluster, registry=registry_with_test_processors()) as client:
+        response = await client.post("/books/_msearch", content=lines, headers={"content-type": "application/x-ndjson"})
+    assert response.status_code == 200, response.text
+    found = [[hit["_id"] for hit in answer["hits"]["hits"]] for answer in response.json()["responses"]]
+    assert found == [["2"], ["1", "2"]]
     assert routed == []
