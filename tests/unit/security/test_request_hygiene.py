@@ -1,5 +1,5 @@
 """What a request may not do to answerbox or through it, in-process against the fake cluster:
-post a pipeline search from a cross-site form, hold a request with a body that does not
+post a pipeline search from a cross-site form or in the URL, hold a request with a body that does not
 arrive, ask for more hits than answerbox reads, learn internal hosts or an LLM provider's
 words from an error. What needs a real socket (a huge body answered with a 413, not a reset)
 and the passthrough's headers stay in tests/security/test_request_hygiene.py."""
@@ -62,6 +62,19 @@ async def test_a_pipeline_search_from_a_cross_site_form_is_refused(
     assert answered.status_code == 200, answered.text
     (line,) = answered.json()["responses"]
     assert [(h["_id"], h["fields"]["label"]) for h in line["hits"]["hits"]] == [("dune", ["seen"])]
+
+
+async def test_a_pipeline_search_in_the_url_runs_no_pipeline(
+    client: httpx.AsyncClient, cluster: FakeOpenSearch
+) -> None:
+    """A cross-site page can make a browser GET any URL: a body in OpenSearch's ``source``
+    parameter is never one answerbox runs. It goes on as sent (here to an unreachable
+    passthrough), and answerbox itself searched nothing (it looked up the index's default
+    pipeline only)."""
+    params = {"source": json.dumps(INLINE), "source_content_type": "application/json"}
+    response = await client.get("/books/_search", params=params)
+    assert opensearch_error(response, 502, "connect_exception") == "OpenSearch is unreachable"
+    assert cluster.sent("/books/_search") == []
 
 
 async def test_a_body_that_does_not_arrive_in_time_is_a_408(cluster: FakeOpenSearch) -> None:
