@@ -24,9 +24,16 @@ from typing import Any
 
 from starlette.responses import Response
 
+from answerbox.core.errors import InvalidRequest
+
 __all__ = ["RENDERING_PARAMS", "Rendering"]
 
 RENDERING_PARAMS = frozenset({"filter_path", "pretty"})
+# A filter's cost grows with its paths, their length and their ``**``s, times the answer's fields:
+# past these (far past any filter a client writes) a filter_path is refused, not run.
+MAX_FILTER_PATHS = 32
+MAX_PATH_SEGMENTS = 16
+MAX_ANY_LEVELS = 2
 
 _Path = tuple[str, ...]
 _ANY_LEVELS = "**"
@@ -70,42 +77,36 @@ def _below(paths: set[_Path], key: str) -> set[_Path]:
     return left
 
 
-def _kept(value: Any, paths: set[_Path]) -> Any:
-    """What of ``value`` the inclusive ``paths`` name (``_GONE``: nothing)."""
+def _filtered(value: Any, paths: set[_Path], *, keep: bool) -> Any:
+    """What of ``value`` the inclusive ``paths`` name (``keep``), or ``value`` less what the
+    exclusive ones name; ``_GONE`` where that is nothing."""
     paths = _here(paths)
-    if () in paths:
-        return value
-    if isinstance(value, dict):
-        out = {}
-        for key, child in value.items():
-            if below := _below(paths, key):
-                kept = _kept(child, below)
-                if kept is not _GONE:
-                    out[key] = kept
-        return out or _GONE
-    if isinstance(value, list):
-        items = [kept for kept in (_kept(item, paths) for item in value) if kept is not _GONE]
-        return items or _GONE
-    return _GONE
-
-
-def _without(value: Any, paths: set[_Path]) -> Any:
-    """``value`` less what the exclusive ``paths`` name (``_GONE``: all of it)."""
-    paths = _here(paths)
-    if () in paths:
-        return _GONE
+    if () in paths:  # the path ends here: all of this value
+        return value if keep else _GONE
     if isinstance(value, dict):
         out = {}
         for key, child in value.items():
             below = _below(paths, key)
-            left = _without(child, below) if below else child
+            left = _filtered(child, below, keep=keep) if below else (_GONE if keep else child)
             if left is not _GONE:
                 out[key] = left
         return out or _GONE
-    if isinstance(value, list):
-        items = [left for left in (_without(item, paths) for item in value) if left is not _GONE]
+    if isinstance(value, list):  # arrays are looked through: their items are at this level
+        items = [left for left in (_filtered(item, paths, keep=keep) for item in value) if left is not _GONE]
         return items or _GONE
-    return value
+    return _GONE if keep else value  # a path goes on below a value that has nothing below
+
+
+def _path(expression: str) -> _Path:
+    segments: list[str] = []
+    for segment in expression.split(".") if expression else ():
+        if not (segment == _ANY_LEVELS and segments[-1:] == [_ANY_LEVELS]):  # "**.**" is "**"
+            segments.append(segment)
+    if len(segments) > MAX_PATH_SEGMENTS or segments.count(_ANY_LEVELS) > MAX_ANY_LEVELS:
+        raise InvalidRequest(
+            f"filter_path [{expression}] has more than {MAX_PATH_SEGMENTS} segments or {MAX_ANY_LEVELS} [**]"
+        )
+    return tuple(segments)
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,10 @@ class Rendering:
         includes: set[_Path] = set()
         excludes: set[_Path] = set()
         for part in params.get("filter_path", "").split(","):
-            path = part.strip().removeprefix("-")
-            if path:
-                (excludes if part.strip().startswith("-") else includes).add(tuple(path.split(".")))
+            if path := _path(part.strip().removeprefix("-")):
+                (excludes if part.strip().startswith("-") else includes).add(path)
+        if len(includes) + len(excludes) > MAX_FILTER_PATHS:
+            raise InvalidRequest(f"filter_path has more than {MAX_FILTER_PATHS} paths")
         pretty = params.get("pretty", "false") != "false"
         return cls(includes=frozenset(includes), excludes=frozenset(excludes), pretty=pretty), rest
 
@@ -138,9 +140,9 @@ class Rendering:
     def filtered(self, body: Any) -> Any:
         """``body`` as ``filter_path`` leaves it (``{}`` when it leaves nothing)."""
         if self.excludes:
-            body = _without(body, set(self.excludes))
+            body = _filtered(body, set(self.excludes), keep=False)
         if self.includes and body is not _GONE:
-            body = _kept(body, set(self.includes))
+            body = _filtered(body, set(self.includes), keep=True)
         return {} if body is _GONE else body
 
     def encoded(self, body: Any) -> bytes:

@@ -37,13 +37,13 @@ class SearchHandler:
         # A plain search (most of a cluster's traffic) goes on unparsed: no pipeline can apply to it.
         if not may_name_pipeline(raw) and not await self._engine.resolver.may_apply_unnamed(index, params):
             return await self._passthrough.forward(http_request, raw)
-        run = None
+        run, rendering = None, Rendering()
         body = await parsed(raw, json_or_none)
-        rendering, params = Rendering.split(params)
         # Bodies answerbox does not parse (malformed, too deep, too many values) go on as they
         # came: OpenSearch answers them.
         if isinstance(body, dict):
             caller = Caller.from_headers(http_request.headers)
+            rendering, params = Rendering.split(params)
             run = await self._engine.open(index=index, body=body, params=params, caller=caller)
         if run is None:
             return await self._passthrough.forward(http_request, raw)
