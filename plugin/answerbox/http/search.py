@@ -54,7 +54,7 @@ class SearchHandler:
         """The ``_msearch`` of ``index`` (None: every index): its pipelines run where a line may
         have one, sent on to OpenSearch otherwise."""
         raw = await read_body(http_request, self._settings.limits)
-        rendering, params = Rendering.split(_params(http_request))
+        params = _params(http_request)
         limits = self._engine.limits
         if not may_name_pipeline(raw):
             # No line names a pipeline: the headers alone tell whether a default applies to one.
@@ -66,6 +66,7 @@ class SearchHandler:
         if lines is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, raw)
+        rendering, params = Rendering.split(params)
         msearch = self._msearch.run(lines, params=params, caller=Caller.from_headers(http_request.headers))
         return await rendering.response(await until_disconnected(http_request, msearch))
 
