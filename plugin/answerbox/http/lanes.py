@@ -125,9 +125,9 @@ def _search_target(scope: Scope) -> tuple[str, str] | None:
         return None
     path: str = scope["path"]
     for endpoint in (_SEARCH, _MSEARCH):
-        if path == endpoint:
-            return endpoint, ""
-        index = path[1 : -len(endpoint)]
-        if path.startswith("/") and path.endswith(endpoint) and index and "/" not in index:
-            return endpoint, index
+        if path.endswith(endpoint):
+            index = path[1 : -len(endpoint)]
+            if path == endpoint or (path.startswith("/") and index and "/" not in index):
+                return endpoint, index
+            return None
     return None

@@ -125,9 +125,9 @@ class Rendering:
             return cls(), rest
         includes: set[_Path] = set()
         excludes: set[_Path] = set()
-        for part in params.get("filter_path", "").split(","):
-            if path := _path(part.strip().removeprefix("-")):
-                (excludes if part.strip().startswith("-") else includes).add(path)
+        for part in (part.strip() for part in params.get("filter_path", "").split(",")):
+            if path := _path(part.removeprefix("-")):
+                (excludes if part.startswith("-") else includes).add(path)
         if len(includes) + len(excludes) > MAX_FILTER_PATHS:
             raise InvalidRequest(f"filter_path has more than {MAX_FILTER_PATHS} paths")
         pretty = params.get("pretty", "false") != "false"
