@@ -16,7 +16,7 @@ from opensearchpy import AsyncConnection
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Scope
 
@@ -26,8 +26,10 @@ from answerbox.doctor import Doctor
 from answerbox.http.lanes import FastLanes, RouteShapes
 from answerbox.http.memory import MemoryAPI
 from answerbox.http.monitoring import Monitoring
+from answerbox.http.opaque_id import EchoOpaqueId
 from answerbox.http.passthrough import Passthrough
 from answerbox.http.pipelines import PipelineAPI
+from answerbox.http.rendering import OpenSearchJSON
 from answerbox.http.search import SearchHandler
 from answerbox.http.stream import AnswerStream
 from answerbox.memory import Memory
@@ -112,13 +114,13 @@ def _build_state(settings: Settings, registry: ProcessorRegistry, transports: Tr
 
 async def _answerbox_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, AnswerboxError)
-    return JSONResponse(exc.to_body(), status_code=exc.status)
+    return OpenSearchJSON(exc.to_body(), status_code=exc.status)
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
     logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     # The exception's text may name files, hosts or settings: it stays in the log.
-    return JSONResponse(
+    return OpenSearchJSON(
         error_body(500, "exception", "internal error in answerbox (its log has the details)"), status_code=500
     )
 
@@ -259,15 +261,17 @@ def create_app(
     return Starlette(
         routes=_ROUTES,
         # Inside Starlette's outermost middleware, which answers any unexpected error with a 500.
-        # The lanes take searches and the passthrough's own requests past the router.
+        # The caller's X-Opaque-Id goes on every answer the lanes or the routes write; the lanes
+        # take searches and the passthrough's own requests past the router.
         middleware=[
+            Middleware(EchoOpaqueId),
             Middleware(
                 FastLanes,
                 shapes=_SHAPES,
                 search_of=_search_handler,
                 passthrough_of=_scope_passthrough,
                 on_error=_answerbox_error,
-            )
+            ),
         ],
         lifespan=lifespan,
         exception_handlers={AnswerboxError: _answerbox_error, Exception: _unexpected_error},

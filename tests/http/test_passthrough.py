@@ -121,7 +121,7 @@ def test_errors_come_back_identical(
     )
 
 
-def test_every_answer_has_one_date_and_no_server_of_answerbox_s_own(
+def test_every_answer_has_one_date_no_server_and_opensearch_s_json_type(
     answerbox: str, osmem_url: str, client: httpx.Client, opensearch: OpenSearch
 ) -> None:
     bulk_index(opensearch, "books", [{"title": "Dune"}])
@@ -136,6 +136,8 @@ def test_every_answer_has_one_date_and_no_server_of_answerbox_s_own(
     for kind, (via, direct) in answers.items():
         assert len(via.headers.get_list("date")) == 1, kind
         assert "server" not in via.headers, kind
+        # Typed as OpenSearch types its JSON, charset included.
+        assert via.headers["content-type"] == "application/json; charset=UTF-8", kind
         if direct is not None:
             assert set(via.headers) == set(direct.headers), kind
     assert answers["answerbox's error"][0].status_code == 400

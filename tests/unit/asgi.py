@@ -78,7 +78,7 @@ async def in_process(**options: Any) -> AsyncIterator[httpx.AsyncClient]:
 def opensearch_error(response: httpx.Response, status: int, error_type: str) -> str:
     """Check ``response`` is OpenSearch's error envelope with this status and type; its reason."""
     assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/json"
+    assert response.headers["content-type"] == "application/json; charset=UTF-8"  # as OpenSearch types it
     body = response.json()
     assert set(body) == {"error", "status"}
     assert body["status"] == status

@@ -12,12 +12,13 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from answerbox.core.config import Limits
 from answerbox.core.errors import InvalidRequest, validation_problems
 from answerbox.http.bodies import parsed, read_body, require_json
 from answerbox.http.passthrough import Passthrough
+from answerbox.http.rendering import OpenSearchJSON
 from answerbox.memory import Memory
 from answerbox.memory.records import MemoryFields, MessageUpdate, NewMessage, Paging
 from answerbox.opensearch import JSON, Caller
@@ -85,7 +86,7 @@ class MemoryAPI:
     async def _serve(self, request: Request, action: Callable[[Caller], Awaitable[JSON]]) -> Response:
         if await self._memory.in_cluster():
             return await self._passthrough.forward(request)
-        return JSONResponse(await action(Caller.from_headers(request.headers)))
+        return OpenSearchJSON(await action(Caller.from_headers(request.headers)))
 
     async def _with_body(
         self, request: Request, model: type[M], action: Callable[[Caller, M], Awaitable[JSON]]
@@ -99,7 +100,7 @@ class MemoryAPI:
             fields = model.model_validate(data)
         except ValidationError as exc:
             raise InvalidRequest(f"invalid request body: {validation_problems(exc)}") from exc
-        return JSONResponse(await action(Caller.from_headers(request.headers), fields))
+        return OpenSearchJSON(await action(Caller.from_headers(request.headers), fields))
 
 
 def _memory_id(request: Request) -> str:

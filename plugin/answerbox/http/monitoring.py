@@ -13,12 +13,13 @@ import asyncio
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from answerbox.core.digest import json_digest
 from answerbox.core.errors import AnswerboxError
 from answerbox.core.ttl_cache import TTLCache
 from answerbox.doctor import Doctor, health_body
+from answerbox.http.rendering import OpenSearchJSON
 from answerbox.memory.identity import Identities
 from answerbox.opensearch import Caller
 from answerbox.pipeline.stats import PipelineStats
@@ -43,11 +44,11 @@ class Monitoring:
     async def health(self, request: Request) -> Response:
         found, details = await asyncio.gather(self._doctor.examine(), self._authenticated(request))
         body, status = health_body(found, details=details)
-        return JSONResponse(body, status_code=status)
+        return OpenSearchJSON(body, status_code=status)
 
     async def stats(self, request: Request) -> Response:
         stats = self._stats
-        return JSONResponse(stats.snapshot() if await self._authenticated(request) else stats.summary())
+        return OpenSearchJSON(stats.snapshot() if await self._authenticated(request) else stats.summary())
 
     async def metrics(self, request: Request) -> Response:
         stats = self._stats

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from answerbox.core.config import Limits
 from answerbox.core.errors import ResourceNotFound
 from answerbox.http.bodies import parsed, read_body, require_json
+from answerbox.http.rendering import OpenSearchJSON
 from answerbox.opensearch import Caller
 from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
 from answerbox.pipeline.plan import plan_of
@@ -36,7 +37,7 @@ class PipelineAPI:
         pipeline = await self._resolver.build(pipeline_id, definition)
         await self._store.put(pipeline_id, definition, caller)
         await pipeline.warm_up()
-        return JSONResponse({"acknowledged": True})
+        return OpenSearchJSON({"acknowledged": True})
 
     async def get(self, request: Request) -> Response:
         """OpenSearch's answer; with ``?explain``, each pipeline's definition beside its run plan
@@ -45,17 +46,17 @@ class PipelineAPI:
         found = await self._store.list(Caller.from_headers(request.headers), pattern)
         if not found and "*" not in pattern:
             # OpenSearch answers a missing pipeline with an empty object and 404.
-            return JSONResponse({}, status_code=404)
+            return OpenSearchJSON({}, status_code=404)
         if "explain" not in request.query_params:
-            return JSONResponse({pid: definition.to_json() for pid, definition in found.items()})
+            return OpenSearchJSON({pid: definition.to_json() for pid, definition in found.items()})
         explained = {}
         for pid, definition in found.items():
             plan = (await plan_of(await self._resolver.build(pid, definition), None, self._limits)).plan
             explained[pid] = {"pipeline": definition.to_json(), "plan": plan.model_dump()}
-        return JSONResponse(explained)
+        return OpenSearchJSON(explained)
 
     async def delete(self, request: Request) -> Response:
         pipeline_id = request.path_params["id"]
         if not await self._store.delete(pipeline_id, Caller.from_headers(request.headers)):
             raise ResourceNotFound(f"pipeline [{pipeline_id}] is missing")
-        return JSONResponse({"acknowledged": True})
+        return OpenSearchJSON({"acknowledged": True})

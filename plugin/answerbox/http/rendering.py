@@ -22,11 +22,21 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from answerbox.core.errors import InvalidRequest
 
-__all__ = ["RENDERING_PARAMS", "Rendering"]
+__all__ = ["JSON_MEDIA_TYPE", "RENDERING_PARAMS", "OpenSearchJSON", "Rendering"]
+
+# OpenSearch's own, charset included: answerbox's answers are typed as the cluster's are.
+JSON_MEDIA_TYPE = "application/json; charset=UTF-8"
+
+
+class OpenSearchJSON(JSONResponse):
+    """A JSON answer of answerbox's own (its APIs, its errors), typed as OpenSearch types one."""
+
+    media_type = JSON_MEDIA_TYPE
+
 
 RENDERING_PARAMS = frozenset({"filter_path", "pretty"})
 # A filter's cost grows with its paths, their length and their ``**``s, times the answer's fields:
@@ -153,4 +163,4 @@ class Rendering:
 
     async def response(self, body: Any) -> Response:
         """``body`` as JSON, written in a worker thread: an answer may hold thousands of hits."""
-        return Response(await asyncio.to_thread(self.encoded, body), media_type="application/json")
+        return Response(await asyncio.to_thread(self.encoded, body), media_type=JSON_MEDIA_TYPE)
