@@ -1,10 +1,12 @@
-"""Request bodies: read within ``limits`` (size, time), refused unless declared JSON, and parsed
-within the depth and value limits: on the event loop when small, in a worker thread when large."""
+"""Request bodies: read within ``limits`` (size, time), inflated where they came compressed,
+refused unless declared JSON, and parsed within the depth and value limits: on the event loop
+when small, in a worker thread when large."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,11 +19,13 @@ from answerbox.core.errors import ParseError, RequestTimeout, RequestTooLarge, U
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_JSON_VALUES",
+    "decoded",
     "json_or_none",
     "may_name_pipeline",
     "parse_json",
     "parsed",
     "read_body",
+    "read_decoded",
     "require_json",
     "too_many_values",
 ]
@@ -65,6 +69,47 @@ async def _drain(request: Request, most: int) -> None:
         dropped += len(chunk)
         if dropped > most:
             return
+
+
+# The encodings OpenSearch inflates (Netty's decompressor), as zlib's window bits: clients with
+# compression on send gzip (opensearch-py's ``http_compress``, the JavaScript and Java clients').
+_ENCODINGS = {"gzip": 31, "x-gzip": 31, "deflate": 15, "x-deflate": 15}
+# A compressed body up to this size is inflated on the event loop: at most about a megabyte of
+# output (deflate's ratio is about 1,000 to 1), a millisecond. Larger ones go to a worker thread.
+_INLINE_INFLATE_BYTES = 1024
+
+
+async def decoded(request: Request, raw: bytes, limits: Limits) -> bytes:
+    """``raw`` inflated where its ``Content-Encoding`` is gzip or deflate, to at most
+    ``limits.max_request_bytes`` (413 past it); any other body as it came, as OpenSearch reads
+    it. The passthrough sends ``raw`` on, encoding and all."""
+    encoding = request.headers.get("content-encoding")
+    wbits = _ENCODINGS.get(encoding.strip().lower()) if encoding else None
+    if wbits is None or not raw:
+        return raw
+    if len(raw) <= _INLINE_INFLATE_BYTES:
+        return _inflate(raw, wbits, limits.max_request_bytes)
+    return await asyncio.to_thread(_inflate, raw, wbits, limits.max_request_bytes)
+
+
+async def read_decoded(request: Request, limits: Limits) -> bytes:
+    """The body as answerbox reads it: ``read_body``, then ``decoded``."""
+    return await decoded(request, await read_body(request, limits), limits)
+
+
+def _inflate(raw: bytes, wbits: int, most: int) -> bytes:
+    inflater = zlib.decompressobj(wbits)
+    try:
+        body = inflater.decompress(raw, most + 1)
+    except zlib.error as exc:
+        if wbits == 15:
+            return _inflate(raw, -15, most)  # deflate without zlib's header, as some clients send it
+        raise ParseError(f"request body is not valid {'gzip' if wbits == 31 else 'deflate'} data: {exc}") from None
+    if len(body) > most:
+        raise RequestTooLarge(f"request body is larger than the limit of {most} bytes once inflated")
+    if not inflater.eof:
+        raise ParseError("request body is cut off: its compressed stream does not end")
+    return body
 
 
 # What a body answerbox parses may be declared as (the NDJSON of _msearch included).

@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from answerbox.core.config import Limits
 from answerbox.core.errors import InvalidRequest, validation_problems
-from answerbox.http.bodies import parsed, read_body, require_json
+from answerbox.http.bodies import parsed, read_decoded, require_json
 from answerbox.http.passthrough import Passthrough
 from answerbox.http.rendering import OpenSearchJSON
 from answerbox.memory import Memory
@@ -93,7 +93,7 @@ class MemoryAPI:
     ) -> Response:
         if await self._memory.in_cluster():
             return await self._passthrough.forward(request)
-        raw = await read_body(request, self._limits)
+        raw = await read_decoded(request, self._limits)
         require_json(request, raw)
         data: Any = await parsed(raw) if raw.strip() else {}
         try:

@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from answerbox.core.config import Limits
 from answerbox.core.errors import ResourceNotFound
-from answerbox.http.bodies import parsed, read_body, require_json
+from answerbox.http.bodies import parsed, read_decoded, require_json
 from answerbox.http.rendering import OpenSearchJSON
 from answerbox.opensearch import Caller
 from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
@@ -29,7 +29,7 @@ class PipelineAPI:
     async def put(self, request: Request) -> Response:
         pipeline_id = validate_pipeline_id(request.path_params["id"])
         require_json(request)
-        data: Any = await parsed(await read_body(request, self._limits))
+        data: Any = await parsed(await read_decoded(request, self._limits))
         definition = PipelineDefinition.parse(data)
         caller = Caller.from_headers(request.headers)
         await self._store.check_writable(caller)

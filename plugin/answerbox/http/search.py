@@ -8,7 +8,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from answerbox.core.config import Settings
-from answerbox.http.bodies import json_or_none, may_name_pipeline, parsed, read_body, require_json, too_many_values
+from answerbox.http.bodies import (
+    decoded,
+    json_or_none,
+    may_name_pipeline,
+    parsed,
+    read_body,
+    require_json,
+    too_many_values,
+)
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.passthrough import Passthrough
 from answerbox.http.rendering import Rendering
@@ -33,12 +41,13 @@ class SearchHandler:
         """The search of ``index`` (None: every index) as the caller sent it: its pipeline run, or
         sent on to OpenSearch."""
         raw = await read_body(http_request, self._settings.limits)
+        text = await decoded(http_request, raw, self._settings.limits)
         params = _params(http_request)
         # A plain search (most of a cluster's traffic) goes on unparsed: no pipeline can apply to it.
-        if not may_name_pipeline(raw) and not await self._engine.resolver.may_apply_unnamed(index, params):
+        if not may_name_pipeline(text) and not await self._engine.resolver.may_apply_unnamed(index, params):
             return await self._passthrough.forward(http_request, raw)
         run, rendering = None, Rendering()
-        body = await parsed(raw, json_or_none)
+        body = await parsed(text, json_or_none)
         # Bodies answerbox does not parse (malformed, too deep, too many values) go on as they
         # came: OpenSearch answers them.
         if isinstance(body, dict):
@@ -47,25 +56,26 @@ class SearchHandler:
             run = await self._engine.open(index=index, body=body, params=params, caller=caller)
         if run is None:
             return await self._passthrough.forward(http_request, raw)
-        require_json(http_request, raw)
+        require_json(http_request, text)
         return await rendering.response(await until_disconnected(http_request, self._engine.run(run)))
 
     async def msearch(self, http_request: Request, index: str | None) -> Response:
         """The ``_msearch`` of ``index`` (None: every index): its pipelines run where a line may
         have one, sent on to OpenSearch otherwise."""
         raw = await read_body(http_request, self._settings.limits)
+        text = await decoded(http_request, raw, self._settings.limits)
         params = _params(http_request)
         limits = self._engine.limits
-        if not may_name_pipeline(raw):
+        if not may_name_pipeline(text):
             # No line names a pipeline: the headers alone tell whether a default applies to one.
-            headers = await parsed(raw, partial(_ndjson_headers, limits=limits))
+            headers = await parsed(text, partial(_ndjson_headers, limits=limits))
             if headers is None or not await self._msearch.may_apply_unnamed(headers, index=index, params=params):
                 return await self._passthrough.forward(http_request, raw)
-        pairs = await parsed(raw, partial(_ndjson_pairs, limits=limits))
+        pairs = await parsed(text, partial(_ndjson_pairs, limits=limits))
         lines = await self._msearch.lines(pairs, index=index, params=params) if pairs else None
         if lines is None:
             return await self._passthrough.forward(http_request, raw)
-        require_json(http_request, raw)
+        require_json(http_request, text)
         rendering, params = Rendering.split(params)
         msearch = self._msearch.run(lines, params=params, caller=Caller.from_headers(http_request.headers))
         return await rendering.response(await until_disconnected(http_request, msearch))

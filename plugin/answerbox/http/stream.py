@@ -31,7 +31,7 @@ from starlette.responses import Response, StreamingResponse
 from answerbox.core.config import Settings
 from answerbox.core.contract import Answer, CheckedSentence
 from answerbox.core.errors import AnswerboxError, ClientClosedRequest, InvalidRequest, ParseError
-from answerbox.http.bodies import json_or_none, parsed, read_body, require_json
+from answerbox.http.bodies import json_or_none, parsed, read_decoded, require_json
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.rendering import Rendering
 from answerbox.opensearch import JSON, Caller
@@ -85,7 +85,7 @@ class AnswerStream:
 
     async def stream(self, http_request: Request) -> Response:
         require_json(http_request)
-        body = await parsed(await read_body(http_request, self._limits), json_or_none)
+        body = await parsed(await read_decoded(http_request, self._limits), json_or_none)
         if not isinstance(body, dict):
             raise ParseError("_answerbox/stream needs a JSON object as its search body")
         events = _Events()
