@@ -19,7 +19,7 @@ from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
 from answerbox.core.config import OpenSearchSettings
 from answerbox.core.digest import json_digest
-from answerbox.core.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from answerbox.core.errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from answerbox.core.ttl_cache import TTLCache
 
 __all__ = ["JSON", "Caller", "OpenSearchClients", "SearchBackend", "ensure_index", "translate", "with_pipeline"]
@@ -99,12 +99,27 @@ async def ensure_index(client: AsyncOpenSearch, index: str, body: JSON) -> None:
             raise
 
 
+# opensearch-py takes these of a call's parameters as its own and never sends them: ``ignore``
+# (statuses not to raise for) and ``request_timeout`` (its timeout; without it, the caller's
+# ``timeout``, OpenSearch's time budget for the search, would become the client's). Neither is
+# an OpenSearch parameter, so they are refused as OpenSearch refuses them.
+_CLIENT_PARAMS = ("ignore", "request_timeout")
+
+
 class SearchBackend:
     """Searches run on the caller's behalf; processors reach it only through ``ScopedSearch``."""
 
-    def __init__(self, client: AsyncOpenSearch) -> None:
+    def __init__(self, client: AsyncOpenSearch, *, request_timeout_s: float) -> None:
         self._client = client
+        self._request_timeout_s = request_timeout_s
         self._aliases: TTLCache[JSON] = TTLCache(_MAX_ALIASES_CACHED, _ALIASES_CACHE_S)
+
+    def _sent(self, params: Mapping[str, str], path: str) -> dict[str, Any]:
+        """The caller's ``params`` as OpenSearch must get them, ``timeout`` included."""
+        for name in _CLIENT_PARAMS:
+            if name in params:
+                raise InvalidRequest(f"request [{path}] contains unrecognized parameter: [{name}]")
+        return {**params, "request_timeout": self._request_timeout_s}
 
     async def search(
         self, *, index: str | None, body: JSON, params: Mapping[str, str], caller: Caller, pipeline: JSON | None = None
@@ -113,7 +128,10 @@ class SearchBackend:
         processor's own searches get the same ``filter_query`` and the like as the user's search."""
         result: JSON = await translate(
             self._client.search(
-                index=index, body=with_pipeline(body, pipeline), params=dict(params), headers=caller.as_dict()
+                index=index,
+                body=with_pipeline(body, pipeline),
+                params=self._sent(params, f"/{index}/_search" if index else "/_search"),
+                headers=caller.as_dict(),
             )
         )
         return result
@@ -147,7 +165,8 @@ class SearchBackend:
         lines: list[JSON] = [
             line for header, body in searches for line in (header, with_pipeline(body, pipeline) if inline else body)
         ]
-        result: JSON = await translate(self._client.msearch(body=lines, params=dict(params), headers=caller.as_dict()))
+        sent = self._sent(params, "/_msearch")
+        result: JSON = await translate(self._client.msearch(body=lines, params=sent, headers=caller.as_dict()))
         return result
 
 
@@ -167,7 +186,7 @@ class OpenSearchClients:
         # No credentials of its own: every call carries the caller's headers.
         self.caller = _client(settings, with_service_auth=False, connection_class=connection_class)
         self.service = _client(settings, with_service_auth=True, connection_class=connection_class)
-        self.search = SearchBackend(self.caller)
+        self.search = SearchBackend(self.caller, request_timeout_s=settings.request_timeout_s)
 
     async def aclose(self) -> None:
         await asyncio.gather(self.caller.close(), self.service.close())
