@@ -15,6 +15,7 @@ or array a path reaches into and finds empty is dropped. Errors are written whol
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -26,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 
 from answerbox.core.errors import InvalidRequest
 
-__all__ = ["JSON_MEDIA_TYPE", "RENDERING_PARAMS", "OpenSearchJSON", "Rendering"]
+__all__ = ["JSON_MEDIA_TYPE", "RENDERING_PARAMS", "OpenSearchJSON", "Rendering", "accepts_gzip"]
 
 # OpenSearch's own, charset included: answerbox's answers are typed as the cluster's are.
 JSON_MEDIA_TYPE = "application/json; charset=UTF-8"
@@ -39,6 +40,9 @@ class OpenSearchJSON(JSONResponse):
 
 
 RENDERING_PARAMS = frozenset({"filter_path", "pretty"})
+# OpenSearch's ``http.compression_level`` default: a pipeline's answer is compressed as the
+# cluster compresses its own for a caller that accepts gzip.
+_GZIP_LEVEL = 3
 # A filter's cost grows with its paths, their length and their ``**``s, times the answer's fields:
 # past these (far past any filter a client writes) a filter_path is refused, not run.
 MAX_FILTER_PATHS = 32
@@ -161,6 +165,32 @@ class Rendering:
             return (json.dumps(body, **_AS_STARLETTE, indent=2, separators=(",", " : ")) + "\n").encode()
         return json.dumps(body, **_AS_STARLETTE, separators=(",", ":")).encode()
 
-    async def response(self, body: Any) -> Response:
-        """``body`` as JSON, written in a worker thread: an answer may hold thousands of hits."""
-        return Response(await asyncio.to_thread(self.encoded, body), media_type=JSON_MEDIA_TYPE)
+    def gzipped(self, body: Any) -> bytes:
+        return gzip.compress(self.encoded(body), _GZIP_LEVEL, mtime=0)
+
+    async def response(self, body: Any, *, compressed: bool = False) -> Response:
+        """``body`` as JSON, gzipped where ``compressed``, written in a worker thread: an answer
+        may hold thousands of hits."""
+        if not compressed:
+            return Response(await asyncio.to_thread(self.encoded, body), media_type=JSON_MEDIA_TYPE)
+        packed = await asyncio.to_thread(self.gzipped, body)
+        return Response(packed, media_type=JSON_MEDIA_TYPE, headers={"content-encoding": "gzip"})
+
+
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """Whether an ``Accept-Encoding`` takes gzip: named (or, where it is not, ``*``) with a
+    weight above zero."""
+    weights: dict[str, float] = {}
+    for part in (accept_encoding or "").split(","):
+        coding, *parameters = part.split(";")
+        weight = 1.0
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+        weights.setdefault(coding.strip().lower(), weight)
+    named = next((weights[c] for c in ("gzip", "x-gzip", "*") if c in weights), 0.0)
+    return named > 0

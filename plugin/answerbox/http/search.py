@@ -19,7 +19,7 @@ from answerbox.http.bodies import (
 )
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.passthrough import Passthrough
-from answerbox.http.rendering import Rendering
+from answerbox.http.rendering import Rendering, accepts_gzip
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.caller_limits import CallerLimits
 from answerbox.pipeline.engine import SearchEngine
@@ -57,7 +57,8 @@ class SearchHandler:
         if run is None:
             return await self._passthrough.forward(http_request, raw)
         require_json(http_request, text)
-        return await rendering.response(await until_disconnected(http_request, self._engine.run(run)))
+        answer = await until_disconnected(http_request, self._engine.run(run))
+        return await rendering.response(answer, compressed=_accepts_gzip(http_request))
 
     async def msearch(self, http_request: Request, index: str | None) -> Response:
         """The ``_msearch`` of ``index`` (None: every index): its pipelines run where a line may
@@ -78,7 +79,14 @@ class SearchHandler:
         require_json(http_request, text)
         rendering, params = Rendering.split(params)
         msearch = self._msearch.run(lines, params=params, caller=Caller.from_headers(http_request.headers))
-        return await rendering.response(await until_disconnected(http_request, msearch))
+        return await rendering.response(
+            await until_disconnected(http_request, msearch), compressed=_accepts_gzip(http_request)
+        )
+
+
+def _accepts_gzip(http_request: Request) -> bool:
+    # As OpenSearch answers a caller that accepts gzip (``http.compression``, on by default).
+    return accepts_gzip(http_request.headers.get("accept-encoding"))
 
 
 def _params(http_request: Request) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """A body that came compressed (``Content-Encoding: gzip`` or ``deflate``) is read inflated,
-within the size limit; any other encoding is left as it came. Over real HTTP with opensearch-py's
-``http_compress``: tests/http/test_compressed_bodies.py."""
+within the size limit; any other encoding is left as it came. Which ``Accept-Encoding`` takes a
+gzipped answer. Over real HTTP with opensearch-py's ``http_compress``: tests/http/test_compression.py."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from answerbox.core.config import Limits
 from answerbox.core.errors import ParseError, RequestTooLarge
 from answerbox.http.bodies import decoded
+from answerbox.http.rendering import accepts_gzip
 from starlette.requests import Request
 
 BODY = b'{"query": {"match": {"text": "who wrote Dune"}}, "search_pipeline": "answers"}'
@@ -70,3 +71,24 @@ async def test_a_body_larger_than_the_limit_once_inflated_is_refused() -> None:
 async def test_a_body_that_is_not_what_its_encoding_says_is_a_parse_error(encoding: str, sent: bytes) -> None:
     with pytest.raises(ParseError):
         await decoded(_request(encoding), sent, LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("accept_encoding", "taken"),
+    [
+        ("gzip", True),
+        ("gzip, deflate, br", True),
+        ("br;q=1.0, GZIP;q=0.5", True),
+        ("x-gzip", True),
+        ("*", True),
+        (None, False),
+        ("", False),
+        ("identity", False),
+        ("deflate, br", False),
+        ("gzip;q=0", False),
+        ("gzip;q=0, *", False),  # named, gzip's own weight decides
+        ("gzip;q=nonsense", False),
+    ],
+)
+def test_which_accept_encoding_takes_a_gzipped_answer(accept_encoding: str | None, taken: bool) -> None:
+    assert accepts_gzip(accept_encoding) is taken
