@@ -109,6 +109,8 @@ def _inflate(raw: bytes, wbits: int, most: int) -> bytes:
         raise RequestTooLarge(f"request body is larger than the limit of {most} bytes once inflated")
     if not inflater.eof:
         raise ParseError("request body is cut off: its compressed stream does not end")
+    if inflater.unused_data:  # refused, not dropped: what follows the stream would be lost
+        raise ParseError("request body holds more after its compressed stream ends")
     return body
 
 

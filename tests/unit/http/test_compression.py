@@ -66,7 +66,12 @@ async def test_a_body_larger_than_the_limit_once_inflated_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("encoding", "sent"),
-    [("gzip", b"not gzip at all"), ("gzip", gzip.compress(BODY)[:-12]), ("deflate", b"\xff\xfe not deflate")],
+    [
+        ("gzip", b"not gzip at all"),
+        ("gzip", gzip.compress(BODY)[:-12]),  # cut off
+        ("gzip", gzip.compress(BODY) + gzip.compress(BODY)),  # a second stream after the first
+        ("deflate", b"\xff\xfe not deflate"),
+    ],
 )
 async def test_a_body_that_is_not_what_its_encoding_says_is_a_parse_error(encoding: str, sent: bytes) -> None:
     with pytest.raises(ParseError):
