@@ -5,9 +5,7 @@
   rates the LLM's answer, where the passage holds it, within ``answer_margin`` logits of g
   (``NodeEvidence.answer_gap``): then both are ways of saying the reference's answer and the
   node passes, verified (a right answer the reader would only have bounded differently, or
-  one of two right answers, is not overridden); or unless the LLM's answer stands inside g
-  ("three hours" in "at least three hours of combat"): it is part of what IR found, so the
-  node passes, unverified (IR neither denies it nor says it is the whole answer);
+  one of two right answers, is not overridden);
 - otherwise the node **passes** with the LLM's answer.
 
 Every node keeps the hit that was read for it. A node is *verified* only when that hit
@@ -125,8 +123,7 @@ def judge_node(
     elif (support is not None and support.llm) or near:
         action, verified = Action.PASS, True
     elif sure is not None and not contains_answer(sure.text, node.answer):
-        inside = support is None and contains_answer(node.answer, sure.text)
-        action, verified = (Action.PASS, False) if inside else (Action.CORRECT, reader_entailed)
+        action, verified = Action.CORRECT, reader_entailed
     else:
         action = Action.PASS
         verified = support is None and sure is not None and contains_answer(sure.text, node.answer)

@@ -109,26 +109,6 @@ def test_an_answer_the_reader_rates_near_its_own_span_is_not_overridden(
     assert (record.action, record.verified, record.answer) == (action, verified, kept)
 
 
-@pytest.mark.parametrize(
-    ("answer", "support", "action", "verified", "kept"),
-    [
-        # Part of what IR found: not overridden, and not verified either (IR read more than it).
-        ("Stadium", None, Action.PASS, False, "Stadium"),
-        ("Levi's Stadium in Santa", None, Action.PASS, False, "Levi's Stadium in Santa"),
-        # Not inside it: corrected, as before.
-        ("Stadium in Miami", None, Action.CORRECT, True, "Levi's Stadium in Santa Clara"),
-        # With the verifier, entailment decides.
-        ("Stadium", NodeSupport(llm=False, reader=True), Action.CORRECT, True, "Levi's Stadium in Santa Clara"),
-    ],
-)
-def test_an_answer_inside_the_reader_s_span_passes_unverified(
-    answer: str, support: NodeSupport | None, action: Action, verified: bool, kept: str
-) -> None:
-    node = ChainNode("Where was Super Bowl 50 played?", answer)
-    record = judge_node(node, _evidence("Levi's Stadium in Santa Clara", SURE), theta=THETA, round_=1, support=support)
-    assert (record.action, record.verified, record.answer) == (action, verified, kept)
-
-
 def test_a_final_content_that_states_a_corrected_answer_ignores_the_correction() -> None:
     wrong = ChainNode("Where was Super Bowl 50 played?", "New Orleans")
     corrected = judge_node(wrong, _evidence("Santa Clara", SURE), theta=THETA, round_=1)
