@@ -106,3 +106,22 @@ def test_the_corrective_search_keeps_the_callers_scope(hop: Hop, client: httpx.C
     assert {s["_id"] for s in retrieval["knowledge"]} <= {"public"}
     assert "vault code" not in json.dumps(retrieval)
     assert "Halifax" not in json.dumps(retrieval)
+
+
+def test_a_point_in_time_search_gives_its_processors_no_search_of_their_own(
+    hop: Hop, client: httpx.Client, opensearch: OpenSearch
+) -> None:
+    """A point in time binds its search to the indices it was opened on, and no path names them:
+    a processor's search of the caller's target would read every index the caller can."""
+    bulk_index(opensearch, "elsewhere", [{"_id": "other", "text": "Kevin Drew was born in Halifax, Nova Scotia."}])
+    pit = client.post(f"{hop.url}/vault/_search/point_in_time", params={"keep_alive": "1m"}).json()["pit_id"]
+    hop.llm.replies = [CHAIN]
+    chain = {"chain_of_query": {"theta": -1e9, "r_max": 1, "skip_llm_above": 1}}
+    body = {"pit": {"id": pit}, "query": SCOPED["query"], "search_pipeline": {"response_processors": [chain]}}
+    response = client.post(f"{hop.url}/_search", json=body)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert {hit["_index"] for hit in result["hits"]["hits"]} == {"vault"}
+    assert hop.recorder.matching("/_msearch") == []  # no node search went out
+    assert "Halifax" not in json.dumps(result["ext"]["answerbox"]["chain"])
+    assert any("point in time" in w for w in result["ext"]["answerbox"]["warnings"])
