@@ -9,11 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from answerbox.http.rendering import Rendering
 from opensearchpy import OpenSearch
 
 from tests.conftest import bulk_index
 from tests.support.books import answer_search, search
+from tests.unit.asgi import opensearch_error
 
 SHELF = [
     {
@@ -124,3 +126,22 @@ def test_an_msearch_is_filtered_whole(books: OpenSearch, answerbox: str, client:
             {"hits": {"total": {"value": 3}}},
         ]
     }
+
+
+def test_format_yaml_writes_the_answer_as_yaml_and_a_binary_format_is_refused(
+    books: OpenSearch, answerbox: str, client: httpx.Client
+) -> None:
+    body = answer_search(prefer="confident")
+    as_json = client.post(f"{answerbox}/books/_search", params={"filter_path": "hits.total,ext"}, json=body)
+    as_yaml = client.post(
+        f"{answerbox}/books/_search", params={"filter_path": "hits.total,ext", "format": "yaml"}, json=body
+    )
+    assert as_yaml.status_code == 200, as_yaml.text
+    assert as_yaml.headers["content-type"] == "application/yaml"
+    assert as_yaml.text.startswith("---\n")
+    written = yaml.safe_load(as_yaml.text)
+    assert written["ext"]["answerbox"]["answer"]["text"] == as_json.json()["ext"]["answerbox"]["answer"]["text"]
+    assert written["hits"] == as_json.json()["hits"]
+    for binary in ("cbor", "smile"):
+        refused = client.post(f"{answerbox}/books/_search", params={"format": binary}, json=body)
+        assert f"format [{binary}]" in opensearch_error(refused, 400, "illegal_argument_exception")

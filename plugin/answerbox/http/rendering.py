@@ -1,4 +1,5 @@
-"""OpenSearch's rendering parameters, ``filter_path`` and ``pretty``, on the answers answerbox writes.
+"""OpenSearch's rendering parameters, ``filter_path``, ``pretty`` and ``format``, on the answers
+answerbox writes.
 
 They shape how OpenSearch writes a response, not what a search finds, and OpenSearch applies them
 last: a search pipeline's response processors read the whole response. So for a search answerbox
@@ -10,6 +11,10 @@ runs a pipeline for, they are kept off the searches it sends (its processors nee
 ``**`` stands for any number of levels (none included), arrays are looked through, and a path
 that starts with ``-`` removes what it names. Exclusions apply first, then inclusions; an object
 or array a path reaches into and finds empty is dropped. Errors are written whole, unfiltered.
+
+``format`` is ``json`` or ``yaml``; OpenSearch's binary formats (``cbor``, ``smile``) are refused:
+opensearch-py, which answerbox reads OpenSearch's answers with, reads neither, so sent on they
+failed the search.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import yaml
 from starlette.responses import JSONResponse, Response
 
 from answerbox.core.errors import InvalidRequest
@@ -39,7 +45,8 @@ class OpenSearchJSON(JSONResponse):
     media_type = JSON_MEDIA_TYPE
 
 
-RENDERING_PARAMS = frozenset({"filter_path", "pretty"})
+RENDERING_PARAMS = frozenset({"filter_path", "pretty", "format"})
+_FORMATS = {"json": JSON_MEDIA_TYPE, "yaml": "application/yaml"}
 # OpenSearch's ``http.compression_level`` default: a pipeline's answer is compressed as the
 # cluster compresses its own for a caller that accepts gzip.
 _GZIP_LEVEL = 3
@@ -130,6 +137,7 @@ class Rendering:
     includes: frozenset[_Path] = frozenset()
     excludes: frozenset[_Path] = frozenset()
     pretty: bool = False
+    format: str = "json"  # a key of _FORMATS
 
     @classmethod
     def split(cls, params: Mapping[str, str]) -> tuple[Rendering, dict[str, str]]:
@@ -145,7 +153,15 @@ class Rendering:
         if len(includes) + len(excludes) > MAX_FILTER_PATHS:
             raise InvalidRequest(f"filter_path has more than {MAX_FILTER_PATHS} paths")
         pretty = params.get("pretty", "false") != "false"
-        return cls(includes=frozenset(includes), excludes=frozenset(excludes), pretty=pretty), rest
+        written = params.get("format", "json").lower()
+        if written not in _FORMATS:
+            raise InvalidRequest(f"format [{written}] is not one answerbox writes a pipeline's answer in: json or yaml")
+        rendering = cls(includes=frozenset(includes), excludes=frozenset(excludes), pretty=pretty, format=written)
+        return rendering, rest
+
+    @property
+    def media_type(self) -> str:
+        return _FORMATS[self.format]
 
     @property
     def filters(self) -> bool:
@@ -161,6 +177,8 @@ class Rendering:
 
     def encoded(self, body: Any) -> bytes:
         body = self.filtered(body)
+        if self.format == "yaml":  # as OpenSearch writes it: a document start, block style
+            return yaml.safe_dump(body, explicit_start=True, sort_keys=False, allow_unicode=True).encode()
         if self.pretty:  # OpenSearch's own layout: two spaces, " : ", a final newline
             return (json.dumps(body, **_AS_STARLETTE, indent=2, separators=(",", " : ")) + "\n").encode()
         return json.dumps(body, **_AS_STARLETTE, separators=(",", ":")).encode()
@@ -169,12 +187,12 @@ class Rendering:
         return gzip.compress(self.encoded(body), _GZIP_LEVEL, mtime=0)
 
     async def response(self, body: Any, *, compressed: bool = False) -> Response:
-        """``body`` as JSON, gzipped where ``compressed``, written in a worker thread: an answer
-        may hold thousands of hits."""
+        """``body`` as JSON (or YAML), gzipped where ``compressed``, written in a worker thread: an
+        answer may hold thousands of hits."""
         if not compressed:
-            return Response(await asyncio.to_thread(self.encoded, body), media_type=JSON_MEDIA_TYPE)
+            return Response(await asyncio.to_thread(self.encoded, body), media_type=self.media_type)
         packed = await asyncio.to_thread(self.gzipped, body)
-        return Response(packed, media_type=JSON_MEDIA_TYPE, headers={"content-encoding": "gzip"})
+        return Response(packed, media_type=self.media_type, headers={"content-encoding": "gzip"})
 
 
 def accepts_gzip(accept_encoding: str | None) -> bool:

@@ -90,10 +90,10 @@ class AnswerStream:
             raise ParseError("_answerbox/stream needs a JSON object as its search body")
         events = _Events()
         caller = Caller.from_headers(http_request.headers)
-        # Its events are answerbox's own, one line each: no filter_path can apply, nor pretty.
+        # Its events are answerbox's own, one line each: no filter_path nor format can apply, nor pretty.
         rendering, params = Rendering.split(http_request.query_params)
-        if rendering.filters:
-            raise InvalidRequest("_answerbox/stream takes no filter_path: its events are answerbox's own")
+        if rendering.filters or rendering.format != "json":
+            raise InvalidRequest("_answerbox/stream takes no filter_path nor format: its events are answerbox's own")
         index = http_request.path_params["index"]
         run = await self._engine.open(index=index, body=body, params=params, caller=caller, listener=events)
         if run is None or not run.pipeline.writes_answer:
