@@ -1,16 +1,19 @@
 """A seeded fuzz of answerbox's own endpoints: 1,200 malformed and hostile requests (mutated
-search bodies, pipeline definitions, hostile templates, NDJSON, headers, sizes and paths, and
-bodies dear to parse: many lines, many values, huge questions), over real HTTP against
+search bodies, pipeline definitions, hostile templates, NDJSON, headers, sizes and paths, bodies
+dear to parse: many lines, many values, huge questions; compressed bodies whole, cut off and
+bombs; the parameters opensearch-py takes as its own), over real HTTP against
 osmem-server. No 5xx at all, no request answered in over 2 s, every 4xx in OpenSearch's error
 shape, the server's memory bounded, and afterwards the index's documents and the stored
 pipelines are as they were."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import resource
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -178,6 +181,21 @@ def _dear_to_parse(rng: random.Random) -> Request:
     ])  # fmt: skip
 
 
+def _compressed(rng: random.Random, body: bytes) -> Request:
+    """A pipeline search sent compressed: whole, cut off, followed by more, a bomb past the size
+    limit once inflated, or not what its encoding says."""
+    packed = rng.choice([
+        gzip.compress(body), zlib.compress(body), gzip.compress(body)[:-9], gzip.compress(body) * 2, BOMB, body,
+    ])  # fmt: skip
+    encoding = rng.choice(["gzip", "deflate", "x-gzip", "br", "gzip, deflate", "identity"])
+    return "POST", "/books/_search?search_pipeline=answers", packed, {"content-encoding": encoding}
+
+
+# 12 MiB of spaces in 12 KB: past limits.max_request_bytes once inflated.
+BOMB = gzip.compress(b" " * (12 * 1024 * 1024))
+# What opensearch-py would take as its own (timeout, ignore, request_timeout), and format.
+CLIENT_PARAMS = ["timeout=1ms", "timeout=x", "ignore=404", "request_timeout=0", "format=yaml", "format=cbor"]
+
 HEADERS: list[dict[str, str]] = [
     {"connection": "keep-alive, x-secret", "x-secret": "1"},
     {"x-proxy-user": "admin", "x-proxy-roles": "all_access", "x-forwarded-for": "10.0.0.1"},
@@ -212,6 +230,9 @@ def _requests(rng: random.Random) -> Iterator[Request]:
         lambda: ("POST", "/books/_search?search_pipeline=answers",
                  b'{"query": {"match": {"body": "' + b"spice " * rng.choice([10, 20_000]) + b'"}}}', {}),
         lambda: _dear_to_parse(rng),
+        lambda: _compressed(rng, _raw(rng, _search_body(rng))),
+        lambda: ("POST", f"/books/_search?search_pipeline=answers&{rng.choice(CLIENT_PARAMS)}",
+                 _raw(rng, _search_body(rng)), {}),
     ]  # fmt: skip
     for _ in range(REQUESTS):
         method, path, body, headers = rng.choice(makers)()
