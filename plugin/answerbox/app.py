@@ -34,6 +34,7 @@ from answerbox.http.search import SearchHandler
 from answerbox.http.stream import AnswerStream
 from answerbox.memory import Memory
 from answerbox.opensearch import OpenSearchClients
+from answerbox.pipeline.cluster_pipelines import ClusterPipelines
 from answerbox.pipeline.engine import SearchEngine
 from answerbox.pipeline.registry import ProcessorRegistry
 from answerbox.pipeline.resolver import PipelineResolver
@@ -106,7 +107,9 @@ def _build_state(settings: Settings, registry: ProcessorRegistry, transports: Tr
         services=services,
         search=SearchHandler(engine=engine, passthrough=passthrough, settings=settings),
         stream=AnswerStream(engine=engine, settings=settings),
-        pipelines=PipelineAPI(store=store, resolver=resolver, limits=settings.limits),
+        pipelines=PipelineAPI(
+            store=store, cluster=ClusterPipelines(clients.caller), resolver=resolver, limits=settings.limits
+        ),
         memory=MemoryAPI(memory=memory, passthrough=passthrough, limits=settings.limits),
         warm_up=warm_up,
     )

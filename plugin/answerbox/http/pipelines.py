@@ -1,7 +1,9 @@
-"""The search-pipeline API as OpenSearch defines it: ``PUT/GET/DELETE /_search/pipeline/{id}``."""
+"""The search-pipeline API as OpenSearch defines it: ``PUT/GET/DELETE /_search/pipeline/{id}``.
+``GET`` and ``DELETE`` reach the cluster's own pipelines too (``pipeline/cluster_pipelines.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starlette.requests import Request
@@ -12,6 +14,7 @@ from answerbox.core.errors import ResourceNotFound
 from answerbox.http.bodies import parsed, read_decoded, require_json
 from answerbox.http.rendering import OpenSearchJSON
 from answerbox.opensearch import Caller
+from answerbox.pipeline.cluster_pipelines import ClusterPipelines
 from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
 from answerbox.pipeline.plan import plan_of
 from answerbox.pipeline.resolver import PipelineResolver
@@ -21,8 +24,11 @@ __all__ = ["PipelineAPI"]
 
 
 class PipelineAPI:
-    def __init__(self, *, store: PipelineStore, resolver: PipelineResolver, limits: Limits) -> None:
+    def __init__(
+        self, *, store: PipelineStore, cluster: ClusterPipelines, resolver: PipelineResolver, limits: Limits
+    ) -> None:
         self._store = store
+        self._cluster = cluster
         self._resolver = resolver
         self._limits = limits
 
@@ -40,15 +46,18 @@ class PipelineAPI:
         return OpenSearchJSON({"acknowledged": True})
 
     async def get(self, request: Request) -> Response:
-        """OpenSearch's answer; with ``?explain``, each pipeline's definition beside its run plan
-        (``pipeline/plan.py``): the values a search through it goes by, and where each came from."""
+        """OpenSearch's answer, the cluster's own pipelines beside answerbox's (which shadow one of
+        the same id, as for a search); with ``?explain``, each of answerbox's pipelines' definition
+        beside its run plan (``pipeline/plan.py``): the values a search through it goes by, and
+        where each came from."""
         pattern = request.path_params.get("id", "*")
-        found = await self._store.list(Caller.from_headers(request.headers), pattern)
-        if not found and "*" not in pattern:
+        caller = Caller.from_headers(request.headers)
+        found, cluster = await asyncio.gather(self._store.list(caller, pattern), self._cluster.get(pattern, caller))
+        if not found and not cluster and "*" not in pattern:
             # OpenSearch answers a missing pipeline with an empty object and 404.
             return OpenSearchJSON({}, status_code=404)
         if "explain" not in request.query_params:
-            return OpenSearchJSON({pid: definition.to_json() for pid, definition in found.items()})
+            return OpenSearchJSON(cluster | {pid: definition.to_json() for pid, definition in found.items()})
         explained = {}
         for pid, definition in found.items():
             plan = (await plan_of(await self._resolver.build(pid, definition), None, self._limits)).plan
@@ -57,6 +66,8 @@ class PipelineAPI:
 
     async def delete(self, request: Request) -> Response:
         pipeline_id = request.path_params["id"]
-        if not await self._store.delete(pipeline_id, Caller.from_headers(request.headers)):
+        caller = Caller.from_headers(request.headers)
+        # An id answerbox does not store may be the cluster's, as for a search.
+        if not await self._store.delete(pipeline_id, caller) and not await self._cluster.delete(pipeline_id, caller):
             raise ResourceNotFound(f"pipeline [{pipeline_id}] is missing")
         return OpenSearchJSON({"acknowledged": True})
