@@ -13,7 +13,9 @@ correction, so a correction it ignored stays in its final content.
 
 Printed per ``--answer-margin`` (the chain's ``answer_margin``; none: the manifest's): per kind,
 the node's actions (pass / correct / complete / not_found) and how many were verified; *right
-answers overridden* (the node corrected away from a right answer); *wrong answers corrected*;
+answers overridden* (the node corrected a right answer), and of those the ones corrected to an
+answer that holds no gold one (the rest only say more: "Toronto" to "Toronto, Ontario");
+*wrong answers corrected*;
 and *wrong final content reported verified* (``chain.verified`` with a final content that states
 the wrong answer and no gold one): the issue's 28% and 62%.
 """
@@ -123,6 +125,9 @@ def report(label: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     right = [r for r in rows if r["kind"] == "right"]
     wrong = [r for r in rows if r["kind"] == "wrong"]
     overridden = sum(r["action"] == "correct" for r in right)
+    # Of those, the corrections whose answer no longer holds a gold one ("Toronto" to "Toronto,
+    # Ontario" keeps it; to "Vancouver" loses it).
+    lost = sum(r["action"] == "correct" and not r["node_right"] for r in right)
     corrected = sum(r["action"] == "correct" for r in wrong)
     stated = sum(r["verified"] and r["states_wrong"] and not r["states_gold"] for r in wrong)
     print(f"\n== {label}: {len(right)} questions, each answered right and wrong ==")
@@ -137,12 +142,14 @@ def report(label: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             f"abstained {_share(sum(r['abstained'] for r in group), len(group))}"
         )
     print(f"  right answers overridden: {_share(overridden, len(right))}")
+    print(f"    of which corrected to an answer without a gold one: {_share(lost, len(right))}")
     print(f"  wrong answers corrected: {_share(corrected, len(wrong))}")
     print(f"  wrong final content reported verified: {_share(stated, len(wrong))}")
     for r in [r for r in wrong if r["verified"]][:5]:
         print(f"    e.g. {r['question']!r}: given {r['given']!r}, kept {r['kept']!r}")
     return {
         "right_overridden": overridden / len(right),
+        "right_lost": lost / len(right),
         "wrong_corrected": corrected / len(wrong),
         "wrong_content_verified": stated / len(wrong),
     }
