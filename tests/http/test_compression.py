@@ -69,8 +69,8 @@ def test_a_pipeline_s_answer_is_gzipped_for_a_caller_that_accepts_it(books: Open
         for accept in ("gzip, deflate", "identity", "gzip;q=0, *"):
             answers[accept] = []
             for endpoint, body, content_type in sent:
-                headers = {"accept-encoding": accept, "content-type": content_type}
-                with client.stream("POST", f"{answerbox}/books/{endpoint}", content=body, headers=headers) as answer:
+                asked = {"accept-encoding": accept, "content-type": content_type}
+                with client.stream("POST", f"{answerbox}/books/{endpoint}", content=body, headers=asked) as answer:
                     assert answer.status_code == 200
                     answers[accept].append((answer.headers, b"".join(answer.iter_raw())))  # as sent, not inflated
     for headers, raw in answers["gzip, deflate"]:

@@ -22,8 +22,8 @@ from tests.support.forwarding import forward
 from tests.support.servers import serve
 from tests.unit.asgi import opensearch_error
 
-NATIVE = {"request_processors": [{"filter_query": {"query": {"term": {"level": "public"}}}}]}
-MINE = {"response_processors": [{"cited_answer": {}}]}
+NATIVE: dict[str, Any] = {"request_processors": [{"filter_query": {"query": {"term": {"level": "public"}}}}]}
+MINE: dict[str, Any] = {"response_processors": [{"cited_answer": {}}]}
 AUTH = {"authorization": "Basic YWxpY2U6czNjcjN0"}
 
 
