@@ -82,6 +82,24 @@ def make_answerbox(osmem_url: str) -> Iterator[AnswerboxFactory]:
         yield factory
 
 
+RecordedFactory = Callable[..., tuple[RecordingProxy, str]]
+
+
+@pytest.fixture
+def recorded_answerbox(make_answerbox: AnswerboxFactory, osmem_url: str) -> Iterator[RecordedFactory]:
+    """Start answerbox with a ``RecordingProxy`` between it and this test's cluster, which keeps
+    every request that reached "OpenSearch"; keyword arguments override settings."""
+    with ExitStack() as stack:
+
+        def factory(**overrides: Any) -> tuple[RecordingProxy, str]:
+            recorder = RecordingProxy(osmem_url)
+            hop = stack.enter_context(serve(recorder.app()))
+            opensearch = {**overrides.pop("opensearch", {}), "url": hop}
+            return recorder, make_answerbox(opensearch=opensearch, **overrides)
+
+        yield factory
+
+
 @pytest.fixture
 def answerbox(make_answerbox: AnswerboxFactory) -> str:
     return make_answerbox()

@@ -13,9 +13,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.conftest import AnswerboxFactory, bulk_index
+from tests.conftest import AnswerboxFactory, RecordedFactory, bulk_index
 from tests.support.forwarding import forward
-from tests.support.recording_proxy import RecordingProxy
 from tests.support.servers import serve
 
 INLINE = {"search_pipeline": {"request_processors": []}, "query": {"match_all": {}}}
@@ -76,12 +75,10 @@ def test_an_opensearch_that_echoes_it_is_not_echoed_twice(
 
 
 def test_a_pipeline_s_own_search_carries_it_to_opensearch(
-    make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
+    recorded_answerbox: RecordedFactory, client: httpx.Client
 ) -> None:
-    recorder = RecordingProxy(osmem_url)
-    with serve(recorder.app()) as hop:
-        url = make_answerbox(opensearch={"url": hop})
-        client.post(f"{url}/_search", json=INLINE, headers={"X-Opaque-Id": "r-2"}).raise_for_status()
+    recorder, url = recorded_answerbox()
+    client.post(f"{url}/_search", json=INLINE, headers={"X-Opaque-Id": "r-2"}).raise_for_status()
     searches = [r for r in recorder.requests if r.path == "/_search"]  # not answerbox's own store's
     assert searches
     assert all(r.headers.get("x-opaque-id") == "r-2" for r in searches)

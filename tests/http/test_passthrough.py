@@ -14,8 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from tests.conftest import AnswerboxFactory, bulk_index
-from tests.support.recording_proxy import RecordingProxy
+from tests.conftest import AnswerboxFactory, RecordedFactory, bulk_index
 from tests.support.servers import serve
 
 BULK = (
@@ -143,15 +142,11 @@ def test_every_answer_has_one_date_no_server_and_opensearch_s_json_type(
     assert answers["answerbox's error"][0].status_code == 400
 
 
-def test_authorization_reaches_opensearch_untouched(
-    make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
-) -> None:
-    recorder = RecordingProxy(osmem_url)
-    with serve(recorder.app()) as hop:
-        url = make_answerbox(opensearch={"url": hop})
-        auth = "Basic YWxpY2U6czNjcjN0"
-        client.get(f"{url}/_cat/indices", headers={"Authorization": auth})
-        client.post(f"{url}/_search", json={"query": {"match_all": {}}}, headers={"Authorization": auth})
+def test_authorization_reaches_opensearch_untouched(recorded_answerbox: RecordedFactory, client: httpx.Client) -> None:
+    recorder, url = recorded_answerbox()
+    auth = "Basic YWxpY2U6czNjcjN0"
+    client.get(f"{url}/_cat/indices", headers={"Authorization": auth})
+    client.post(f"{url}/_search", json={"query": {"match_all": {}}}, headers={"Authorization": auth})
     forwarded = [r for r in recorder.requests if r.path in ("/_cat/indices", "/_search")]
     assert len(forwarded) == 2
     assert all(r.headers.get("authorization") == auth for r in forwarded)

@@ -8,20 +8,16 @@ from __future__ import annotations
 import httpx
 from opensearchpy import OpenSearch
 
-from tests.conftest import AnswerboxFactory
+from tests.conftest import RecordedFactory
 from tests.support.books import answer_search
-from tests.support.recording_proxy import RecordingProxy
-from tests.support.servers import serve
 from tests.unit.asgi import opensearch_error
 
 
 def test_timeout_goes_on_as_the_search_s_own(
-    books: OpenSearch, make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
+    books: OpenSearch, recorded_answerbox: RecordedFactory, client: httpx.Client
 ) -> None:
-    recorder = RecordingProxy(osmem_url)
-    with serve(recorder.app()) as hop:
-        url = make_answerbox(opensearch={"url": hop})
-        found = client.post(f"{url}/books/_search", params={"timeout": "2s"}, json=answer_search(prefer="confident"))
+    recorder, url = recorded_answerbox()
+    found = client.post(f"{url}/books/_search", params={"timeout": "2s"}, json=answer_search(prefer="confident"))
     assert found.status_code == 200, found.text
     assert found.json()["ext"]["answerbox"]["answer"]["text"]
     searches = [r for r in recorder.requests if r.path == "/books/_search"]

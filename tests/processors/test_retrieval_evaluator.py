@@ -14,7 +14,7 @@ import httpx
 import pytest
 from opensearchpy import OpenSearch
 
-from tests.conftest import AnswerboxFactory, bulk_index, completions
+from tests.conftest import AnswerboxFactory, RecordedFactory, bulk_index, completions
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import serve
@@ -124,18 +124,15 @@ def _assert_exact_offsets(knowledge: list[dict[str, Any]], opensearch: OpenSearc
 
 
 def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
-    make_answerbox: AnswerboxFactory,
+    recorded_answerbox: RecordedFactory,
     corpus: OpenSearch,
-    osmem_url: str,
     client: httpx.Client,
     llm: tuple[ScriptedLLM, str],
 ) -> None:
     scripted, llm_url = llm
-    recorder = RecordingProxy(osmem_url)
-    with serve(recorder.app()) as hop:
-        url = make_answerbox(opensearch={"url": hop}, llm={"base_url": llm_url})
-        pipeline = _pipeline(corrective={"index": "wiki"})
-        result = _search_all(client, url, "news", EVEREST_Q, pipeline)
+    recorder, url = recorded_answerbox(llm={"base_url": llm_url})
+    pipeline = _pipeline(corrective={"index": "wiki"})
+    result = _search_all(client, url, "news", EVEREST_Q, pipeline)
     retrieval = _retrieval(result)
     assert retrieval["verdict"] == "incorrect"
     assert len(retrieval["scores"]) == len(NEWS)

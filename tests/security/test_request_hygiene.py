@@ -14,9 +14,7 @@ import httpx
 import pytest
 from opensearchpy import OpenSearch
 
-from tests.conftest import AnswerboxFactory, bulk_index
-from tests.support.recording_proxy import RecordingProxy
-from tests.support.servers import serve
+from tests.conftest import AnswerboxFactory, RecordedFactory, bulk_index
 
 INLINE = {
     "search_pipeline": {"response_processors": [{"cited_answer": {"size": 2, "mode": "extractive"}}]},
@@ -49,24 +47,22 @@ def test_a_body_over_the_limit_gets_a_413_not_a_reset(url: str, client: httpx.Cl
 
 
 def test_the_passthrough_drops_hop_by_hop_and_proxy_identity_headers(
-    make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
+    recorded_answerbox: RecordedFactory, client: httpx.Client
 ) -> None:
     """A cluster whose proxy authentication trusts answerbox's address would otherwise take a
     caller's own x-proxy-user as who it is."""
-    recorder = RecordingProxy(osmem_url)
-    with serve(recorder.app()) as hop:
-        url = make_answerbox(opensearch={"url": hop})
-        headers: dict[str, Any] = {
-            "authorization": "Basic YWxpY2U6eA==",
-            "x-proxy-user": "admin",
-            "x-proxy-roles": "all_access",
-            "x-forwarded-for": "10.0.0.1",
-            "x-forwarded-proto": "https",
-            "connection": "keep-alive, x-private",
-            "x-private": "for the next hop only",
-            "x-kept": "yes",
-        }
-        assert client.get(f"{url}/_cat/indices", headers=headers).status_code == 200
+    recorder, url = recorded_answerbox()
+    headers: dict[str, Any] = {
+        "authorization": "Basic YWxpY2U6eA==",
+        "x-proxy-user": "admin",
+        "x-proxy-roles": "all_access",
+        "x-forwarded-for": "10.0.0.1",
+        "x-forwarded-proto": "https",
+        "connection": "keep-alive, x-private",
+        "x-private": "for the next hop only",
+        "x-kept": "yes",
+    }
+    assert client.get(f"{url}/_cat/indices", headers=headers).status_code == 200
     (forwarded,) = recorder.matching("/_cat/indices")
     sent = {name.lower() for name in forwarded.headers}
     assert not sent & {"x-proxy-user", "x-proxy-roles", "x-forwarded-for", "x-forwarded-proto", "x-private"}

@@ -7,24 +7,18 @@ import re
 import httpx
 from answerbox.ui import SECURITY_HEADERS, STATIC_DIR
 
-from tests.conftest import AnswerboxFactory
-from tests.support.recording_proxy import RecordingProxy
-from tests.support.servers import serve
+from tests.conftest import RecordedFactory
 
 
-def test_page_and_modules_are_served_by_answerbox(
-    make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Client
-) -> None:
-    recorder = RecordingProxy(osmem_url)
-    with serve(recorder.app()) as hop:
-        url = make_answerbox(opensearch={"url": hop})
-        redirect = client.get(f"{url}/_answerbox/ui?index=squad&q=x")
-        page = client.get(f"{url}/_answerbox/ui/")
-        modules = {
-            name: client.get(f"{url}/_answerbox/ui/{name}")
-            for name in ("answerbox.js", "page.js", "render.js", "check.js", "sse.js", "conversation.js")
-        }
-        missing = client.get(f"{url}/_answerbox/ui/nothing.js")
+def test_page_and_modules_are_served_by_answerbox(recorded_answerbox: RecordedFactory, client: httpx.Client) -> None:
+    recorder, url = recorded_answerbox()
+    redirect = client.get(f"{url}/_answerbox/ui?index=squad&q=x")
+    page = client.get(f"{url}/_answerbox/ui/")
+    modules = {
+        name: client.get(f"{url}/_answerbox/ui/{name}")
+        for name in ("answerbox.js", "page.js", "render.js", "check.js", "sse.js", "conversation.js")
+    }
+    missing = client.get(f"{url}/_answerbox/ui/nothing.js")
     # Relative, so it also works behind a proxy that mounts answerbox under a prefix.
     assert redirect.status_code == 308
     assert redirect.headers["location"] == "ui/?index=squad&q=x"
