@@ -163,6 +163,45 @@ def test_incorrect_verdict_discards_hits_and_searches_elsewhere_as_the_caller(
     }
 
 
+def test_a_search_for_no_hits_runs_no_response_processor(
+    recorded_answerbox: RecordedFactory,
+    corpus: OpenSearch,
+    client: httpx.Client,
+    llm: tuple[ScriptedLLM, str],
+) -> None:
+    """``size`` 0, in the body or the URL (a count or aggregations: what Dashboards' visualisations
+    send, to an index's default pipeline too): an answer would rest on hits the caller does not
+    see. OpenSearch's answer comes back as it is; no model, no LLM, no search of answerbox's own."""
+    scripted, llm_url = llm
+    recorder, url = recorded_answerbox(llm={"base_url": llm_url})
+    pipeline = _pipeline(corrective={"index": "news"})
+    pipeline["response_processors"].append({"cited_answer": {"mode": "extractive", "min_confidence": 0}})
+    ext = {"generative_qa_parameters": {"llm_question": "Who won the regional football championship?"}}
+    aggs = {"topics": {"terms": {"field": "topic"}}}
+    body = {"query": {"match_all": {}}, "aggs": aggs, "search_pipeline": pipeline, "ext": ext}
+    direct = corpus.search(index="wiki", body={"query": {"match_all": {}}, "aggs": aggs, "size": 0})
+    for sized, params in (({"size": 0}, {}), ({}, {"size": "0"})):
+        response = client.post(
+            f"{url}/wiki/_search", params=params, json={**body, **sized}, headers={"Authorization": AUTH}
+        )
+        assert response.status_code == 200, response.text
+        result = response.json()
+        assert result["hits"]["hits"] == []
+        assert result["hits"]["total"] == direct["hits"]["total"]
+        assert result["aggregations"] == direct["aggregations"]
+        report = result["ext"]["answerbox"]
+        assert (report["answer"], report["retrieval"]) == (None, None)
+        assert any("asks for no hits (size 0)" in w for w in report["warnings"]), report["warnings"]
+    assert not scripted.calls
+    searches = [r.path for r in recorder.matching("/_search") if not r.path.startswith("/.answerbox")]
+    assert searches == ["/wiki/_search", "/wiki/_search"]
+    # With hits, the same search runs the pipeline: nothing in the wiki answers, so CRAG searches the news.
+    result = _post(client, url, "wiki", {**body, "size": 4})
+    assert _retrieval(result)["action"] == "corrective_search"
+    assert scripted.calls
+    assert result["ext"]["answerbox"]["answer"] is not None
+
+
 def test_a_sure_hit_among_the_engines_first_ends_the_reading_and_every_hit_comes_back(
     make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client
 ) -> None:

@@ -35,6 +35,15 @@ _OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
 _OWN_EXT = ("answerbox", "generative_qa_parameters")
 
 
+def _asks_no_hits(request: SearchRequest) -> bool:
+    """Whether the search's ``size`` (the URL's, else the body's) is 0."""
+    size = request.params.get("size", request.body.get("size"))
+    try:
+        return size is not None and int(size) == 0
+    except (TypeError, ValueError):
+        return False
+
+
 def upstream_params(params: Mapping[str, str]) -> dict[str, str]:
     """``params`` without those answerbox consumes, as OpenSearch must receive them."""
     return {name: value for name, value in params.items() if name not in _OWN_PARAMS}
@@ -88,6 +97,11 @@ class SearchRun:
         listener = self.ctx.listener
         if listener is not None:
             listener.searched(response)
+        if self.pipeline.response_processors and _asks_no_hits(self.request):
+            # A count or an aggregation (Dashboards' visualisations send size 0, to an index's default
+            # pipeline too): an answer would rest on hits the caller does not see, and cost a full run.
+            self.ctx.report.warn("the search asks for no hits (size 0): answerbox's response processors did not run")
+            return self._rendered(response)
         ranked = (lambda current: listener.ranked(self._rendered(current))) if listener is not None else None
         response = await self.pipeline.process_response(self.request, response, self.ctx, ranked=ranked)
         await remember(self.ctx, self._engine.memory, self.request.caller)
