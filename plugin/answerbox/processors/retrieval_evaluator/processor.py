@@ -47,11 +47,12 @@ hit as ``_previous_score`` (in the hit, not in ``_source``, so the document is r
 stored). The engine's term is scale-free (a share of the best scored hit's score), so one
 weight serves any similarity. ``fusion_weight`` defaults to the manifest's
 ``rerank_fusion_weight``, chosen on training questions by ``python -m onnx_models.calibrate.fusion``
-(0 in a manifest without it: the evaluator alone). Ties keep the engine's order; when the
-scored hits have no comparable engine scores (a search sorted by a field, negative
-scores), they are reranked by the evaluator alone, with a warning. The verdict, the
-thresholds, ``drop_below_lower`` and the reported scores always use the evaluator's score,
-never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones,
+(0 in a manifest without it: the evaluator alone). Ties keep the engine's order. A search
+the caller sorted (by anything but ``_score`` first: ``pipeline/sort_order.py``) keeps the
+caller's order: it is judged, not reranked, with a warning. When the scored hits have no
+comparable engine scores (null or negative), they are reranked by the evaluator alone, with
+a warning. The verdict, the thresholds, ``drop_below_lower`` and the reported scores always
+use the evaluator's score, never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones,
 unchanged.
 
 Config (defaults in brackets): ``top_n`` [10]; ``first_pass`` [4], ``first_pass_stop`` [the
@@ -106,6 +107,7 @@ from answerbox.pipeline.base import (
     SearchRequest,
     first_set,
 )
+from answerbox.pipeline.sort_order import caller_order
 from answerbox.processors.retrieval_evaluator.corrective import (
     KEYWORD_REWRITE_TEMPLATE,
     CorrectiveSearchConfig,
@@ -153,6 +155,8 @@ class RetrievalEvaluatorConfig(ProcessorConfig):
     strips_top_k: int = Field(default=5, ge=1)
     strip_threshold: float = Field(default=-0.5, ge=-1, le=1)
     corrective: CorrectiveSearchConfig | None = CorrectiveSearchConfig()
+    # Orders the scored hits by the evaluator's score fused with the engine's; a search the caller
+    # sorted (by anything but _score first) keeps the caller's order.
     rerank: bool = False
     fusion_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # None: the manifest's
     keep_previous_score: bool = True
@@ -344,8 +348,9 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         except TimeoutError:
             self.warn(ctx, "the evaluator did not finish in its share of the pipeline's time; hits are unchanged")
             return response
-        ranking = self._rank_scores(scored, scores, models.manifest, ctx) if self.config.rerank else scores
-        dropped = self._apply_to_hits(response, hits, scores, ranking, lower)
+        rerank = self._reranks(request, ctx)
+        ranking = self._rank_scores(scored, scores, models.manifest, ctx) if rerank else scores
+        dropped = self._apply_to_hits(response, hits, scores, ranking, lower, rerank=rerank)
         ctx.report.retrieval = RetrievalReport(
             verdict=verdict.value,
             upper=upper,
@@ -355,10 +360,17 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             knowledge=internal + corrective.strips,
             corrective_query=corrective.query,
             corrective=corrective.details,
-            reranked=self.config.rerank,
+            reranked=rerank,
             dropped=dropped,
         )
         return response
+
+    def _reranks(self, request: SearchRequest, ctx: PipelineContext) -> bool:
+        """``rerank``, unless the caller sorted the search: then its order is the caller's."""
+        order = caller_order(request.body, request.params) if self.config.rerank else None
+        if order is not None:
+            self.warn(ctx, f"the search is sorted by [{order}]: its hits keep the caller's order, not reranked")
+        return self.config.rerank and order is None
 
     def _searches_again(self, verdict: Verdict, ctx: PipelineContext) -> bool:
         """Whether this verdict's action holds a corrective search (when one is configured)."""
@@ -465,16 +477,23 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         return fused
 
     def _apply_to_hits(
-        self, response: JSON, hits: list[JSON], scores: Sequence[float], ranking: Sequence[float], lower: float
+        self,
+        response: JSON,
+        hits: list[JSON],
+        scores: Sequence[float],
+        ranking: Sequence[float],
+        lower: float,
+        *,
+        rerank: bool,
     ) -> int:
         """Drop (on the evaluator's ``scores``) and rerank (on ``ranking``) the scored hits in place; return how many
         were dropped."""
-        if not scores or not (self.config.rerank or self.config.drop_below_lower):
+        if not scores or not (rerank or self.config.drop_below_lower):
             return 0
         scored = list(zip(hits[: len(scores)], scores, ranking, strict=True))
         rest = hits[len(scores) :]
         kept = [row for row in scored if row[1] >= lower] if self.config.drop_below_lower else scored
-        if self.config.rerank:
+        if rerank:
             kept.sort(key=lambda row: row[2], reverse=True)  # stable: ties keep the engine's order
             for hit, _, rank_score in kept:
                 if self.config.keep_previous_score:

@@ -505,6 +505,22 @@ async def test_rerank_without_comparable_engine_scores_uses_the_evaluators_alone
     ]
 
 
+async def test_a_search_the_caller_sorted_keeps_its_order_and_is_still_judged() -> None:
+    processor = _evaluator(
+        _services(evaluator=FakeEvaluator(RERANK_SCORES)), rerank=True, fusion_weight=1.0, corrective=None
+    )
+    by_year = [{**h, "_score": None, "sort": [year]} for h, year in zip(ENGINE, (2024, 2019, 2001), strict=True)]
+    body = {"query": {"match": {"text": ELEVATION_Q}}, "sort": [{"year": {"order": "desc"}}]}
+    response, ctx = await _judge(processor, ELEVATION_Q, [dict(h) for h in by_year], body=body)
+    assert response["hits"]["hits"] == by_year
+    retrieval = _retrieval(ctx)
+    assert (retrieval.reranked, retrieval.verdict) == (False, "correct")
+    assert retrieval.scores == _scores(("stuffed", 0.1), ("everest", 0.6), ("eiffel", -0.95))
+    assert ctx.report.warnings == [
+        "[retrieval_evaluator] the search is sorted by [year]: its hits keep the caller's order, not reranked"
+    ]
+
+
 async def test_drop_removes_hits_below_the_lower_threshold_and_leaves_the_total() -> None:
     processor = _evaluator(_services(), corrective=None, drop_below_lower=True, top_n=3)
     hits = [hit("nile", 5.0), hit("photosynthesis", 4.0), hit("everest", 3.0), hit("eiffel", 2.0)]
