@@ -223,26 +223,40 @@ def test_a_sure_hit_among_the_engines_first_ends_the_reading_and_every_hit_comes
     assert len(found[2]["hits"]["hits"]) == len(WIKI + NEWS)
 
 
-def test_a_search_the_caller_sorted_keeps_opensearch_s_order_and_is_judged(
-    make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client
+@pytest.mark.parametrize(
+    ("sort", "param"),
+    [
+        ([{"topic": "asc"}, "_id"], None),  # the caller's own order
+        (["_score", "_id"], None),  # relevance with a tiebreaker: the sort values a search_after page goes on from
+        (None, "topic:asc,_id"),
+    ],
+)
+def test_a_search_with_a_sort_of_its_own_keeps_opensearch_s_order_and_is_judged(
+    make_answerbox: AnswerboxFactory,
+    corpus: OpenSearch,
+    client: httpx.Client,
+    sort: list[Any] | None,
+    param: str | None,
 ) -> None:
-    """``rerank`` orders a relevance-ordered search; a caller's own ``sort`` (body or URL) wins over it."""
     url = make_answerbox()
     ext = {"generative_qa_parameters": {"llm_question": EVEREST_Q}}
     body = {"query": {"match_all": {}}, "search_pipeline": _pipeline(rerank=True, corrective=None), "ext": ext}
-    by_topic = {"query": {"match_all": {}}, "sort": [{"topic": "asc"}, "_id"]}
-    direct = [h["_id"] for h in corpus.search(index="wiki", body=by_topic)["hits"]["hits"]]
-    assert direct[0] != "everest"
-    for sorted_body, params in (({**body, "sort": by_topic["sort"]}, {}), (body, {"sort": "topic:asc,_id"})):
-        response = client.post(f"{url}/wiki/_search", params=params, json=sorted_body)
-        assert response.status_code == 200, response.text
-        result = response.json()
-        assert [h["_id"] for h in result["hits"]["hits"]] == direct
-        assert all(h["_score"] is None and "_previous_score" not in h for h in result["hits"]["hits"])
-        retrieval = _retrieval(result)
-        assert (retrieval["reranked"], retrieval["verdict"]) == (False, "correct")
-        assert any("sorted by [topic]" in w for w in result["ext"]["answerbox"]["warnings"])
-    # Unsorted, the same search is reranked: the article that answers comes first.
+    params = {"sort": param} if param else {}
+    sorted_body = {**body, "sort": sort} if sort else body
+    direct = corpus.search(
+        index="wiki", body={"query": {"match_all": {}}, **({"sort": sort} if sort else {})}, params=params
+    )
+    expected = [(h["_id"], h.get("sort")) for h in direct["hits"]["hits"]]
+    assert expected[0][0] != "everest"
+    response = client.post(f"{url}/wiki/_search", params=params, json=sorted_body)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert [(h["_id"], h.get("sort")) for h in result["hits"]["hits"]] == expected
+    assert not any("_previous_score" in h for h in result["hits"]["hits"])
+    retrieval = _retrieval(result)
+    assert (retrieval["reranked"], retrieval["verdict"]) == (False, "correct")
+    assert any("keep the caller's order" in w for w in result["ext"]["answerbox"]["warnings"])
+    # With no sort of its own, the same search is reranked: the article that answers comes first.
     unsorted = _post(client, url, "wiki", body)
     assert _retrieval(unsorted)["reranked"] is True
     assert unsorted["hits"]["hits"][0]["_id"] == "everest"

@@ -48,8 +48,9 @@ stored). The engine's term is scale-free (a share of the best scored hit's score
 weight serves any similarity. ``fusion_weight`` defaults to the manifest's
 ``rerank_fusion_weight``, chosen on training questions by ``python -m onnx_models.calibrate.fusion``
 (0 in a manifest without it: the evaluator alone). Ties keep the engine's order. A search
-the caller sorted (by anything but ``_score`` first: ``pipeline/sort_order.py``) keeps the
-caller's order: it is judged, not reranked, with a warning. When the scored hits have no
+with a ``sort`` of its own (``_score`` first included: its hits carry the sort values a caller
+pages on; ``pipeline/sort_order.py``) keeps the caller's order: it is judged, not reranked, with
+a warning. When the scored hits have no
 comparable engine scores (null or negative), they are reranked by the evaluator alone, with
 a warning. The verdict, the thresholds, ``drop_below_lower`` and the reported scores always
 use the evaluator's score, never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones,
@@ -107,7 +108,7 @@ from answerbox.pipeline.base import (
     SearchRequest,
     first_set,
 )
-from answerbox.pipeline.sort_order import caller_order
+from answerbox.pipeline.sort_order import caller_sort
 from answerbox.processors.retrieval_evaluator.corrective import (
     KEYWORD_REWRITE_TEMPLATE,
     CorrectiveSearchConfig,
@@ -155,8 +156,8 @@ class RetrievalEvaluatorConfig(ProcessorConfig):
     strips_top_k: int = Field(default=5, ge=1)
     strip_threshold: float = Field(default=-0.5, ge=-1, le=1)
     corrective: CorrectiveSearchConfig | None = CorrectiveSearchConfig()
-    # Orders the scored hits by the evaluator's score fused with the engine's; a search the caller
-    # sorted (by anything but _score first) keeps the caller's order.
+    # Orders the scored hits by the evaluator's score fused with the engine's; a search with a sort
+    # of its own (the caller's order, or sort values it pages on) keeps the caller's order.
     rerank: bool = False
     fusion_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # None: the manifest's
     keep_previous_score: bool = True
@@ -367,7 +368,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
 
     def _reranks(self, request: SearchRequest, ctx: PipelineContext) -> bool:
         """``rerank``, unless the caller sorted the search: then its order is the caller's."""
-        order = caller_order(request.body, request.params) if self.config.rerank else None
+        order = caller_sort(request.body, request.params) if self.config.rerank else None
         if order is not None:
             self.warn(ctx, f"the search is sorted by [{order}]: its hits keep the caller's order, not reranked")
         return self.config.rerank and order is None
