@@ -49,8 +49,8 @@ weight serves any similarity. ``fusion_weight`` defaults to the manifest's
 ``rerank_fusion_weight``, chosen on training questions by ``python -m onnx_models.calibrate.fusion``
 (0 in a manifest without it: the evaluator alone). Ties keep the engine's order. A search
 with a ``sort`` of its own (``_score`` first included: its hits carry the sort values a caller
-pages on; ``pipeline/sort_order.py``) keeps the caller's order: it is judged, not reranked, with
-a warning. When the scored hits have no
+pages on; ``pipeline/sort_order.py``) is a listing: its hits are judged, but neither reranked
+nor dropped, with a warning. When the scored hits have no
 comparable engine scores (null or negative), they are reranked by the evaluator alone, with
 a warning. The verdict, the thresholds, ``drop_below_lower`` and the reported scores always
 use the evaluator's score, never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones,
@@ -161,6 +161,8 @@ class RetrievalEvaluatorConfig(ProcessorConfig):
     rerank: bool = False
     fusion_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # None: the manifest's
     keep_previous_score: bool = True
+    # Removes the scored hits under lower (hits.total left alone); a search with a sort of its own
+    # keeps all its hits.
     drop_below_lower: bool = False
 
     @model_validator(mode="after")
@@ -349,9 +351,10 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         except TimeoutError:
             self.warn(ctx, "the evaluator did not finish in its share of the pipeline's time; hits are unchanged")
             return response
-        rerank = self._reranks(request, ctx)
+        listing = self._keeps_callers_order(request, ctx)
+        rerank, drop = self.config.rerank and not listing, self.config.drop_below_lower and not listing
         ranking = self._rank_scores(scored, scores, models.manifest, ctx) if rerank else scores
-        dropped = self._apply_to_hits(response, hits, scores, ranking, lower, rerank=rerank)
+        dropped = self._apply_to_hits(response, hits, scores, ranking, lower, rerank=rerank, drop=drop)
         ctx.report.retrieval = RetrievalReport(
             verdict=verdict.value,
             upper=upper,
@@ -366,12 +369,17 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         )
         return response
 
-    def _reranks(self, request: SearchRequest, ctx: PipelineContext) -> bool:
-        """``rerank``, unless the caller sorted the search: then its order is the caller's."""
-        order = caller_sort(request.body, request.params) if self.config.rerank else None
+    def _keeps_callers_order(self, request: SearchRequest, ctx: PipelineContext) -> bool:
+        """Whether the search has a sort of its own: a listing (a scroll's export among them), whose
+        hits are judged but neither reranked nor dropped."""
+        if not (self.config.rerank or self.config.drop_below_lower):
+            return False
+        order = caller_sort(request.body, request.params)
         if order is not None:
-            self.warn(ctx, f"the search is sorted by [{order}]: its hits keep the caller's order, not reranked")
-        return self.config.rerank and order is None
+            self.warn(
+                ctx, f"the search is sorted by [{order}]: its hits keep the caller's order, none reranked or dropped"
+            )
+        return order is not None
 
     def _searches_again(self, verdict: Verdict, ctx: PipelineContext) -> bool:
         """Whether this verdict's action holds a corrective search (when one is configured)."""
@@ -486,14 +494,15 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         lower: float,
         *,
         rerank: bool,
+        drop: bool,
     ) -> int:
         """Drop (on the evaluator's ``scores``) and rerank (on ``ranking``) the scored hits in place; return how many
         were dropped."""
-        if not scores or not (rerank or self.config.drop_below_lower):
+        if not scores or not (rerank or drop):
             return 0
         scored = list(zip(hits[: len(scores)], scores, ranking, strict=True))
         rest = hits[len(scores) :]
-        kept = [row for row in scored if row[1] >= lower] if self.config.drop_below_lower else scored
+        kept = [row for row in scored if row[1] >= lower] if drop else scored
         if rerank:
             kept.sort(key=lambda row: row[2], reverse=True)  # stable: ties keep the engine's order
             for hit, _, rank_score in kept:

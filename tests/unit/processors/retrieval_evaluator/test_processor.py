@@ -505,6 +505,9 @@ async def test_rerank_without_comparable_engine_scores_uses_the_evaluators_alone
     ]
 
 
+KEPT_ORDER = "its hits keep the caller's order, none reranked or dropped"
+
+
 async def test_a_search_the_caller_sorted_keeps_its_order_and_is_still_judged() -> None:
     processor = _evaluator(
         _services(evaluator=FakeEvaluator(RERANK_SCORES)), rerank=True, fusion_weight=1.0, corrective=None
@@ -516,9 +519,7 @@ async def test_a_search_the_caller_sorted_keeps_its_order_and_is_still_judged() 
     retrieval = _retrieval(ctx)
     assert (retrieval.reranked, retrieval.verdict) == (False, "correct")
     assert retrieval.scores == _scores(("stuffed", 0.1), ("everest", 0.6), ("eiffel", -0.95))
-    assert ctx.report.warnings == [
-        "[retrieval_evaluator] the search is sorted by [year]: its hits keep the caller's order, not reranked"
-    ]
+    assert ctx.report.warnings == [f"[retrieval_evaluator] the search is sorted by [year]: {KEPT_ORDER}"]
 
 
 async def test_drop_removes_hits_below_the_lower_threshold_and_leaves_the_total() -> None:
@@ -529,6 +530,17 @@ async def test_drop_removes_hits_below_the_lower_threshold_and_leaves_the_total(
     assert [h["_id"] for h in response["hits"]["hits"]] == ["nile", "everest", "eiffel"]
     assert response["hits"]["total"] == {"value": 4, "relation": "eq"}
     assert _retrieval(ctx).dropped == 1
+
+
+async def test_a_search_with_a_sort_of_its_own_keeps_every_hit() -> None:
+    """A listing (a scroll's export sorts by ``_doc``) loses no hit to ``drop_below_lower``."""
+    processor = _evaluator(_services(), corrective=None, drop_below_lower=True, top_n=3)
+    hits = [hit("nile", 5.0), hit("photosynthesis", 4.0), hit("everest", 3.0)]
+    body = {"query": {"match": {"text": "How long is the Nile river in Africa?"}}, "sort": ["_doc"]}
+    response, ctx = await _judge(processor, "How long is the Nile river in Africa?", [dict(h) for h in hits], body=body)
+    assert response["hits"]["hits"] == hits
+    assert _retrieval(ctx).dropped == 0
+    assert ctx.report.warnings == [f"[retrieval_evaluator] the search is sorted by [_doc]: {KEPT_ORDER}"]
 
 
 async def test_corrective_search_keeps_the_callers_filters() -> None:
