@@ -80,6 +80,26 @@ def test_the_shared_cache_serves_one_replicas_expansion_to_another(
     assert len(llm.calls) == 2
 
 
+def test_a_listing_and_a_count_go_out_as_written_and_ask_the_llm_nothing(
+    books: None, make_answerbox: AnswerboxFactory, scripted_llm: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
+    """An expansion changes scores, never which documents match: a search sorted by a field, or a
+    count, reads no score, so it gets what the cluster gives the unexpanded query, at no LLM call."""
+    llm, llm_url = scripted_llm
+    llm.replies = ["arrakis, dune, melange"]
+    url = make_answerbox(llm={"base_url": llm_url, "model": "scripted"})
+    query = {"match": {"body": QUERY}}
+    for rest in ({"sort": [{"year": "desc"}]}, {"size": 0}):
+        direct = client.post(f"{url}/books/_search", json={"query": query, **rest}).json()
+        result = _search(client, url, {"query": query, **rest})
+        assert result["hits"] == direct["hits"]
+        assert any("its query was not expanded" in w for w in result["ext"]["answerbox"]["warnings"])
+    assert llm.calls == []
+    # A search ranked by score is expanded.
+    _search(client, url, {"query": query})
+    assert len(llm.calls) == 1
+
+
 @pytest.mark.real_llm
 def test_the_local_llm_expands_a_question(
     make_answerbox: AnswerboxFactory, books: None, client: httpx.Client, real_llm: tuple[RecordingProxy, str]

@@ -1,4 +1,5 @@
-"""The order a caller asked for: a search with a ``sort`` of its own keeps it.
+"""The order a caller asked for: a search with a ``sort`` of its own keeps it; and whether a
+search reads its hits' scores at all.
 
 OpenSearch's ``sort`` (body: a key, ``{key: order}``, ``{key: {"order": ...}}`` or a list of
 them; URL: ``key[:asc|:desc],...``, added after the body's) is the caller's own order, ``_score``
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["caller_sort"]
+__all__ = ["caller_sort", "reads_scores"]
 
 
 def _body_first(sort: Any) -> str | None:
@@ -39,3 +40,15 @@ def caller_sort(body: Mapping[str, Any], params: Mapping[str, str]) -> str | Non
     """The first key of the search's own sort (the body's, else the URL's); None when it has none
     and its hits come in the engine's relevance order."""
     return _body_first(body.get("sort")) or _url_first(params.get("sort"))
+
+
+def reads_scores(body: Mapping[str, Any], params: Mapping[str, str]) -> bool:
+    """Whether anything the search answers depends on its hits' scores: False for a count (``size``
+    0 and no aggregations) and for a search sorted by something else than ``_score`` first without
+    ``track_scores``."""
+    size = params.get("size", body.get("size"))
+    if str(size) == "0" and not (body.get("aggs") or body.get("aggregations")):
+        return False
+    first = caller_sort(body, params)
+    tracked = str(params.get("track_scores", body.get("track_scores", False))).lower() == "true"
+    return first in (None, "_score") or tracked

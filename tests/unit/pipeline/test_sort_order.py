@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from answerbox.pipeline.sort_order import caller_sort
+from answerbox.pipeline.sort_order import caller_sort, reads_scores
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,24 @@ def test_the_url_s_sort_where_the_body_has_none(param: str, first: str | None) -
 def test_the_url_s_sort_comes_after_the_body_s() -> None:
     # OpenSearch adds the URL's sort keys after the body's.
     assert caller_sort({"sort": [{"year": "asc"}]}, {"sort": "_score"}) == "year"
+
+
+@pytest.mark.parametrize(
+    ("body", "params", "reads"),
+    [
+        ({"query": {"match_all": {}}}, {}, True),
+        ({"sort": ["_score", "_id"]}, {}, True),
+        ({"sort": [{"_score": "asc"}]}, {}, True),
+        ({"sort": [{"year": "desc"}]}, {}, False),
+        ({"sort": [{"year": "desc"}], "track_scores": True}, {}, True),
+        ({}, {"sort": "year:desc", "track_scores": "true"}, True),
+        ({}, {"sort": "year:desc"}, False),
+        ({"size": 0}, {}, False),
+        ({}, {"size": "0"}, False),
+        ({"size": 0, "aggs": {"best": {"top_hits": {}}}}, {}, True),
+        ({"size": 0, "aggregations": {"best": {"top_hits": {}}}}, {}, True),
+        ({"size": 1}, {}, True),
+    ],
+)
+def test_which_searches_read_their_scores(body: dict[str, Any], params: dict[str, str], reads: bool) -> None:
+    assert reads_scores(body, params) is reads

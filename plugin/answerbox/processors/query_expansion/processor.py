@@ -3,7 +3,9 @@
 The LLM writes a passage (q2d), keywords (q2e) or a rationale (cot) for the question,
 zero-shot, from few-shot examples, or from the top hits of a first BM25 search (PRF); the
 clauses that ask the question are then rewritten as ``q×weight + expansion`` (see
-``expanded_query``), never matching a document they did not match before.
+``expanded_query``), never matching a document they did not match before. So a search that
+reads no score (a count, or one sorted by a field: ``pipeline/sort_order.py``) goes on as written,
+with no LLM call.
 Anything that goes wrong on the way (LLM down or slow, PRF search failing) leaves the
 query as the user wrote it and adds a warning: expansion may improve the hits, never lose them.
 """
@@ -44,6 +46,7 @@ from answerbox.pipeline.caller_limits import (
     Override,
     StoredOnly,
 )
+from answerbox.pipeline.sort_order import reads_scores
 from answerbox.processors.query_expansion.expanded_query import (
     Combine,
     clean_expansion,
@@ -199,6 +202,10 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         question = (ctx.question or "").strip()
         # Only the question's own clauses are expanded: other text (an org, a tenant) restricts.
         if not question or not question_clauses(request.body, question):
+            return request
+        if not reads_scores(request.body, request.params):
+            # An expansion changes scores only, never which documents match: no LLM call for nothing.
+            self.warn(ctx, "the search reads no score (a count, or a sort of its own): its query was not expanded")
             return request
         expansion = await self._expansion(question, request, ctx)
         if not expansion:

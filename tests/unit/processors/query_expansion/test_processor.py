@@ -202,7 +202,7 @@ async def test_a_query_without_the_questions_text_is_sent_as_written_with_no_llm
 async def test_filters_aggregations_sort_and_paging_stay_as_written() -> None:
     rest = {
         "aggs": {"genres": {"terms": {"field": "genre"}}},
-        "sort": [{"year": "asc"}],
+        "sort": ["_score", {"year": "asc"}],
         "size": 1,
         "from": 0,
         "post_filter": {"range": {"year": {"gte": 1900}}},
@@ -230,6 +230,40 @@ async def test_filters_aggregations_sort_and_paging_stay_as_written() -> None:
         },
         **rest,
     }
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [
+        {"sort": [{"year": "desc"}]},  # a listing: its order is the year's
+        {"sort": "_doc", "size": 1000},  # a scroll's export
+        {"size": 0},  # a count
+    ],
+)
+async def test_a_search_that_reads_no_score_is_sent_as_written_with_no_llm_call(rest: JSON) -> None:
+    """An expansion changes scores only, never which documents match."""
+    services = _services("desert sand dunes worms")
+    request = _request({**MATCH, **rest})
+    ctx = _context(request)
+    assert await requested(_expansion(services), request, ctx) is request
+    assert services.llm.calls == []
+    assert ctx.report.warnings == [
+        "[llm_query_expansion] the search reads no score (a count, or a sort of its own): its query was not expanded"
+    ]
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [
+        {"sort": [{"year": "desc"}], "track_scores": True},  # its scores are shown
+        {"size": 0, "aggs": {"best": {"top_hits": {"size": 1}}}},  # an aggregation may rank by score
+    ],
+)
+async def test_a_search_that_reads_scores_is_expanded(rest: JSON) -> None:
+    services = _services("desert sand dunes worms")
+    sent, _ = await _expand(_expansion(services), {**MATCH, **rest})
+    assert len(services.llm.calls) == 1
+    assert sent.body["query"] != MATCH["query"]
 
 
 async def test_query_syntax_and_json_in_the_users_query_stay_literal() -> None:
