@@ -22,6 +22,7 @@ from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRe
 from answerbox.pipeline.caller_limits import CallerLimits
 from answerbox.pipeline.conversation_memory import recall, remember, turn_of
 from answerbox.pipeline.deadline import Deadline
+from answerbox.pipeline.hits_asked import asks_no_hits
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.plan import plan_of
 from answerbox.pipeline.resolver import PipelineResolver
@@ -33,15 +34,6 @@ __all__ = ["SearchEngine", "SearchRun", "upstream_params"]
 _OWN_PARAMS = ("search_pipeline", "verbose_pipeline")
 # ext keys answerbox owns; OpenSearch rejects ext keys no plugin registered.
 _OWN_EXT = ("answerbox", "generative_qa_parameters")
-
-
-def _asks_no_hits(request: SearchRequest) -> bool:
-    """Whether the search's ``size`` (the URL's, else the body's) is 0."""
-    size = request.params.get("size", request.body.get("size"))
-    try:
-        return size is not None and int(size) == 0
-    except (TypeError, ValueError):
-        return False
 
 
 def upstream_params(params: Mapping[str, str]) -> dict[str, str]:
@@ -97,7 +89,7 @@ class SearchRun:
         listener = self.ctx.listener
         if listener is not None:
             listener.searched(response)
-        if self.pipeline.response_processors and _asks_no_hits(self.request):
+        if self.pipeline.response_processors and asks_no_hits(self.request.body, self.request.params):
             # A count or an aggregation (Dashboards' visualisations send size 0, to an index's default
             # pipeline too): an answer would rest on hits the caller does not see, and cost a full run.
             self.ctx.report.warn("the search asks for no hits (size 0): answerbox's response processors did not run")

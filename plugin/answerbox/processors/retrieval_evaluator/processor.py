@@ -49,11 +49,11 @@ weight serves any similarity. ``fusion_weight`` defaults to the manifest's
 ``rerank_fusion_weight``, chosen on training questions by ``python -m onnx_models.calibrate.fusion``
 (0 in a manifest without it: the evaluator alone). Ties keep the engine's order. A search
 with a ``sort`` of its own (``_score`` first included: its hits carry the sort values a caller
-pages on; ``pipeline/sort_order.py``) is a listing: its hits are judged, but neither reranked
-nor dropped, with a warning. When the scored hits have no
-comparable engine scores (null or negative), they are reranked by the evaluator alone, with
-a warning. The verdict, the thresholds, ``drop_below_lower`` and the reported scores always
-use the evaluator's score, never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones,
+pages on; ``pipeline/hits_asked.py``) is a listing: its hits are judged, but neither reranked
+nor dropped, with a warning. When the scored hits have no comparable engine scores (null or
+negative), they are reranked by the evaluator alone, with a warning. The verdict, the
+thresholds, ``drop_below_lower`` and the reported scores always use the evaluator's score,
+never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones,
 unchanged.
 
 Config (defaults in brackets): ``top_n`` [10]; ``first_pass`` [4], ``first_pass_stop`` [the
@@ -108,7 +108,7 @@ from answerbox.pipeline.base import (
     SearchRequest,
     first_set,
 )
-from answerbox.pipeline.sort_order import caller_sort
+from answerbox.pipeline.hits_asked import caller_sort
 from answerbox.processors.retrieval_evaluator.corrective import (
     KEYWORD_REWRITE_TEMPLATE,
     CorrectiveSearchConfig,

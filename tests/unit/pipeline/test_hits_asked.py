@@ -1,12 +1,13 @@
-"""caller_sort: which searches carry a sort of their own (a processor keeps their order), in every
-form OpenSearch takes ``sort`` in, body and URL."""
+"""hits_asked: which searches ask for no hits, which carry a sort of their own (a processor keeps
+their order), in every form OpenSearch takes ``size`` and ``sort`` in, body and URL, and which
+read their hits' scores."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from answerbox.pipeline.sort_order import caller_sort, reads_scores
+from answerbox.pipeline.hits_asked import asks_no_hits, caller_sort, reads_scores
 
 
 @pytest.mark.parametrize(
@@ -64,3 +65,11 @@ def test_the_url_s_sort_comes_after_the_body_s() -> None:
 )
 def test_which_searches_read_their_scores(body: dict[str, Any], params: dict[str, str], reads: bool) -> None:
     assert reads_scores(body, params) is reads
+
+
+@pytest.mark.parametrize(
+    ("body", "params", "none"),
+    [({"size": 0}, {}, True), ({}, {"size": "0"}, True), ({"size": 0}, {"size": "3"}, False), ({}, {}, False)],
+)
+def test_which_searches_ask_for_no_hits(body: dict[str, Any], params: dict[str, str], none: bool) -> None:
+    assert asks_no_hits(body, params) is none

@@ -1,5 +1,5 @@
-"""The order a caller asked for: a search with a ``sort`` of its own keeps it; and whether a
-search reads its hits' scores at all.
+"""What a search asks of its hits: any at all (``size``), in whose order (``sort``), and whether
+it reads their scores.
 
 OpenSearch's ``sort`` (body: a key, ``{key: order}``, ``{key: {"order": ...}}`` or a list of
 them; URL: ``key[:asc|:desc],...``, added after the body's) is the caller's own order, ``_score``
@@ -13,7 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["caller_sort", "reads_scores"]
+__all__ = ["asks_no_hits", "caller_sort", "reads_scores"]
+
+
+def asks_no_hits(body: Mapping[str, Any], params: Mapping[str, str]) -> bool:
+    """Whether the search's ``size`` (the URL's, else the body's) is 0: a count, or aggregations."""
+    size = params.get("size", body.get("size"))
+    try:
+        return size is not None and int(size) == 0
+    except (TypeError, ValueError):
+        return False
 
 
 def _body_first(sort: Any) -> str | None:
@@ -46,8 +55,7 @@ def reads_scores(body: Mapping[str, Any], params: Mapping[str, str]) -> bool:
     """Whether anything the search answers depends on its hits' scores: False for a count (``size``
     0 and no aggregations) and for a search sorted by something else than ``_score`` first without
     ``track_scores``."""
-    size = params.get("size", body.get("size"))
-    if str(size) == "0" and not (body.get("aggs") or body.get("aggregations")):
+    if asks_no_hits(body, params) and not (body.get("aggs") or body.get("aggregations")):
         return False
     first = caller_sort(body, params)
     tracked = str(params.get("track_scores", body.get("track_scores", False))).lower() == "true"
