@@ -202,6 +202,54 @@ def test_a_search_for_no_hits_runs_no_response_processor(
     assert result["ext"]["answerbox"]["answer"] is not None
 
 
+def test_a_scroll_s_first_page_is_opensearch_s_and_the_export_loses_no_hit(
+    recorded_answerbox: RecordedFactory,
+    corpus: OpenSearch,
+    client: httpx.Client,
+    llm: tuple[ScriptedLLM, str],
+) -> None:
+    """``?scroll=1m``: an export, page by page, whose later pages (``_search/scroll``) pass no
+    pipeline. A first page reranked, thinned (``drop_below_lower``) or answered would disagree
+    with them and lose the hits dropped; it comes back as OpenSearch gives it, and every page
+    together holds every document."""
+    scripted, llm_url = llm
+    recorder, url = recorded_answerbox(llm={"base_url": llm_url})
+    pipeline = _pipeline(rerank=True, drop_below_lower=True, corrective={"index": "news"})
+    pipeline["response_processors"].append({"cited_answer": {"mode": "extractive", "min_confidence": 0}})
+    ext = {"generative_qa_parameters": {"llm_question": EVEREST_Q}}
+    query = {"query": {"match_all": {}}, "size": 2}
+    direct = corpus.search(index="wiki", body=query)
+    body = {**query, "search_pipeline": pipeline, "ext": ext}
+    response = client.post(f"{url}/wiki/_search", params={"scroll": "1m"}, json=body, headers={"Authorization": AUTH})
+    assert response.status_code == 200, response.text
+    first = response.json()
+    assert [h["_id"] for h in first["hits"]["hits"]] == [h["_id"] for h in direct["hits"]["hits"]]
+    report = first["ext"]["answerbox"]
+    assert (report["answer"], report["retrieval"]) == (None, None)
+    assert any("opens a scroll" in w for w in report["warnings"]), report["warnings"]
+    seen = [h["_id"] for h in first["hits"]["hits"]]
+    scroll_id = first["_scroll_id"]
+    while True:
+        page = client.post(
+            f"{url}/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id}, headers={"Authorization": AUTH}
+        )
+        assert page.status_code == 200, page.text
+        hits = page.json()["hits"]["hits"]
+        if not hits:
+            break
+        seen += [h["_id"] for h in hits]
+        scroll_id = page.json()["_scroll_id"]
+    assert sorted(seen) == sorted(d["_id"] for d in WIKI)
+    assert not scripted.calls
+    searches = [r.path for r in recorder.matching("/_search") if not r.path.startswith("/.answerbox")]
+    assert searches[0] == "/wiki/_search"
+    assert all(path == "/_search/scroll" for path in searches[1:])
+    # Without the scroll, the same search is reranked and judged: the article that answers comes first.
+    unscrolled = _post(client, url, "wiki", body)
+    assert _retrieval(unscrolled)["reranked"] is True
+    assert unscrolled["hits"]["hits"][0]["_id"] == "everest"
+
+
 def test_a_sure_hit_among_the_engines_first_ends_the_reading_and_every_hit_comes_back(
     make_answerbox: AnswerboxFactory, corpus: OpenSearch, client: httpx.Client
 ) -> None:

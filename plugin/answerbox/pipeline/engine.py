@@ -22,7 +22,7 @@ from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRe
 from answerbox.pipeline.caller_limits import CallerLimits
 from answerbox.pipeline.conversation_memory import recall, remember, turn_of
 from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.hits_asked import asks_no_hits
+from answerbox.pipeline.hits_asked import hits_kept_as_found
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.plan import plan_of
 from answerbox.pipeline.resolver import PipelineResolver
@@ -89,10 +89,11 @@ class SearchRun:
         listener = self.ctx.listener
         if listener is not None:
             listener.searched(response)
-        if self.pipeline.response_processors and asks_no_hits(self.request.body, self.request.params):
-            # A count or an aggregation (Dashboards' visualisations send size 0, to an index's default
-            # pipeline too): an answer would rest on hits the caller does not see, and cost a full run.
-            self.ctx.report.warn("the search asks for no hits (size 0): answerbox's response processors did not run")
+        # A count or an aggregation (Dashboards' visualisations send size 0, to an index's default
+        # pipeline too), or an export's first page: no answer, and no full run spent on one.
+        kept_as_found = hits_kept_as_found(self.request.body, self.request.params)
+        if self.pipeline.response_processors and kept_as_found:
+            self.ctx.report.warn(f"{kept_as_found}: answerbox's response processors did not run")
             return self._rendered(response)
         ranked = (lambda current: listener.ranked(self._rendered(current))) if listener is not None else None
         response = await self.pipeline.process_response(self.request, response, self.ctx, ranked=ranked)

@@ -1,5 +1,5 @@
-"""What a search asks of its hits: any at all (``size``), in whose order (``sort``), and whether
-it reads their scores.
+"""What a search asks of its hits: any at all (``size``), all of them page by page (``scroll``),
+in whose order (``sort``), and whether it reads their scores.
 
 OpenSearch's ``sort`` (body: a key, ``{key: order}``, ``{key: {"order": ...}}`` or a list of
 them; URL: ``key[:asc|:desc],...``, added after the body's) is the caller's own order, ``_score``
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["asks_no_hits", "caller_sort", "reads_scores"]
+__all__ = ["asks_no_hits", "caller_sort", "hits_kept_as_found", "opens_scroll", "reads_scores"]
 
 
 def asks_no_hits(body: Mapping[str, Any], params: Mapping[str, str]) -> bool:
@@ -23,6 +23,23 @@ def asks_no_hits(body: Mapping[str, Any], params: Mapping[str, str]) -> bool:
         return size is not None and int(size) == 0
     except (TypeError, ValueError):
         return False
+
+
+def opens_scroll(params: Mapping[str, str]) -> bool:
+    """Whether the search opens a scroll (``?scroll=1m``, a URL parameter only): an export of every
+    hit, whose later pages (``_search/scroll``) no pipeline sees."""
+    return bool(params.get("scroll"))
+
+
+def hits_kept_as_found(body: Mapping[str, Any], params: Mapping[str, str]) -> str | None:
+    """Why no response processor may touch the search's hits, or None when one may: a search for no
+    hits would be answered from hits its caller does not see; a scroll's first page, reranked or
+    thinned, would no longer match its later pages, and an export would lose the hits dropped."""
+    if asks_no_hits(body, params):
+        return "the search asks for no hits (size 0)"
+    if opens_scroll(params):
+        return "the search opens a scroll (an export whose later pages pass no pipeline)"
+    return None
 
 
 def _body_first(sort: Any) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from answerbox.pipeline.hits_asked import asks_no_hits, caller_sort, reads_scores
+from answerbox.pipeline.hits_asked import asks_no_hits, caller_sort, hits_kept_as_found, reads_scores
 
 
 @pytest.mark.parametrize(
@@ -73,3 +73,22 @@ def test_which_searches_read_their_scores(body: dict[str, Any], params: dict[str
 )
 def test_which_searches_ask_for_no_hits(body: dict[str, Any], params: dict[str, str], none: bool) -> None:
     assert asks_no_hits(body, params) is none
+
+
+@pytest.mark.parametrize(
+    ("body", "params", "why"),
+    [
+        ({"query": {"match_all": {}}}, {}, None),
+        ({"size": 5}, {"scroll": ""}, None),
+        ({"size": 5}, {"scroll": "1m"}, "the search opens a scroll"),
+        ({"size": 0}, {"scroll": "1m"}, "the search asks for no hits (size 0)"),
+        ({"size": 5}, {"size": "0"}, "the search asks for no hits (size 0)"),
+    ],
+)
+def test_which_searches_keep_their_hits_as_found(body: dict[str, Any], params: dict[str, str], why: str | None) -> None:
+    found = hits_kept_as_found(body, params)
+    if why is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.startswith(why), found
