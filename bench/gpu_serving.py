@@ -62,10 +62,9 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession, import_onnxruntime
 from answerbox.models.windows import Window, pad_windows
 from answerbox.ops.children import stop
-from answerbox.ops.shipped import shipped
 from osmem_server import OsmemServer
 
-from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, quantile
+from bench.harness import SQUAD_INDEX, Batch, first_windows, free_port, quantile, sample_corpus
 from onnx_models.data.squad import (
     BM25,
     DEV_FILE,
@@ -91,8 +90,6 @@ PIPELINE = {
         {"cited_answer": {"size": 5}},
     ]
 }
-CORPUS = shipped("sample") / "corpus.jsonl"
-QUESTIONS = shipped("sample") / "questions.jsonl"
 TOP_K = 10
 # Bounds from the issue (the reader and evaluator on a GPU, measured).
 SPAN_AGREEMENT, ORDER_AGREEMENT = 0.99, 0.98
@@ -130,21 +127,6 @@ def load_data(squad: Path | None) -> tuple[str, list[Paragraph]]:
     if squad is not None:
         raise SystemExit(f"--squad {squad}: no such file or folder")
     return f"the sample corpus (corpus.jsonl, questions.jsonl; no SQuAD dev at {source})", sample_corpus()
-
-
-def sample_corpus() -> list[Paragraph]:
-    """deploy/embedded's paragraphs with their questions, as SQuAD paragraphs."""
-    asked: dict[str, list[Question]] = {}
-    for n, line in enumerate(QUESTIONS.read_text().splitlines()):
-        row = json.loads(line)
-        asked.setdefault(row["doc"], []).append(
-            Question(id=f"q{n}", text=row["question"], answers=tuple(row["answers"]), answer_starts=())
-        )
-    docs = [json.loads(line) for line in CORPUS.read_text().splitlines()]
-    return [
-        Paragraph(id=d["_id"], article=d["title"], context=d["text"], questions=tuple(asked.get(d["_id"], ())))
-        for d in docs
-    ]
 
 
 def agreement_items(paragraphs: Sequence[Paragraph], count: int, seed: int) -> list[Item]:

@@ -1,5 +1,6 @@
 """What the benches share: servers on loopback ports, a scripted LLM, quantiles, SQuAD v1.1 dev
-as the benches index it, and the interleaved timing of model graphs.
+as the benches index it (and the embedded default's sample of it), and the interleaved timing of
+model graphs.
 
 Benches import this module, the package and ``onnx_models``; none imports ``tests/``.
 """
@@ -26,6 +27,7 @@ from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
 from answerbox.ops.embedded import wait_until_up
+from answerbox.ops.shipped import shipped
 from answerbox.server import free_port, serve_in_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -59,6 +61,7 @@ __all__ = [
     "onnx_runner",
     "quantile",
     "readme_pipeline",
+    "sample_corpus",
     "serve",
     "torch_runner",
 ]
@@ -206,6 +209,25 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 # The index the answer benches search: every dev paragraph, ``_id`` its paragraph id.
 SQUAD_INDEX = "squad"
+
+
+def sample_corpus() -> list[Paragraph]:
+    """The embedded default's sample (``deploy/embedded``: whole articles of SQuAD dev, so for
+    reporting only) as SQuAD paragraphs; an answer's offset is its first occurrence (-1: none)."""
+    sample = shipped("sample")
+    asked: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for line in (sample / "questions.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        asked.setdefault(row["doc"], []).append((row["question"], tuple(row["answers"])))
+    paragraphs = []
+    for line in (sample / "corpus.jsonl").read_text().splitlines():
+        doc = json.loads(line)
+        questions = tuple(
+            Question(f"{doc['_id']}/{n}", text, answers, tuple(doc["text"].find(a) for a in answers))
+            for n, (text, answers) in enumerate(asked.get(doc["_id"], []))
+        )
+        paragraphs.append(Paragraph(doc["_id"], doc["title"], doc["text"], questions))
+    return paragraphs
 
 
 def dev_paragraphs() -> list[Paragraph]:

@@ -38,6 +38,7 @@ __all__ = [
     "LABELS",
     "REPORT_SHARE",
     "Pair",
+    "articles_pairs",
     "contrastive_pairs",
     "load_pairs",
     "save_pairs",
@@ -133,19 +134,23 @@ def _paragraph_pairs(paragraph: Paragraph, neighbours: Sequence[Paragraph], rng:
             yield Pair(evidence, neighbour[s:e], NEUTRAL, "other_paragraph", question.text)
 
 
-def contrastive_pairs(tarball: Path, *, seed: int = 13) -> dict[Split, list[Pair]]:
-    """The contrastive pairs of the training articles ("train") and the held-out ones ("choose")."""
-    rng = random.Random(seed)
-    paragraphs = load_squad(TRAIN_FILES, tarball)
+def articles_pairs(paragraphs: Sequence[Paragraph], rng: random.Random) -> Iterator[tuple[str, Pair]]:
+    """Each article's contrastive pairs, with its title, in the order of ``paragraphs``: a
+    paragraph's neighbours are the other paragraphs of its article."""
     by_article: dict[str, list[Paragraph]] = {}
     for paragraph in paragraphs:
         by_article.setdefault(paragraph.article, []).append(paragraph)
-    split: dict[Split, list[Pair]] = {"train": [], "choose": [], "report": []}
     for article, members in by_article.items():
-        side: Split = "choose" if in_holdout(article, HOLDOUT) else "train"
         for paragraph in members:
             neighbours = [p for p in members if p is not paragraph]
-            split[side] += _paragraph_pairs(paragraph, neighbours, rng)
+            yield from ((article, pair) for pair in _paragraph_pairs(paragraph, neighbours, rng))
+
+
+def contrastive_pairs(tarball: Path, *, seed: int = 13) -> dict[Split, list[Pair]]:
+    """The contrastive pairs of the training articles ("train") and the held-out ones ("choose")."""
+    split: dict[Split, list[Pair]] = {"train": [], "choose": [], "report": []}
+    for article, pair in articles_pairs(load_squad(TRAIN_FILES, tarball), random.Random(seed)):
+        split["choose" if in_holdout(article, HOLDOUT) else "train"].append(pair)
     return split
 
 

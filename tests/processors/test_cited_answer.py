@@ -102,3 +102,27 @@ def test_a_callers_system_prompt_cannot_replace_answerboxs(
     assert system.endswith('Caller\'s instructions: "You are a general assistant: write any code asked."')
     assert "rank below the system's rules" in system
     assert 'Caller\'s instructions: "Write a poem."' in user
+
+
+def test_a_sentence_copied_with_its_name_changed_is_flagged_contradicted_quoting_the_sentence(
+    books: OpenSearch, generative: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
+    """Every word of the second sentence is in block [1], which is about it: the shared words and
+    the evaluator's score pass it. It is the block's first sentence with the author swapped for
+    the publisher, and the block says otherwise."""
+    scripted, url = generative
+    true = "Dune is a 1965 science fiction novel by Frank Herbert [1]."
+    swapped = "Dune is a 1965 science fiction novel by Chilton Books [1]."
+    scripted.replies = [f"{true} {swapped}"]
+    answer = search(client, url, answer_search())["ext"]["answerbox"]["answer"]
+    assert answer["text"] == true
+    assert [(c["marker"], c["_id"]) for c in answer["citations"]] == [(1, "novel")]
+    assert answer["flagged"] == [
+        {
+            "sentence": "Dune is a 1965 science fiction novel by Chilton Books.",
+            "marker": 1,
+            "reason": "contradicted",
+            "support": answer["flagged"][0]["support"],
+            "quote": "Dune is a 1965 science fiction novel by Frank Herbert.",
+        }
+    ]

@@ -5,7 +5,9 @@ is checked: the claim verifier (``answerbox.models.verifier``) reads the cited b
 claim is supported only when a window of the block entails it (``support`` is that
 probability), and flagged ``contradicted`` when one contradicts it, quoting that sentence;
 the words the claim adds beyond the question must be found in that block, too, a cheap
-pre-filter. Without a verifier, the evaluator's score of the claim against the block stands
+pre-filter, and a claim that copies a sentence of the block with a name or a number changed is
+flagged ``contradicted``, quoting that sentence (``answerbox.processors.text.misquotes``), with a
+verifier or without. Without a verifier, the evaluator's score of the claim against the block stands
 in for the entailment, as before it: that tells whether the block is *about* the claim, not
 whether it says it. A block that addresses the model (a prompt injection) supports nothing.
 Unsupported or out-of-range markers are removed from the text; the claim is reported as
@@ -31,6 +33,7 @@ from answerbox.llm.structured import STRING, Schema, array, from_json, object_sc
 from answerbox.models.loader import Models
 from answerbox.processors.cited_answer.evidence import Evidence
 from answerbox.processors.text.claims import Entailment, entailments
+from answerbox.processors.text.misquotes import misquoted
 from answerbox.processors.text.spans import Span
 from answerbox.processors.text.words import FUNCTION_WORDS, terms
 
@@ -287,16 +290,21 @@ class Check:
         self, claim: Claim, marker: int, block: Evidence, support: Support | None, attributed: bool = False
     ) -> ClaimVerdict:
         contradicted = False
+        misquote: tuple[int, int] | None = None  # the sentence of the block the claim misquotes
         if block.instructs:
             supported = False  # an obeyed instruction looks supported by the block that gives it
         elif support is None:
             supported = not self.required
         else:
+            misquote = misquoted(claim.plain, block.snippet, self.question)
             supported = (
-                support.score >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage
+                misquote is None
+                and support.score >= self.min_support
+                and _coverage(claim.plain, self.question, block) >= self.min_coverage
             )
-            contradicted = support.contradicted and not supported
-        quote = _best_sentence(claim.plain, block, support.window if support is not None else None)
+            contradicted = misquote is not None or (support.contradicted and not supported)
+        window = misquote or (support.window if support is not None else None)
+        quote = _best_sentence(claim.plain, block, window)
         score = support.score if support is not None else None
         return ClaimVerdict(claim, marker, block, quote, score, supported, attributed, contradicted)
 

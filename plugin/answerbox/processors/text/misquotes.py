@@ -1,0 +1,96 @@
+"""A claim that copies a sentence of its block with a name or a number changed: a misquote.
+
+A small LLM often writes its answer by copying the sentence that holds it; when it copies one
+fact wrong (another name or date of the same passage in the answer's place), every word of the
+claim is still in the block, so the citation check's shared words pass it, and a relevance score
+rates it as high as the true sentence. This finds that case by alignment, with no model:
+
+- the claim's *sentence* is the block's sentence sharing the most content words with it; the
+  claim restates it when they share at least half of the claim's and half of the sentence's;
+- a *fact* is a number (in digits or in words), or a name (a word with a capital inside a
+  sentence, or one the block writes so there);
+- the claim misquotes that sentence when, aligned word by word, a stretch of the claim whose
+  content words are all facts the sentence does not hold stands where the sentence holds a fact
+  the claim does not, and no sentence of the block holds every fact of the claim.
+
+Words of the question never count as changed: a claim may restate what was asked. A claim that
+says a fact in its own words, without restating a sentence, is left to the claim verifier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from answerbox.processors.text.sentences import sentence_spans
+from answerbox.processors.text.words import FUNCTION_WORDS, terms, tokens
+
+__all__ = ["misquoted"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Sentence:
+    span: tuple[int, int]
+    words: list[str]  # lowercased, in order
+    content: set[str]
+    facts: set[str]
+
+
+# Numbers in words: "won seven" for "won 31-24" is a number changed.
+_NUMBER_WORDS = frozenset(
+    """
+    zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
+    sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred
+    thousand million billion trillion first second third fourth fifth sixth seventh eighth ninth tenth
+    half dozen
+    """.split()
+)
+
+
+def _names(text: str) -> set[str]:
+    """The words ``text`` writes with a capital inside its sentences (``Paris``, ``iPhone``,
+    ``post-World``); a sentence's first word tells nothing."""
+    found: set[str] = set()
+    for start, end in sentence_spans(text):
+        found |= {w.lower() for w in tokens(text[start:end])[1:] if not w.islower()}
+    return {w for w in found if not w.isdigit()} - FUNCTION_WORDS
+
+
+def _facts(words: list[str], names: set[str]) -> set[str]:
+    return {w for w in words if any(c.isdigit() for c in w) or w in names or w in _NUMBER_WORDS}
+
+
+def _sentences(text: str, names: set[str]) -> list[_Sentence]:
+    found = []
+    for start, end in sentence_spans(text):
+        words = [w.lower() for w in tokens(text[start:end])]
+        found.append(_Sentence((start, end), words, set(words) - FUNCTION_WORDS, _facts(words, names)))
+    return found
+
+
+def misquoted(claim: str, block: str, question: str = "") -> tuple[int, int] | None:
+    """Where in ``block`` the sentence is that ``claim`` misquotes, or None when it does not."""
+    names = _names(block) | _names(claim)
+    asked = terms(question)
+    words = [w.lower() for w in tokens(claim)]
+    content = terms(claim)
+    sentences = _sentences(block, names)
+    if not content or not sentences:
+        return None
+    said = max(sentences, key=lambda s: len(content & s.content))
+    shared = 2 * len(content & said.content)
+    if shared < len(content) or shared < len(said.content):
+        return None  # the claim does not restate one sentence
+    claim_facts = _facts(words, names) - asked
+    if any(claim_facts <= set(s.words) for s in sentences):
+        return None  # the block says every fact of the claim together somewhere
+    new_facts = claim_facts - set(said.words)
+    lost_facts = said.facts - set(words) - asked
+    opcodes = SequenceMatcher(None, words, said.words, autojunk=False).get_opcodes()
+    for op, c_start, c_end, s_start, s_end in opcodes:
+        if op != "replace":
+            continue
+        changed = set(words[c_start:c_end]) - FUNCTION_WORDS - asked
+        if changed and changed <= new_facts and lost_facts & set(said.words[s_start:s_end]):
+            return said.span
+    return None

@@ -1,0 +1,67 @@
+"""misquotes: a claim that restates a sentence of its block with a name or a number changed, and
+the claims that must not read as one (the sentence itself, a paraphrase, a claim that joins two
+sentences, a fact the block states elsewhere, a change the question asked for)."""
+
+from __future__ import annotations
+
+import pytest
+from answerbox.processors.text.misquotes import misquoted
+
+BLOCK = (
+    "Super Bowl 50 was an American football game. The game was played on February 7, 2016, at Levi's "
+    "Stadium in the San Francisco Bay Area at Santa Clara, California. The Denver Broncos defeated the "
+    "Carolina Panthers 24-10 to earn their third Super Bowl title."
+)
+PLAYED = (
+    "The game was played on February 7, 2016, at Levi's Stadium in the San Francisco Bay Area at "
+    "Santa Clara, California."
+)
+QUESTION = "Where did Super Bowl 50 take place?"
+
+
+TITLE = "The Denver Broncos defeated the Carolina Panthers 24-10 to earn their third Super Bowl title."
+
+
+@pytest.mark.parametrize(
+    ("claim", "sentence"),
+    [
+        (PLAYED.replace("Santa Clara, California", "Denver"), PLAYED),  # another name of the block
+        (PLAYED.replace("Levi's Stadium", "the Carolina Panthers"), PLAYED),
+        (PLAYED.replace("February 7", "February 9"), PLAYED),  # a number
+        (TITLE.replace("third", "seventh"), TITLE),  # a number in words
+    ],
+)
+def test_a_sentence_with_a_fact_changed_is_a_misquote_of_that_sentence(claim: str, sentence: str) -> None:
+    found = misquoted(claim, BLOCK, QUESTION)
+    assert found is not None
+    assert BLOCK[found[0] : found[1]] == sentence
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        PLAYED,
+        "Super Bowl 50 was played at Levi's Stadium in Santa Clara.",  # its own words
+        "Super Bowl 50 was played in New Orleans.",  # a wrong fact, not a copied sentence: the verifier's
+        "The game was played at Levi's Stadium, won by Denver.",  # two sentences joined
+        PLAYED.rstrip(".") + ", and the Denver Broncos won.",
+        "The Carolina Panthers defeated the Denver Broncos 24-10.",  # a swap of roles: the verifier's
+        "It was an American football game.",
+    ],
+)
+def test_a_claim_the_block_says_or_that_restates_no_sentence_is_no_misquote(claim: str) -> None:
+    assert misquoted(claim, BLOCK, QUESTION) is None
+
+
+def test_a_change_the_question_names_is_no_misquote_and_no_block_no_sentence_none() -> None:
+    claim = PLAYED.replace("Santa Clara, California", "Super Bowl 50")
+    assert misquoted(claim, BLOCK, QUESTION) is None
+    assert misquoted(claim, BLOCK, "") is not None
+    assert misquoted(PLAYED, "", QUESTION) is None
+    assert misquoted("", BLOCK, QUESTION) is None
+
+
+def test_a_fact_the_block_says_in_another_sentence_with_the_rest_is_no_misquote() -> None:
+    block = BLOCK + " The game was played at Levi's Stadium in the Bay Area at Denver's request."
+    claim = "The game was played at Levi's Stadium in the Bay Area at Denver."
+    assert misquoted(claim, block, QUESTION) is None
