@@ -47,12 +47,15 @@ _NUMBER_WORDS = frozenset(
 )
 
 
-def _names(text: str) -> set[str]:
-    """The words ``text`` writes with a capital inside its sentences (``Paris``, ``iPhone``,
+def _split(text: str) -> list[tuple[tuple[int, int], list[str]]]:
+    """Each sentence of ``text``: where it is, and its words as written."""
+    return [((start, end), tokens(text[start:end])) for start, end in sentence_spans(text)]
+
+
+def _names(sentences: list[tuple[tuple[int, int], list[str]]]) -> set[str]:
+    """The words written with a capital inside their sentence (``Paris``, ``iPhone``,
     ``post-World``); a sentence's first word tells nothing."""
-    found: set[str] = set()
-    for start, end in sentence_spans(text):
-        found |= {w.lower() for w in tokens(text[start:end])[1:] if not w.islower()}
+    found = {w.lower() for _, words in sentences for w in words[1:] if not w.islower()}
     return {w for w in found if not w.isdigit()} - FUNCTION_WORDS
 
 
@@ -60,21 +63,19 @@ def _facts(words: list[str], names: set[str]) -> set[str]:
     return {w for w in words if any(c.isdigit() for c in w) or w in names or w in _NUMBER_WORDS}
 
 
-def _sentences(text: str, names: set[str]) -> list[_Sentence]:
-    found = []
-    for start, end in sentence_spans(text):
-        words = [w.lower() for w in tokens(text[start:end])]
-        found.append(_Sentence((start, end), words, set(words) - FUNCTION_WORDS, _facts(words, names)))
-    return found
+def _sentence(span: tuple[int, int], written: list[str], names: set[str]) -> _Sentence:
+    words = [w.lower() for w in written]
+    return _Sentence(span, words, set(words) - FUNCTION_WORDS, _facts(words, names))
 
 
 def misquoted(claim: str, block: str, question: str = "") -> tuple[int, int] | None:
     """Where in ``block`` the sentence is that ``claim`` misquotes, or None when it does not."""
-    names = _names(block) | _names(claim)
+    split = _split(block)
+    names = _names(split) | _names(_split(claim))
     asked = terms(question)
     words = [w.lower() for w in tokens(claim)]
-    content = terms(claim)
-    sentences = _sentences(block, names)
+    content = set(words) - FUNCTION_WORDS
+    sentences = [_sentence(span, written, names) for span, written in split]
     if not content or not sentences:
         return None
     said = max(sentences, key=lambda s: len(content & s.content))
