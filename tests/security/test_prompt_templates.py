@@ -114,3 +114,18 @@ def test_a_caller_who_may_not_store_pipelines_is_refused_before_anything_is_buil
         assert client.put(f"{url}/_search/pipeline/p", json=broken, headers=basic("admin", "a")).status_code == 400
         fine = _pipeline("Keywords for {{ query }}")
         assert client.put(f"{url}/_search/pipeline/p", json=fine, headers=basic("admin", "a")).status_code == 200
+
+
+@pytest.mark.parametrize("nesting", ["(" * 4000 + "1" + ")" * 4000, "[" * 4000 + "]" * 4000])
+def test_an_override_nested_too_deeply_to_compile_is_a_400_not_a_500(
+    answerbox: str, client: httpx.Client, nesting: str
+) -> None:
+    """Jinja2's parser recursed past Python's stack on this text (within the length limit), and
+    the RecursionError escaped as a 500."""
+    reason = _refused(
+        client.put(f"{answerbox}/_search/pipeline/deep", json=_pipeline(f"{{{{ {nesting} }}}} {{{{ query }}}}"))
+    )
+    assert "nested too deeply" in reason, reason
+    assert "Traceback" not in reason
+    fine = client.put(f"{answerbox}/_search/pipeline/deep", json=_pipeline("Keywords for {{ query }}"))
+    assert (fine.status_code, fine.json()) == (200, {"acknowledged": True})

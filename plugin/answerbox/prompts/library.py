@@ -136,6 +136,10 @@ class PromptLibrary:
             raise ConfigError(f"prompt template [{name}] not found") from exc
         except jinja2.TemplateSyntaxError as exc:
             raise ConfigError(f"prompt [{name}] has a syntax error at line {exc.lineno}: {exc.message}") from exc
+        except (RecursionError, MemoryError) as exc:
+            # Jinja2 parses and compiles recursively: text nested deeply enough (a few thousand
+            # brackets fit the length limit) exhausts the stack. The text's fault, not the server's.
+            raise ConfigError(f"prompt [{name}] is nested too deeply to compile ({type(exc).__name__})") from None
 
     async def aclose(self) -> None:
         """Stops the prompt worker, if one started."""
