@@ -12,8 +12,8 @@ import httpx
 import pytest
 from opensearchpy import OpenSearch
 
-from tests.conftest import AnswerboxFactory, completions
-from tests.support.books import answer_search, search
+from tests.conftest import AnswerboxFactory, bulk_index, completions
+from tests.support.books import MAPPINGS, answer_search, search
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
 
@@ -125,4 +125,24 @@ def test_a_sentence_copied_with_its_name_changed_is_flagged_contradicted_quoting
             "support": answer["flagged"][0]["support"],
             "quote": "Dune is a 1965 science fiction novel by Frank Herbert.",
         }
+    ]
+
+
+def test_a_sentence_copied_with_the_readers_answer_swapped_is_flagged_contradicted(
+    opensearch: OpenSearch, generative: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
+    """No name or number changed: the answer the question asks for ("hands on practice") is
+    swapped for words the post says elsewhere, so every word is in the block. The reader's
+    answer in the block is what tells."""
+    post = (
+        "Marie learned to cook at her grandmother's farm. She says the best way to learn is hands on "
+        "practice. Most cookbooks, she adds, are written for people who already cook."
+    )
+    bulk_index(opensearch, "posts", [{"_id": "marie", "text": post, "published": "2024-05-01"}], MAPPINGS)
+    scripted, url = generative
+    scripted.replies = ["She says the best way to learn is her grandmother's farm [1]."]
+    answer = search(client, url, answer_search("What is the best way to learn to cook?"), index="posts")
+    flagged = answer["ext"]["answerbox"]["answer"]["flagged"]
+    assert [(f["marker"], f["reason"], f["quote"]) for f in flagged] == [
+        (1, "contradicted", "She says the best way to learn is hands on practice.")
     ]

@@ -5,14 +5,15 @@ is checked: the claim verifier (``answerbox.models.verifier``) reads the cited b
 claim is supported only when a window of the block entails it (``support`` is that
 probability), and flagged ``contradicted`` when one contradicts it, quoting that sentence;
 the words the claim adds beyond the question must be found in that block, too, a cheap
-pre-filter, and a claim that copies a sentence of the block with a name or a number changed is
-flagged ``contradicted``, quoting that sentence (``answerbox.processors.text.misquotes``), with a
-verifier or without. Without a verifier, the evaluator's score of the claim against the block stands
-in for the entailment, as before it: that tells whether the block is *about* the claim, not
-whether it says it. A block that addresses the model (a prompt injection) supports nothing.
-Unsupported or out-of-range markers are removed from the text; the claim is reported as
-flagged. A claim the LLM left uncited may be attributed: the best block that passes the same
-check gets cited (small models often answer right and cite nothing).
+pre-filter, and a claim that copies a sentence of the block with a name, a number or the reader's
+answer to the question changed is flagged ``contradicted``, quoting that sentence
+(``answerbox.processors.text.misquotes``), with a verifier or without. Without a verifier,
+the evaluator's score of the claim against the block stands in for the entailment, as before
+it: that tells whether the block is *about* the claim, not whether it says it. A block that
+addresses the model (a prompt injection) supports nothing. Unsupported or out-of-range markers
+are removed from the text; the claim is reported as flagged. A claim the LLM left uncited may
+be attributed: the best block that passes the same check gets cited (small models often answer
+right and cite nothing).
 
 Where the LLM endpoint takes a schema, the answer is asked for as :data:`ANSWER_SCHEMA`'s JSON
 (sentences, each with the blocks it comes from); :func:`read_answer` writes it back as the
@@ -24,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
@@ -276,7 +277,7 @@ def _coverage(claim: str, question: str, evidence: Evidence) -> float:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
     """How a claim is checked against a block: the verifier's entailment (or the evaluator's
-    score) and the words it shares."""
+    score), the words it shares, and whether it misquotes a sentence of the block."""
 
     question: str
     scorer: Scorer | None  # None: no model to score with
@@ -285,6 +286,8 @@ class Check:
     # Whether a citation needs the model's support: then one no model could score fails (the
     # check fails closed); without it (check_citations off) an in-range marker is kept.
     required: bool = True
+    # The reader's span per block marker: its answer to the question in that block.
+    answers: Mapping[int, str] = field(default_factory=dict)
 
     def verdict(
         self, claim: Claim, marker: int, block: Evidence, support: Support | None, attributed: bool = False
@@ -296,7 +299,7 @@ class Check:
         elif support is None:
             supported = not self.required
         else:
-            misquote = misquoted(claim.plain, block.snippet, self.question)
+            misquote = misquoted(claim.plain, block.snippet, self.question, self.answers.get(marker, ""))
             supported = (
                 misquote is None
                 and support.score >= self.min_support
@@ -328,9 +331,7 @@ class Check:
                 )
         return verdicts
 
-    async def attributed(
-        self, claims: Sequence[Claim], evidence: Sequence[Evidence], answers: Sequence[str]
-    ) -> list[ClaimVerdict]:
+    async def attributed(self, claims: Sequence[Claim], evidence: Sequence[Evidence]) -> list[ClaimVerdict]:
         """For claims the LLM left uncited: the best-scoring block that passes the check and
         whose own answer to the question (``answers``, the reader's span per block) the claim
         states. That last condition keeps a sentence that merely echoes a document (an
@@ -340,7 +341,7 @@ class Check:
         verdicts = []
         for claim in claims:
             said = words(claim.plain)
-            eligible = [b for b, a in zip(evidence, answers, strict=True) if words(a) and words(a) <= said]
+            eligible = [b for b in evidence if (a := words(self.answers.get(b.marker, ""))) and a <= said]
             scored = sorted(
                 zip(await self.scores(claim, eligible), eligible, strict=True),
                 key=lambda p: -(p[0].score if p[0] is not None else 0.0),

@@ -303,11 +303,11 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             "required": self.config.check_citations,
         }
         try:
-            checker = Check(scorer=scorer_of(models) if models else None, **options)
+            answers = await _answers(question, blocks, models) if models and claims else {}
+            checker = Check(scorer=scorer_of(models) if models else None, answers=answers, **options)
             verdicts = await checker.cited(cited, by_marker)
             if models and uncited:
-                spans = await models.reader.read(question, [b.snippet for b in blocks])
-                verdicts += await checker.attributed(uncited, blocks, [s.text for s in spans])
+                verdicts += await checker.attributed(uncited, blocks)
         except ModelError as exc:
             say(f"no citation can be checked, the evaluator failed: {exc.reason}")
             verdicts = await Check(scorer=None, **options).cited(cited, by_marker)
@@ -437,6 +437,13 @@ def _scored(answer: Answer, snippet: Answer | None, calibrator: AnswerCalibrator
         snippet_confidence=calibrator.recalibration.undo(snippet.confidence or 0.0) if snippet is not None else 0.0,
     )
     return answer.model_copy(update={"confidence": calibrator.confidence(signals), "signals": signals_record(signals)})
+
+
+async def _answers(question: str, blocks: Sequence[Evidence], models: Models) -> dict[int, str]:
+    """The reader's answer in each block: what a misquote changes, and what an uncited claim must
+    state to be attributed (the encoder caches it for the answer's next sentence)."""
+    spans = await models.reader.read(question, [b.snippet for b in blocks])
+    return {b.marker: span.text for b, span in zip(blocks, spans, strict=True)}
 
 
 def _block(evidence: Evidence) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A claim that copies a sentence of its block with a name or a number changed: a misquote.
+"""A claim that copies a sentence of its block with a name, a number or the answer changed: a misquote.
 
 A small LLM often writes its answer by copying the sentence that holds it; when it copies one
 fact wrong (another name or date of the same passage in the answer's place), every word of the
@@ -11,7 +11,12 @@ rates it as high as the true sentence. This finds that case by alignment, with n
   sentence, or one the block writes so there);
 - the claim misquotes that sentence when, aligned word by word, a stretch of the claim whose
   content words are all facts the sentence does not hold stands where the sentence holds a fact
-  the claim does not, and no sentence of the block holds every fact of the claim.
+  the claim does not, and no sentence of the block holds every fact of the claim;
+- or when such a stretch, made of facts the sentence does not hold or of words the block says
+  elsewhere (the passage's other answers: "hands on" for "gold medal"), stands where the
+  sentence holds words of ``answer`` (the reader's answer to the question in this block) that
+  the claim lacks, and no sentence of the block holds every content word of the claim. That
+  case needs no capital: what the question asks is a fact whatever its case.
 
 Words of the question never count as changed: a claim may restate what was asked. A claim that
 says a fact in its own words, without restating a sentence, is left to the claim verifier.
@@ -68,7 +73,7 @@ def _sentence(span: tuple[int, int], written: list[str], names: set[str]) -> _Se
     return _Sentence(span, words, set(words) - FUNCTION_WORDS, _facts(words, names))
 
 
-def misquoted(claim: str, block: str, question: str = "") -> tuple[int, int] | None:
+def misquoted(claim: str, block: str, question: str = "", answer: str = "") -> tuple[int, int] | None:
     """Where in ``block`` the sentence is that ``claim`` misquotes, or None when it does not."""
     split = _split(block)
     names = _names(split) | _names(_split(claim))
@@ -83,15 +88,22 @@ def misquoted(claim: str, block: str, question: str = "") -> tuple[int, int] | N
     if shared < len(content) or shared < len(said.content):
         return None  # the claim does not restate one sentence
     claim_facts = _facts(words, names) - asked
-    if any(claim_facts <= set(s.words) for s in sentences):
-        return None  # the block says every fact of the claim together somewhere
+    # Where the block says every fact of the claim together, no changed name or number is a
+    # misquote; where it says every content word, nothing is.
+    by_facts = not any(claim_facts <= set(s.words) for s in sentences)
+    by_answer = not any(content - asked <= s.content for s in sentences)
     new_facts = claim_facts - set(said.words)
     lost_facts = said.facts - set(words) - asked
+    lost_answer = terms(answer) - set(words) - asked
+    elsewhere = {w for s in sentences if s is not said for w in s.content} - set(said.words)
     opcodes = SequenceMatcher(None, words, said.words, autojunk=False).get_opcodes()
     for op, c_start, c_end, s_start, s_end in opcodes:
-        if op != "replace":
-            continue
         changed = set(words[c_start:c_end]) - FUNCTION_WORDS - asked
-        if changed and changed <= new_facts and lost_facts & set(said.words[s_start:s_end]):
+        if op != "replace" or not changed:
+            continue
+        lost = set(said.words[s_start:s_end])
+        if by_facts and changed <= new_facts and lost_facts & lost:
+            return said.span
+        if by_answer and changed <= new_facts | elsewhere and lost_answer & lost:
             return said.span
     return None

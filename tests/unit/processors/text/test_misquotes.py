@@ -65,3 +65,38 @@ def test_a_fact_the_block_says_in_another_sentence_with_the_rest_is_no_misquote(
     block = BLOCK + " The game was played at Levi's Stadium in the Bay Area at Denver's request."
     claim = "The game was played at Levi's Stadium in the Bay Area at Denver."
     assert misquoted(claim, block, QUESTION) is None
+
+
+COOK = (
+    "Marie learned to cook at her grandmother's farm. She says the best way to learn is hands on "
+    "practice. Most cookbooks, she adds, are written for people who already cook."
+)
+BEST_WAY = "She says the best way to learn is hands on practice."
+ASKED = "What is the best way to learn to cook?"
+
+
+def test_the_readers_answer_swapped_for_words_the_block_says_elsewhere_is_a_misquote_whatever_its_case() -> None:
+    claim = "She says the best way to learn is her grandmother's farm."
+    found = misquoted(claim, COOK, ASKED, "hands on practice")
+    assert found is not None
+    assert COOK[found[0] : found[1]] == BEST_WAY
+    assert misquoted(claim, COOK, ASKED) is None  # no capital, no number: only the answer tells
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        BEST_WAY,
+        "She says hands-on practice is the best way to learn.",  # its own order and spelling
+        "She says the best way to learn is by doing.",  # its own words: the verifier's
+        "She says the best way to learn is hands on practice at a farm.",  # the answer kept
+    ],
+)
+def test_a_claim_that_keeps_the_readers_answer_or_says_it_in_its_own_words_is_no_misquote(claim: str) -> None:
+    assert misquoted(claim, COOK, ASKED, "hands on practice") is None
+
+
+def test_a_name_put_for_what_the_sentence_calls_it_is_no_misquote_of_the_answer() -> None:
+    block = "Levi's Stadium opened in 2014. The stadium hosted Super Bowl 50 two years later."
+    claim = "Levi's Stadium hosted Super Bowl 50 two years later."
+    assert misquoted(claim, block, "Which stadium hosted Super Bowl 50?", "Levi's Stadium") is None
