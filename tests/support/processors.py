@@ -63,11 +63,14 @@ class LabelHits(ResponseProcessor[LabelConfig]):
 
 
 class Explode(ResponseProcessor[ProcessorConfig]):
+    """Fails with text no caller may read (a path and a host, as a library's error carries)."""
+
     type_name = "explode"
     config_model = ProcessorConfig
+    secret = "boom at /srv/answerbox/keys/service.pem via 10.0.0.7:9200"
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> Any:
-        raise RuntimeError("boom")
+        raise RuntimeError(Explode.secret)
 
 
 class SleepConfig(ProcessorConfig):

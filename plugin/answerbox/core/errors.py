@@ -47,6 +47,7 @@ __all__ = [
     "UpstreamTimeout",
     "UpstreamUnavailable",
     "error_body",
+    "failure_reason",
     "validation_problems",
 ]
 
@@ -63,6 +64,25 @@ def error_body(status: int, error_type: str, reason: str, **extra: Any) -> dict[
     """OpenSearch's error envelope: ``{"error": {"root_cause": [...], "type", "reason"}, "status"}``."""
     cause = {"type": error_type, "reason": reason, **extra}
     return {"error": {"root_cause": [cause], **cause}, "status": status}
+
+
+# What a caller is told of a failure that is no AnswerboxError, by kind. The exception's own text
+# can name files, hosts, settings or a document's words: it goes to the log, never to a caller.
+_FAILURE_SENTENCES: tuple[tuple[type[BaseException], str], ...] = (
+    (TimeoutError, "it did not finish in time"),
+    (MemoryError, "it ran out of memory"),
+    (RecursionError, "its input was nested too deeply"),
+    (ConnectionError, "a connection it needed failed"),
+)
+_UNEXPECTED_FAILURE = "it failed unexpectedly (the server's log has the details)"
+
+
+def failure_reason(error: BaseException) -> str:
+    """A caller's sentence for ``error``: an answerbox error's own reason (written for callers),
+    else a fixed sentence for its kind. Whoever reports it logs the exception itself."""
+    if isinstance(error, AnswerboxError):
+        return error.reason
+    return next((sentence for kind, sentence in _FAILURE_SENTENCES if isinstance(error, kind)), _UNEXPECTED_FAILURE)
 
 
 class AnswerboxError(Exception):
@@ -147,12 +167,15 @@ class ProcessorError(AnswerboxError):
     error_type = "search_pipeline_exception"
 
     @classmethod
-    def from_exception(cls, processor: str, tag: str | None, error: BaseException) -> ProcessorError:
+    def from_exception(
+        cls, processor: str, tag: str | None, error: BaseException, reason: str | None = None
+    ) -> ProcessorError:
+        """``reason`` says what failed where the caller knows better than ``failure_reason``."""
         name = f"{processor}:{tag}" if tag else processor
         if isinstance(error, AnswerboxError):
             # Keep the cause's status: a bad prompt override is still the caller's 400.
             return cls(f"processor [{name}] failed: {error.reason}", status=error.status)
-        return cls(f"processor [{name}] failed: {type(error).__name__}: {error}")
+        return cls(f"processor [{name}] failed: {reason or failure_reason(error)}")
 
 
 class ModelError(AnswerboxError):

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from answerbox.core.errors import ModelError, ProcessorError
+from answerbox.core.errors import ModelError, ProcessorError, failure_reason
 from answerbox.pipeline.base import JSON, PipelineContext, Processor, RequestProcessor, ResponseProcessor, SearchRequest
 from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
 from answerbox.pipeline.stats import Phase, PipelineStats
@@ -161,14 +161,17 @@ class Pipeline:
         share = self._share(processor, ctx)
         ctx.deadline.start_step(share)
         error: Exception | None = None
+        reason = ""
         try:
             async with asyncio.timeout(share):
                 result = await step(value)
         except TimeoutError as exc:
             error = TimeoutError(f"took longer than its {share:.3g}s share of the pipeline's budget")
             error.__cause__ = exc
+            reason = str(error)  # our own sentence: the caller may read it
         except Exception as exc:  # a processor may fail in any way; ignore_failure decides
             error = exc
+            reason = failure_reason(exc)
         millis = (clock() - started) * 1000
         ignored = error is not None and processor.config.ignore_failure
         # A search's own pipeline is counted by processor type: its tags are the caller's to
@@ -182,13 +185,21 @@ class Pipeline:
                 "tag": processor.config.tag,
                 "duration_millis": round(millis),
                 "status": "success" if error is None else "fail",
-                **({"error": f"{type(error).__name__}: {error}"} if error is not None else {}),
+                **({"error": reason} if error is not None else {}),
             }
         )
         if error is None:
             return result
+        # The caller reads ``reason``; the exception, with its text and traceback, is logged.
+        logger.warning(
+            "processor %s in pipeline %s failed%s: %r",
+            processor.name,
+            self.id,
+            " and was ignored" if ignored else "",
+            error,
+            exc_info=error,
+        )
         if not ignored:
-            raise ProcessorError.from_exception(processor.type_name, processor.config.tag, error) from error
-        logger.warning("processor %s in pipeline %s failed and was ignored: %r", processor.name, self.id, error)
-        ctx.report.warn(f"processor [{processor.name}] failed and was skipped: {error}")
+            raise ProcessorError.from_exception(processor.type_name, processor.config.tag, error, reason) from error
+        ctx.report.warn(f"processor [{processor.name}] failed and was skipped: {reason}")
         return value
