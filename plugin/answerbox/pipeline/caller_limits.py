@@ -219,4 +219,14 @@ class CallerLimits:
             raise InvalidRequest(
                 "llm_response_field needs OpenSearch's retrieval_augmented_generation processor in the pipeline"
             )
+        return qa if native_rag else _in_the_user_message(qa)
+
+
+def _in_the_user_message(qa: GenerativeQAParameters) -> GenerativeQAParameters:
+    """The caller's ``system_prompt`` joins its ``user_instructions``: any caller may send it,
+    and text in the system role outranks the operator's rules with many models, quoted or not.
+    (OpenSearch's own RAG processor reads the body's parameters, untouched by this.)"""
+    if qa.system_prompt is None:
         return qa
+    joined = "\n".join(text for text in (qa.system_prompt, qa.user_instructions) if text)
+    return qa.model_copy(update={"system_prompt": None, "user_instructions": joined or None})
