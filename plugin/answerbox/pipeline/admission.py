@@ -7,6 +7,8 @@ OpenSearch answers when its search queue is full), which clients already retry. 
 (one user, where the cluster has users; else one set of credentials) may hold at most
 ``limits.max_runs_per_caller`` of them, so a caller who floods is refused before the others
 are; callers without credentials cannot be told apart, and only the global limit holds them.
+Each _msearch line that runs a pipeline is one run; lines past the room left are refused one
+by one (``room``), as OpenSearch refuses the lines past its full search queue.
 An admitted run's LLM calls count against ``limits.max_llm_calls``, its prompts' rendering
 against ``limits.render_budget_s`` of CPU, and its model work is queued under its caller's
 name (the micro-batcher bounds each caller's share of its queue).
@@ -46,13 +48,21 @@ class Admission:
         self._running = 0
         self._per_caller: Counter[str] = Counter()
 
+    def room(self, key: str | None) -> int:
+        """How many more runs the caller ``key`` names may start now: an _msearch takes as many
+        of its pipeline lines as fit, and OpenSearch's per-line 429 answers the rest."""
+        limits = self._limits
+        left = limits.max_concurrent_runs - self._running
+        if key is not None:
+            left = min(left, limits.max_runs_per_caller - self._per_caller[key])
+        return max(0, left)
+
     @contextmanager
     def admitted(self, key: str | None, runs: int = 1) -> Iterator[None]:
-        """Hold ``runs`` runs (an _msearch's lines count one each) for the caller ``key`` names
-        (``caller_key``), or raise 429."""
+        """Hold ``runs`` runs (an _msearch's pipeline lines count one each, never fewer than
+        run) for the caller ``key`` names (``caller_key``), or raise 429."""
         limits = self._limits
-        # An _msearch larger than a limit counts as that limit: it is not refused on an idle server.
-        runs = max(1, min(runs, limits.max_runs_per_caller, limits.max_concurrent_runs))
+        runs = max(1, runs)
         if key is not None and self._per_caller[key] + runs > limits.max_runs_per_caller:
             raise RejectedExecution(
                 f"rejected execution of search pipeline run: this caller has {self._per_caller[key]} running, "

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from answerbox.core.errors import AnswerboxError
+from answerbox.core.errors import AnswerboxError, RejectedExecution
 from answerbox.opensearch import Caller
 from answerbox.pipeline.admission import caller_key
 from answerbox.pipeline.base import JSON, SearchRequest
@@ -17,6 +17,11 @@ from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.scope import SCOPE_PARAMS
 
 __all__ = ["MsearchLine", "MsearchRunner"]
+
+_REFUSED_LINE = RejectedExecution(
+    "rejected execution of search pipeline run: this _msearch's lines that run a pipeline are more than "
+    "the runs left to start (limits.max_concurrent_runs, limits.max_runs_per_caller)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,17 +69,28 @@ class MsearchRunner:
     async def run(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
         """Each line with a pipeline is its own run; one upstream ``_msearch`` serves them all.
         A line's failure is that line's error object, as OpenSearch answers."""
+        admission = self._engine.admission
         key = await caller_key(caller, self._engine.memory.identities)
-        with self._engine.admission.admitted(key, runs=sum(line.pipeline is not None for line in lines)):
-            return await self._run(lines, params=params, caller=caller)
+        piped = [i for i, line in enumerate(lines) if line.pipeline is not None]
+        # Each line that runs a pipeline is one run: as many as there is room for run, the rest
+        # are each refused with a 429, as OpenSearch refuses lines past its search queue. With
+        # no room at all the whole _msearch is refused, as a search would be.
+        taken = max(1, min(len(piped), admission.room(key)))
+        refused = frozenset(piped[taken:])
+        with admission.admitted(key, runs=taken):
+            return await self._run(lines, params=params, caller=caller, refused=refused)
 
-    async def _run(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
+    async def _run(
+        self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller, refused: frozenset[int]
+    ) -> JSON:
         engine = self._engine
         runs: list[SearchRun | None] = []
         results: list[JSON | None] = []
-        for line in lines:
+        for i, line in enumerate(lines):
             run, error = None, None
-            if line.pipeline is not None:
+            if i in refused:
+                error = _REFUSED_LINE.to_body()
+            elif line.pipeline is not None:
                 try:
                     scoped = {**params, **_header_scope(line.header)}
                     run = engine.start(line.pipeline, index=line.index, body=line.body, params=scoped, caller=caller)
