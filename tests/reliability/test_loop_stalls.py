@@ -133,3 +133,48 @@ def test_a_huge_question_is_refused_before_any_processor_reads_it(url: str, clie
     streamed = client.post(f"{url}/books/_answerbox/stream?search_pipeline=answers", content=huge,
                            headers={"content-type": "application/json"})  # fmt: skip
     assert "limits.max_question_chars" in opensearch_error(streamed, 400, "illegal_argument_exception")
+
+
+# A caller's ``*`` wildcards, matched against every key of the answer (filter_path) or every
+# alias name (a processor's search of another index): as ``.*`` each, 28 of them and a letter
+# that never matches held the whole server for 3 s, 30 for 7.6 s.
+STARS = "*" * 28 + "Z"
+SEARCH = {"query": {"match": {"body": "spice"}}, "search_pipeline": PIPELINE}
+
+
+def test_a_filter_path_of_many_wildcards_does_not_hold_the_event_loop(url: str) -> None:
+    body = json.dumps(SEARCH).encode()
+    response, took, polls = asyncio.run(
+        _sent_while_polled(url, f"/books/_search?filter_path={STARS}", body, "application/json")
+    )
+    assert response.status_code == 200, response.text[:300]
+    assert response.json() == {}  # the run of stars is one: nothing ends in Z
+    assert max(polls) < STALL_MS, sorted(polls)[-5:]
+    many = "*a" * 30 + "Z"  # thirty that are not one run: refused, not run
+    response, took, polls = asyncio.run(
+        _sent_while_polled(url, f"/books/_search?filter_path=hits.{many}", body, "application/json")
+    )
+    assert "more than 16 [*] wildcards" in opensearch_error(response, 400, "illegal_argument_exception")
+    assert took < REFUSED_S
+    assert max(polls) < STALL_MS, sorted(polls)[-5:]
+
+
+def test_a_target_of_many_wildcards_beside_a_filtered_alias_does_not_hold_the_event_loop(url: str) -> None:
+    """The corrective search goes to another index only once no alias of the caller's target
+    that binds a search (a filter) is named by it: each part of the target is matched against
+    each such alias's name."""
+    actions = [{"add": {"index": "books", "alias": "books_public", "filter": {"match_all": {}}}}]
+    assert httpx.post(f"{url}/_aliases", json={"actions": actions}).status_code == 200
+    corrective = {"text_fields": ["body"], "upper": 1.0, "lower": -1.0, "corrective": {"index": "books"}}
+    body = {"query": {"match": {"body": "spice"}}, "search_pipeline": {
+        "response_processors": [{"retrieval_evaluator": corrective}]}}  # fmt: skip
+    for target, refused in ((f"{STARS},books", False), ("*a" * 30 + "Z,books", True)):
+        response, took, polls = asyncio.run(
+            _sent_while_polled(url, f"/{target}/_search", json.dumps(body).encode(), "application/json")
+        )
+        assert response.status_code == 200, response.text[:300]
+        assert response.json()["hits"]["hits"], response.text[:300]
+        warned = any("books_public" in w for w in response.json()["ext"]["answerbox"]["warnings"])
+        # Past 16 wildcards the part is taken as naming every alias: the search is refused, never widened.
+        assert warned is refused, response.json()["ext"]["answerbox"]["warnings"]
+        assert max(polls) < STALL_MS, sorted(polls)[-5:]

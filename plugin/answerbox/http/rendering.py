@@ -22,16 +22,15 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import yaml
 from starlette.responses import JSONResponse, Response
 
 from answerbox.core.errors import InvalidRequest
+from answerbox.core.wildcards import MAX_WILDCARDS, simple_match, wildcards
 
 __all__ = ["JSON_MEDIA_TYPE", "RENDERING_PARAMS", "OpenSearchJSON", "Rendering", "accepts_gzip"]
 
@@ -63,15 +62,6 @@ _GONE = object()  # what a filter leaves of a value it removes whole
 _AS_STARLETTE: dict[str, Any] = {"ensure_ascii": False, "allow_nan": False}
 
 
-@cache
-def _pattern(segment: str) -> re.Pattern[str]:
-    return re.compile(".*".join(map(re.escape, segment.split("*"))))
-
-
-def _matches(segment: str, key: str) -> bool:
-    return segment == key if "*" not in segment else _pattern(segment).fullmatch(key) is not None
-
-
 def _here(paths: Iterable[_Path]) -> set[_Path]:
     """``paths`` with each leading ``**`` also taken as no level at all."""
     found: set[_Path] = set()
@@ -93,7 +83,7 @@ def _below(paths: set[_Path], key: str) -> set[_Path]:
             continue
         if path[0] == _ANY_LEVELS:
             left.add(path)  # ``**`` takes this level and may take more
-        elif _matches(path[0], key):
+        elif simple_match(path[0], key):
             left.add(path[1:])
     return left
 
@@ -127,6 +117,8 @@ def _path(expression: str) -> _Path:
         raise InvalidRequest(
             f"filter_path [{expression}] has more than {MAX_PATH_SEGMENTS} segments or {MAX_ANY_LEVELS} [**]"
         )
+    if sum(wildcards(segment) for segment in segments if segment != _ANY_LEVELS) > MAX_WILDCARDS:
+        raise InvalidRequest(f"filter_path [{expression}] has more than {MAX_WILDCARDS} [*] wildcards")
     return tuple(segments)
 
 

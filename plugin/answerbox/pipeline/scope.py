@@ -19,13 +19,13 @@ cannot be known, the search is ``OutOfScope``. A search of the caller's own targ
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from answerbox.core.digest import json_digest
 from answerbox.core.errors import OutOfScope, UpstreamError, UpstreamUnavailable
+from answerbox.core.wildcards import MAX_WILDCARDS, simple_match, wildcards
 from answerbox.opensearch import JSON, Caller, SearchBackend
 from answerbox.pipeline.restriction import Unscopable, restriction_of
 from answerbox.pipeline.source_filter import SourceFilter, covers
@@ -263,8 +263,9 @@ def _binding_alias(aliases: Mapping[str, Any], target: str) -> str | None:
 def _names(expression: str, alias: str) -> bool:
     """Whether one expression of a target names ``alias``, itself or by a ``*`` wildcard; an
     excluded one (``-name``) counts as named, and date math, which only the cluster resolves,
-    as naming every alias: both only ever refuse more."""
+    as naming every alias, and so does one with more ``*`` than any name needs: all only ever
+    refuse more."""
     expression = expression.removeprefix("-")
-    if expression.startswith("<"):
+    if expression.startswith("<") or wildcards(expression) > MAX_WILDCARDS:
         return True
-    return re.fullmatch(".*".join(re.escape(part) for part in expression.split("*")), alias) is not None
+    return simple_match(expression, alias)

@@ -10,10 +10,11 @@ names it outright: a field too many is hidden, never one too few.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from answerbox.core.wildcards import simple_match
 
 __all__ = ["SourceFilter", "covers"]
 
@@ -22,7 +23,7 @@ _NONE = "_none_"
 
 def covers(pattern: str, field: str) -> bool:
     """Whether ``pattern`` shows ``field``: "title" shows "title.en" too, as OpenSearch's does."""
-    return fnmatch.fnmatchcase(field, pattern) or field.startswith(pattern.rstrip("*").rstrip(".") + ".")
+    return simple_match(pattern, field) or field.startswith(pattern.rstrip("*").rstrip(".") + ".")
 
 
 def _patterns(value: Any) -> tuple[str, ...] | None:

@@ -9,7 +9,6 @@ pipeline for a search, uses the service account (a caller may run a pipeline it 
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import uuid
 from typing import Any
@@ -18,6 +17,7 @@ from opensearchpy import AsyncOpenSearch
 
 from answerbox.core.errors import ConfigError, UpstreamError
 from answerbox.core.ttl_cache import TTLCache
+from answerbox.core.wildcards import simple_match
 from answerbox.opensearch import Caller, ensure_index, translate
 from answerbox.pipeline.definition import PipelineDefinition
 
@@ -76,9 +76,7 @@ class PipelineStore:
     async def list(self, caller: Caller, pattern: str = "*") -> dict[str, PipelineDefinition]:
         patterns = pattern.split(",")
         stored = await self._all(self._caller_client, caller)
-        return {
-            pid: definition for pid, definition in stored.items() if any(fnmatch.fnmatchcase(pid, p) for p in patterns)
-        }
+        return {pid: definition for pid, definition in stored.items() if any(simple_match(p, pid) for p in patterns)}
 
     async def stored(self) -> dict[str, PipelineDefinition]:
         """Every stored pipeline, read with the service account: what a replica warms up as it starts."""
