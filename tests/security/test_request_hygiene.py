@@ -68,3 +68,31 @@ def test_the_passthrough_drops_hop_by_hop_and_proxy_identity_headers(
     assert not sent & {"x-proxy-user", "x-proxy-roles", "x-forwarded-for", "x-forwarded-proto", "x-private"}
     assert forwarded.headers["authorization"] == headers["authorization"]
     assert forwarded.headers["x-kept"] == "yes"
+
+
+@pytest.mark.parametrize("endpoint", ["_search", "_msearch"])
+def test_a_body_in_the_url_runs_no_pipeline_even_the_indexs_default(
+    recorded_answerbox: RecordedFactory, opensearch: OpenSearch, client: httpx.Client, endpoint: str
+) -> None:
+    """On an index with a default answerbox pipeline, a search in OpenSearch's ``source``
+    parameter opened a run of an empty body, whose search OpenSearch refused (both a body and
+    ``source``): a 400. It goes to OpenSearch as sent, as with no default."""
+    bulk_index(opensearch, "books", [{"_id": "dune", "body": "Spice is mined on Arrakis."}])
+    recorder, url = recorded_answerbox()
+    stored = {"response_processors": [{"cited_answer": {"size": 2, "mode": "extractive"}}]}
+    assert client.put(f"{url}/_search/pipeline/answers", json=stored).status_code == 200
+    settings = {"index.search.default_pipeline": "answers"}
+    assert client.put(f"{url}/books/_settings", json=settings).status_code == 200
+    search = {"query": {"match": {"body": "spice"}}}
+    source = json.dumps(search) if endpoint == "_search" else json.dumps({}) + "\n" + json.dumps(search) + "\n"
+    params = {"source": source, "source_content_type": "application/json"}
+    direct = opensearch.transport.perform_request("GET", f"/books/{endpoint}", params=params)
+    response = client.get(f"{url}/books/{endpoint}", params=params)
+    assert response.status_code == 200, response.text
+    answer = response.json() if endpoint == "_search" else response.json()["responses"][0]
+    assert "ext" not in answer
+    hits = answer["hits"]
+    expected = direct["hits"] if endpoint == "_search" else direct["responses"][0]["hits"]
+    assert [h["_id"] for h in hits["hits"]] == [h["_id"] for h in expected["hits"]] == ["dune"]
+    (sent,) = recorder.matching(f"/books/{endpoint}")
+    assert (sent.method, sent.body) == ("GET", b"")

@@ -43,6 +43,10 @@ class SearchHandler:
         raw = await read_body(http_request, self._settings.limits)
         text = await decoded(http_request, raw, self._settings.limits)
         params = _params(http_request)
+        # A body in the URL runs no pipeline, not even the index's default (a cross-site page can
+        # make a browser send any URL): checked before a default is resolved for an empty body.
+        if _body_in_url(params):
+            return await self._passthrough.forward(http_request, raw)
         # A plain search (most of a cluster's traffic) goes on unparsed: no pipeline can apply to it.
         if not may_name_pipeline(text) and not await self._engine.resolver.may_apply_unnamed(index, params):
             return await self._passthrough.forward(http_request, raw)
@@ -66,6 +70,8 @@ class SearchHandler:
         raw = await read_body(http_request, self._settings.limits)
         text = await decoded(http_request, raw, self._settings.limits)
         params = _params(http_request)
+        if _body_in_url(params):  # as for a search: its lines go to OpenSearch as sent
+            return await self._passthrough.forward(http_request, raw)
         limits = self._engine.limits
         if not may_name_pipeline(text):
             # No line names a pipeline: the headers alone tell whether a default applies to one.
@@ -87,6 +93,11 @@ class SearchHandler:
 def _accepts_gzip(http_request: Request) -> bool:
     # As OpenSearch answers a caller that accepts gzip (``http.compression``, on by default).
     return accepts_gzip(http_request.headers.get("accept-encoding"))
+
+
+def _body_in_url(params: dict[str, str]) -> bool:
+    """Whether the request's body is OpenSearch's ``source`` parameter, read in place of a body."""
+    return "source" in params
 
 
 def _params(http_request: Request) -> dict[str, str]:

@@ -69,8 +69,8 @@ async def test_a_pipeline_search_in_the_url_runs_no_pipeline(
 ) -> None:
     """A cross-site page can make a browser GET any URL: a body in OpenSearch's ``source``
     parameter is never one answerbox runs. It goes on as sent (here to an unreachable
-    passthrough), and answerbox itself searched nothing (it looked up the index's default
-    pipeline only)."""
+    passthrough), and answerbox itself searched nothing (nor looked up the index's default
+    pipeline: tests/security/test_request_hygiene.py has the default over real HTTP)."""
     params = {"source": json.dumps(INLINE), "source_content_type": "application/json"}
     response = await client.get("/books/_search", params=params)
     assert opensearch_error(response, 502, "connect_exception") == "OpenSearch is unreachable"
