@@ -72,3 +72,32 @@ def test_a_reader_runs_the_admins_pipeline_on_what_it_may_read(secured: Any, cli
     assert (
         client.post(f"{url}/{PIPELINES}/_search?search_pipeline=answers", json=body, headers=READER).status_code == 403
     )
+
+
+def test_before_the_pipelines_index_exists_a_caller_who_may_not_write_it_is_refused(
+    make_answerbox: AnswerboxFactory, opensearch: OpenSearch, osmem_url: str, client: httpx.Client
+) -> None:
+    """A cluster may answer a request on an index it does not hold with 404 index_not_found
+    before judging any rights. The rights probe took that 404 as a grant: before the first
+    pipeline was stored, every caller passed it, had its pipeline built, and the service account
+    created the index. Now the index is created and the caller asked again."""
+    bulk_index(opensearch, "books", [{"_id": "dune", "body": "Spice is mined on Arrakis."}])
+    users = {
+        "admin": User("a", write=("*",)),
+        "reader": User("r", read=("books",)),
+        "service": User("s", read=("*",), write=(PIPELINES, ".answerbox-cache")),
+    }
+    proxy = AuthProxy(osmem_url, users, missing_before_rights=True)
+    with serve(proxy.app()) as proxy_url:
+        url = make_answerbox(opensearch={"url": proxy_url, "service_username": "service", "service_password": "s"})
+        assert not opensearch.indices.exists(index=PIPELINES)
+        # A broken template is the admin's 400; the reader learns only that it may not write.
+        broken = {"request_processors": [{"llm_query_expansion": {"prompt": "{{ undefined_name }}"}}]}
+        refused = client.put(f"{url}/_search/pipeline/answers", json=broken, headers=READER)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["type"] == "security_exception"
+        assert client.put(f"{url}/_search/pipeline/answers", json=PIPELINE, headers=READER).status_code == 403
+        assert ("reader", "DELETE") in {(user, method) for user, method, _ in proxy.denied}
+        assert client.put(f"{url}/_search/pipeline/answers", json=broken, headers=ADMIN).status_code == 400
+        assert client.put(f"{url}/_search/pipeline/answers", json=PIPELINE, headers=ADMIN).status_code == 200
+        assert client.get(f"{url}/_search/pipeline/answers", headers=ADMIN).json() == {"answers": PIPELINE}

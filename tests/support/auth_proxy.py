@@ -14,6 +14,7 @@ import fnmatch
 import json
 from dataclasses import dataclass, field
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -42,6 +43,21 @@ class AuthProxy:
     users: dict[str, User]
     denied: list[tuple[str, str, str]] = field(default_factory=list)  # (user, method, path)
     granted: list[tuple[str, str, str]] = field(default_factory=list)
+    # A request on a document or search of an index that does not exist is answered 404
+    # ``index_not_found_exception`` before any rights are judged (issue 85, L4): that answer says
+    # nothing of whether the caller may write the index once it exists.
+    missing_before_rights: bool = False
+
+    async def _missing(self, request: Request, targets: list[str]) -> str | None:
+        """The first concrete target of a request below an index (never its creation) that the
+        cluster does not hold."""
+        if len(request.url.path.strip("/").split("/")) < 2:
+            return None
+        async with httpx.AsyncClient(timeout=30) as http:
+            for target in (t for t in targets if "*" not in t and "," not in t):
+                if (await http.head(f"{self.upstream}/{target}")).status_code == 404:
+                    return target
+        return None
 
     def _user(self, request: Request) -> str | None:
         scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
@@ -70,6 +86,9 @@ class AuthProxy:
         reading = request.method in ("GET", "HEAD") or (request.method == "POST" and last in _SEARCHES)
         allowed = self.users[name].read + self.users[name].write if reading else self.users[name].write
         targets = self._targets(request, body)
+        missing = await self._missing(request, targets) if self.missing_before_rights else None
+        if missing is not None:
+            return _error(404, "index_not_found_exception", f"no such index [{missing}]")
         if not all(any(fnmatch.fnmatchcase(t, pattern) for pattern in allowed) for t in targets):
             self.denied.append((name, request.method, request.url.path))
             action = "read" if reading else "write"

@@ -38,16 +38,31 @@ class PipelineStore:
         self._cache: TTLCache[tuple[PipelineDefinition | None]] = TTLCache(_MAX_CACHED, cache_s)
 
     async def check_writable(self, caller: Caller) -> None:
-        """Raise OpenSearch's refusal unless ``caller`` may write pipelines, changing nothing: a
+        """Raise OpenSearch's refusal unless ``caller`` may write pipelines, changing no pipeline: a
         pipeline is built (its templates compiled and rendered) only for a caller who may store it.
         Deleting an id no pipeline has asks for the same rights as writing one (``crud``) and
-        answers 404 when granted."""
+        answers 404 when granted. Before the index exists the answer may be only that it does not
+        (a 404 no rights were judged for): the index is created, as the first ``put`` would, and
+        the caller asked again, so that no caller writes through that gap (fail closed)."""
+        missing = await self._unjudged(caller)
+        if missing is None:
+            return
+        await ensure_index(self._client, self._index, _MAPPING)
+        missing = await self._unjudged(caller)
+        if missing is not None:
+            raise missing  # still no index to judge rights on (deleted meanwhile): refused
+
+    async def _unjudged(self, caller: Caller) -> UpstreamError | None:
+        """None once OpenSearch let ``caller`` write the index (a refusal raises); the
+        ``index_not_found`` answer where it judged nothing, the index being absent."""
         probe = f"_rights-probe-{uuid.uuid4().hex}"
         try:
             await translate(self._caller_client.delete(index=self._index, id=probe, headers=caller.as_dict()))
         except UpstreamError as exc:
             if exc.status != 404:
                 raise
+            return exc if "index_not_found" in str(exc.body) else None
+        return None
 
     async def put(self, pipeline_id: str, definition: PipelineDefinition, caller: Caller) -> None:
         await ensure_index(self._client, self._index, _MAPPING)
