@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from answerbox.processors.text.sentences import sentence_spans
+from answerbox.processors.text.bounded import claim_text, sentences
 from answerbox.processors.text.words import FUNCTION_WORDS, terms, tokens
 
 __all__ = ["misquoted"]
@@ -53,8 +53,8 @@ _NUMBER_WORDS = frozenset(
 
 
 def _split(text: str) -> list[tuple[tuple[int, int], list[str]]]:
-    """Each sentence of ``text``: where it is, and its words as written."""
-    return [((start, end), tokens(text[start:end])) for start, end in sentence_spans(text)]
+    """Each sentence of ``text``: where it is, and its words as written (bounded: ``bounded``)."""
+    return [(sentence.span, tokens(sentence.text)) for sentence in sentences(text)]
 
 
 def _names(sentences: list[tuple[tuple[int, int], list[str]]]) -> set[str]:
@@ -75,6 +75,7 @@ def _sentence(span: tuple[int, int], written: list[str], names: set[str]) -> _Se
 
 def misquoted(claim: str, block: str, question: str = "", answer: str = "") -> tuple[int, int] | None:
     """Where in ``block`` the sentence is that ``claim`` misquotes, or None when it does not."""
+    claim = claim_text(claim)
     split = _split(block)
     names = _names(split) | _names(_split(claim))
     asked = terms(question)
