@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 import httpx
 import pytest
+from answerbox.ops.embedded import SAMPLE_PIPELINE
 from opensearchpy import OpenSearch
 
 from tests.conftest import AnswerboxFactory, RecordedFactory, bulk_index, completions
@@ -375,3 +377,54 @@ def test_real_llm_rewrites_the_question_for_the_corrective_search(
     assert bool(named) is (corrective["keywords_source"] == "fallback"), warnings
     assert 1 <= len(corrective["keywords"]) <= 3
     assert retrieval["corrective_query"] == " ".join(corrective["keywords"])
+
+
+def _assert_scores_descend(hits: dict[str, Any]) -> list[float]:
+    """OpenSearch's contract for a search nobody sorted: ``_score`` non-increasing, ``max_score`` the first."""
+    scores: list[float] = [h["_score"] for h in hits["hits"]]
+    assert scores, hits
+    assert all(a >= b for a, b in pairwise(scores)), scores
+    assert hits["max_score"] == scores[0]
+    return scores
+
+
+@pytest.mark.parametrize("first_pass", ["default", None])
+def test_a_reranked_search_s_scores_descend_and_max_score_is_the_first_in_every_answer(
+    make_answerbox: AnswerboxFactory,
+    corpus: OpenSearch,
+    client: httpx.Client,
+    scripted_llm: tuple[ScriptedLLM, str],
+    first_pass: str | None,
+) -> None:
+    """The embedded default pipeline over BM25 hits, on ``_search``, an ``_msearch`` line and the stream's
+    ``hits`` event: with its first pass (which stops on the Everest article, so the rest are unread) and
+    with every hit read (``first_pass: null``)."""
+    bulk_index(corpus, "both", [dict(d) for d in WIKI + NEWS], MAPPINGS)
+    url = make_answerbox(llm={"base_url": scripted_llm[1]})
+    steps = json.loads(json.dumps(SAMPLE_PIPELINE["response_processors"]))
+    if first_pass is None:
+        steps[0]["retrieval_evaluator"]["first_pass"] = None
+    pipeline = {**SAMPLE_PIPELINE, "response_processors": steps}
+    body = {"query": {"match": {"text": EVEREST_Q}}, "search_pipeline": pipeline}
+    found = _post(client, url, "both", body)
+    scores = _assert_scores_descend(found["hits"])
+    read = len(_retrieval(found)["scores"])
+    assert len(scores) > 4
+    assert read == (4 if first_pass else len(scores))
+    if first_pass:  # the unread hits keep the engine's score beside their new one
+        assert all("_previous_score" in h for h in found["hits"]["hits"][read:])
+    lines = "\n".join(json.dumps(line) for line in ({"index": "both"}, body)) + "\n"
+    msearch = client.post(f"{url}/_msearch", content=lines, headers={"content-type": "application/x-ndjson"})
+    assert msearch.status_code == 200, msearch.text
+    (answer,) = msearch.json()["responses"]
+    assert _assert_scores_descend(answer["hits"]) == scores
+    with client.stream("POST", f"{url}/both/_answerbox/stream", json=body) as response:
+        assert response.status_code == 200
+        events, name = [], ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: ") and name == "hits":
+                events.append(json.loads(line.removeprefix("data: ")))
+    (ranked,) = events
+    assert _assert_scores_descend(ranked["hits"]) == scores

@@ -26,6 +26,10 @@ __all__ = ["PipelineStore"]
 logger = logging.getLogger(__name__)
 
 _MAX_CACHED = 4096
+# How long a replica trusts that an id has no pipeline: a new pipeline reaches every replica within it.
+# Short, because re-reading a miss is one 404 by id a second per id, while a found pipeline (read
+# by every search of it) keeps the whole cache_s.
+_MISS_CACHE_S = 1.0
 _MAPPING = {"mappings": {"dynamic": False, "properties": {"definition": {"type": "object", "enabled": False}}}}
 
 
@@ -36,6 +40,7 @@ class PipelineStore:
         self._index = index
         # Keyed by ids callers name, existing or not: bounded, so invented ids cannot grow memory.
         self._cache: TTLCache[tuple[PipelineDefinition | None]] = TTLCache(_MAX_CACHED, cache_s)
+        self._misses: TTLCache[tuple[None]] = TTLCache(_MAX_CACHED, min(cache_s, _MISS_CACHE_S))
 
     async def check_writable(self, caller: Caller) -> None:
         """Raise OpenSearch's refusal unless ``caller`` may write pipelines, changing no pipeline: a
@@ -73,9 +78,10 @@ class PipelineStore:
             )
         )
         self._cache.put(pipeline_id, (definition,))
+        self._misses.drop(pipeline_id)
 
     async def get(self, pipeline_id: str) -> PipelineDefinition | None:
-        cached = self._cache.get(pipeline_id)
+        cached = self._cache.get(pipeline_id) or self._misses.get(pipeline_id)
         if cached is not None:
             return cached[0]
         try:
@@ -85,7 +91,10 @@ class PipelineStore:
             if exc.status != 404:
                 raise
             definition = None
-        self._cache.put(pipeline_id, (definition,))
+        if definition is None:
+            self._misses.put(pipeline_id, (None,))
+        else:
+            self._cache.put(pipeline_id, (definition,))
         return definition
 
     async def list(self, caller: Caller, pattern: str = "*") -> dict[str, PipelineDefinition]:
@@ -131,6 +140,7 @@ class PipelineStore:
             return False
         finally:
             self._cache.drop(pipeline_id)
+            self._misses.drop(pipeline_id)
         return True
 
 

@@ -53,8 +53,12 @@ pages on; ``pipeline/hits_asked.py``) is a listing: its hits are judged, but nei
 nor dropped, with a warning. When the scored hits have no comparable engine scores (null or
 negative), they are reranked by the evaluator alone, with a warning. The verdict, the
 thresholds, ``drop_below_lower`` and the reported scores always use the evaluator's score,
-never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones,
-unchanged.
+never the fused one. Hits past ``top_n`` are not scored and stay after the scored ones, in the
+engine's order; a rerank gives them scores under the lowest fused one
+(:func:`~answerbox.processors.retrieval_evaluator.fusion.scores_below`, the engine's kept as
+``_previous_score``), so that ``_score`` descends down the hits. Whenever hits are reranked or
+dropped, ``max_score`` is the first hit's ``_score``. The corrective search's hits are knowledge
+only: none joins the hits.
 
 Config (defaults in brackets): ``top_n`` [10]; ``first_pass`` [4], ``first_pass_stop`` [the
 manifest's]; ``text_fields`` [every top-level string field of ``_source``]; ``upper`` / ``lower``
@@ -115,7 +119,7 @@ from answerbox.processors.retrieval_evaluator.corrective import (
     corrective_query,
     rewrite_question,
 )
-from answerbox.processors.retrieval_evaluator.fusion import fuse
+from answerbox.processors.retrieval_evaluator.fusion import fuse, scores_below
 from answerbox.processors.retrieval_evaluator.knowledge import refine, whole
 from answerbox.processors.text.passages import hit_key, hits_of, passages_of
 from answerbox.processors.text.spans import Passage
@@ -505,13 +509,21 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         kept = [row for row in scored if row[1] >= lower] if drop else scored
         if rerank:
             kept.sort(key=lambda row: row[2], reverse=True)  # stable: ties keep the engine's order
-            for hit, _, rank_score in kept:
-                if self.config.keep_previous_score:
-                    hit["_previous_score"] = hit.get("_score")
-                hit["_score"] = rank_score
-            response["hits"]["max_score"] = kept[0][2] if kept else None
-        response["hits"]["hits"] = [hit for hit, _, _ in kept] + rest
+            if kept:
+                # The unread hits stay after the read ones: their scores go under the lowest read one.
+                below = scores_below(kept[-1][2], [hit.get("_score") for hit in rest])
+                self._rescore([(hit, rank_score) for hit, _, rank_score in kept] + list(zip(rest, below, strict=True)))
+        response["hits"]["hits"] = ordered = [hit for hit, _, _ in kept] + rest
+        if rerank or len(kept) < len(scored):
+            # OpenSearch's contract: max_score is the best _score returned, and the hits descend from it.
+            response["hits"]["max_score"] = ordered[0].get("_score") if ordered else None
         return len(scored) - len(kept)
+
+    def _rescore(self, rescored: Sequence[tuple[JSON, float]]) -> None:
+        for hit, score in rescored:
+            if self.config.keep_previous_score:
+                hit["_previous_score"] = hit.get("_score")
+            hit["_score"] = score
 
 
 async def _no_strips() -> list[KnowledgeStrip]:

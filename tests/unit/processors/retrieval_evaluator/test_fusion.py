@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 from answerbox.core.errors import ModelError
 from answerbox.models.manifest import ModelManifest
-from answerbox.processors.retrieval_evaluator.fusion import engine_term, fuse
+from answerbox.processors.retrieval_evaluator.fusion import engine_term, fuse, scores_below
 
 
 def test_fused_score_adds_the_weighted_share_of_the_best_engine_score() -> None:
@@ -28,6 +29,24 @@ def test_weight_zero_is_the_evaluator_alone_whatever_the_engine_scores() -> None
 def test_scores_that_cannot_share_one_scale_give_no_fusion(engine: list[object]) -> None:
     assert engine_term(engine) is None
     assert fuse([0.1, 0.2], engine, 0.3) is None
+
+
+def test_unread_hits_score_under_the_lowest_read_one_in_the_engines_order() -> None:
+    assert scores_below(0.5, [3.0, 1.0, 0.0]) == pytest.approx([0.5 - 1 + 3 / 4, 0.5 - 1 + 1 / 2, 0.5 - 1])
+
+
+@pytest.mark.parametrize("floor", [0.9, 0.0, -0.95, -2.0, 1e-300])
+@pytest.mark.parametrize(
+    "engine",
+    [[12.0, 12.0, 3.1, 0.5], [None, 4.0, None], [1e300, 1e300, 1e10], [2.0, -1.0, math.nan, True, 7.0], []],
+    ids=["bm25", "nulls", "huge", "unusable", "none"],
+)
+def test_scores_below_stay_strictly_under_the_floor_and_never_rise(floor: float, engine: list[object]) -> None:
+    """Whatever the sign of the lowest read score, whatever the engine gave (nulls, rounding to 1)."""
+    mapped = scores_below(floor, engine)
+    assert len(mapped) == len(engine)
+    assert all(score < floor for score in mapped)
+    assert all(a >= b for a, b in pairwise(mapped))
 
 
 def test_a_manifest_without_the_weight_reranks_by_the_evaluator_alone(tmp_path: Path) -> None:

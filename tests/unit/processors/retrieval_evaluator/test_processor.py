@@ -5,6 +5,7 @@ corrective search a backend answering with given hits, time a fake clock."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -394,11 +395,13 @@ async def test_a_first_pass_that_reaches_the_stop_leaves_the_rest_unscored_after
     retrieval = _retrieval(ctx)
     assert [s.id for s in retrieval.scores] == ["nile", "eiffel"]
     assert retrieval.verdict == "correct"
-    # The two scored reranked by the evaluator, the unscored after them in the engine's order, untouched.
-    assert [h["_id"] for h in response["hits"]["hits"]] == ["eiffel", "nile", "everest", "photosynthesis"]
-    unscored = response["hits"]["hits"][2]
-    assert unscored["_score"] == 2.0
-    assert "_previous_score" not in unscored
+    # The two scored reranked by the evaluator, the unscored after them in the engine's order, scored under
+    # the lowest read one (nile's 0.3) so that _score descends; the engine's score is kept.
+    found = response["hits"]["hits"]
+    assert [h["_id"] for h in found] == ["eiffel", "nile", "everest", "photosynthesis"]
+    assert [h["_score"] for h in found] == [0.8, 0.3, 0.3 - 1 + 2 / 3, 0.3 - 1 + 1 / 2]
+    assert [h["_previous_score"] for h in found[2:]] == [2.0, 1.0]
+    assert response["hits"]["max_score"] == 0.8
 
 
 async def test_a_first_pass_short_of_the_stop_scores_the_rest_and_judges_them_all() -> None:
@@ -528,8 +531,37 @@ async def test_drop_removes_hits_below_the_lower_threshold_and_leaves_the_total(
     response, ctx = await _judge(processor, "How long is the Nile river in Africa?", hits)
     # photosynthesis (-0.95) is dropped; eiffel is past top_n, unjudged, and stays.
     assert [h["_id"] for h in response["hits"]["hits"]] == ["nile", "everest", "eiffel"]
+    assert [h["_score"] for h in response["hits"]["hits"]] == [5.0, 3.0, 2.0]  # not reranked: the engine's
     assert response["hits"]["total"] == {"value": 4, "relation": "eq"}
     assert _retrieval(ctx).dropped == 1
+
+
+async def test_a_dropped_first_hit_takes_max_score_with_it() -> None:
+    processor = _evaluator(_services(), corrective=None, drop_below_lower=True, top_n=3)
+    hits = [hit("photosynthesis", 5.0), hit("nile", 4.0), hit("eiffel", 2.0)]
+    response, _ = await _judge(processor, "How long is the Nile river in Africa?", hits)
+    assert [h["_id"] for h in response["hits"]["hits"]] == ["nile", "eiffel"]
+    assert response["hits"]["max_score"] == 4.0
+
+
+@pytest.mark.parametrize("drop", [False, True])
+@pytest.mark.parametrize("weight", [0.0, 0.25])
+async def test_after_a_rerank_score_descends_down_every_hit_and_max_score_is_the_first(
+    drop: bool, weight: float
+) -> None:
+    """Read hits whose fused scores are negative, unread ones past top_n with BM25-sized scores."""
+    processor = _evaluator(
+        _services(), corrective=None, rerank=True, top_n=2, fusion_weight=weight, drop_below_lower=drop, lower=-0.99
+    )
+    hits = [hit("photosynthesis", 9.0), hit("football", 8.0), hit("nile", 7.5), hit("eiffel", 7.5), hit("budget", 1.0)]
+    response, _ = await _judge(processor, "How long is the Nile river in Africa?", hits)
+    found = response["hits"]["hits"]
+    assert [h["_id"] for h in found] == ["photosynthesis", "football", "nile", "eiffel", "budget"]
+    scores = [h["_score"] for h in found]
+    assert all(a >= b for a, b in pairwise(scores))
+    assert scores[1] > scores[2]
+    assert scores[1] < 0  # the read hits' scores are the evaluator's, under 0
+    assert response["hits"]["max_score"] == scores[0]
 
 
 async def test_a_search_with_a_sort_of_its_own_keeps_every_hit() -> None:
