@@ -36,6 +36,7 @@ class OpenSearchSettings(_Section):
     pipeline_index: str = ".answerbox-pipelines"
     # Where processors with ``shared_cache`` keep results for every replica (LLM expansions).
     cache_index: str = ".answerbox-cache"
+    # The wait for a free pooled connection and the connect together: past it, a 504.
     connect_timeout_s: float = Field(default=5.0, gt=0)
     request_timeout_s: float = Field(default=60.0, gt=0)
     max_connections: int = Field(default=100, ge=1)
@@ -122,7 +123,8 @@ class Limits(_Section):
     render_budget_s: float = Field(default=1.0, gt=0)
     # The most hits (from + size) a search answerbox runs may ask OpenSearch for.
     max_search_size: int = Field(default=1000, ge=1)
-    # How long a request may take to send its body.
+    # How long a request may take to send its body (a body streamed on: each part of it), and a
+    # caller to take each part of a streamed answer; past it the exchange is dropped.
     body_timeout_s: float = Field(default=30.0, gt=0)
     # Connections open at once (past it uvicorn answers 503), an idle keep-alive's life, and the
     # time a request's headers may take from the connection's opening (or the request's first

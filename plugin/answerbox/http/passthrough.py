@@ -7,18 +7,24 @@ exactly as OpenSearch sent them, streamed in both directions over one pooled con
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import AsyncIterator, Iterable
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Message, Send
 
-from answerbox.core.config import OpenSearchSettings
-from answerbox.core.errors import AnswerboxError, InvalidRequest, UpstreamTimeout, UpstreamUnavailable
+from answerbox.core.config import Limits, OpenSearchSettings
+from answerbox.core.deadlines import within
+from answerbox.core.errors import AnswerboxError, InvalidRequest, RequestTimeout, UpstreamTimeout, UpstreamUnavailable
+from answerbox.http.bodies import read_body
 from answerbox.http.upstream import UpstreamError, UpstreamPool, UpstreamResponse, UpstreamTimeoutError
 
 __all__ = ["Passthrough"]
+
+logger = logging.getLogger(__name__)
 
 # RFC 9110 §7.6.1 connection-specific headers; never forwarded by a proxy. Bytes, lower case: the
 # ASGI server gives header names so, and matching them undecoded costs every request less.
@@ -88,6 +94,52 @@ def _body_length(raw: Iterable[tuple[bytes, bytes]]) -> tuple[bool, int | None]:
     return has_body, length
 
 
+async def _arriving(stream: AsyncIterator[bytes], idle_s: float) -> AsyncIterator[bytes]:
+    """A streamed request body, each part of it within ``idle_s`` of the one before: a sender that
+    stalls would hold its OpenSearch connection, one of the pool's, for as long as it liked."""
+    parts = aiter(stream)
+    while True:
+        try:
+            async with within(idle_s):
+                part = await anext(parts)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise RequestTimeout(
+                f"the request body stalled for {idle_s:g}s (limits.body_timeout_s); it was not sent on whole"
+            ) from None
+        yield part
+
+
+class _StreamedAnswer(StreamingResponse):
+    """OpenSearch's answer streamed to a caller who must keep reading it: a part the caller leaves
+    unread for ``write_timeout`` ends the exchange (the OpenSearch connection is closed and its
+    slot freed; uvicorn closes the caller's). Callers that never read would otherwise hold the
+    pool's every connection, and every other request would wait for one."""
+
+    def __init__(self, upstream: UpstreamResponse, write_timeout: float) -> None:
+        super().__init__(upstream.chunks(), status_code=upstream.status, background=BackgroundTask(_release, upstream))
+        self._upstream = upstream
+        self._write_timeout = write_timeout
+
+    async def stream_response(self, send: Send) -> None:
+        async def sent(message: Message) -> None:
+            async with within(self._write_timeout):
+                await send(message)
+
+        try:
+            await sent({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            async for chunk in self.body_iterator:
+                await sent({"type": "http.response.body", "body": chunk, "more_body": True})
+            await sent({"type": "http.response.body", "body": b"", "more_body": False})
+        except TimeoutError:
+            logger.info(
+                "a caller read none of a streamed answer for %gs: the exchange is abandoned", self._write_timeout
+            )
+        finally:
+            self._upstream.release()
+
+
 def _ssl(settings: OpenSearchSettings) -> ssl.SSLContext | None:
     if not settings.url.startswith("https://"):
         return None
@@ -108,7 +160,8 @@ def _answerbox_error(exc: UpstreamError) -> AnswerboxError:
 class Passthrough:
     """Forwards a Starlette request to OpenSearch and streams the answer back unchanged."""
 
-    def __init__(self, settings: OpenSearchSettings) -> None:
+    def __init__(self, settings: OpenSearchSettings, limits: Limits) -> None:
+        self._limits = limits
         self._pool = UpstreamPool(
             settings.url,
             ssl_context=_ssl(settings),
@@ -124,7 +177,13 @@ class Passthrough:
         length = None
         if body is None:
             has_body, length = _body_length(scope["headers"])
-            content = request.stream() if has_body else None
+            if not has_body:
+                content = None
+            elif length is not None and length <= self._limits.max_request_bytes:
+                # Read whole before a connection is taken: a slow sender holds only its own socket.
+                content = await read_body(request, self._limits)
+            else:  # a large or chunked body streams, each part within the body timeout
+                content = _arriving(request.stream(), self._limits.body_timeout_s)
         # Path and query string go on as the caller wrote them (still percent-encoded), not
         # decoded and re-encoded: a %00 stays three characters.
         target = scope.get("raw_path") or scope["path"].encode()
@@ -147,9 +206,7 @@ class Passthrough:
             except UpstreamError as exc:
                 raise _answerbox_error(exc) from exc
         else:
-            response = StreamingResponse(
-                upstream.chunks(), status_code=upstream.status, background=BackgroundTask(_release, upstream)
-            )
+            response = _StreamedAnswer(upstream, self._limits.body_timeout_s)
         # A list, not a dict: repeated headers (Set-Cookie, Warning) must all come back.
         response.raw_headers = [(k, v) for k, v in upstream.headers if k.lower() not in _NOT_RETURNED]
         return response

@@ -458,15 +458,26 @@ class UpstreamPool:
         return b"%b %b HTTP/1.1\r\nhost: %b\r\n%b%b\r\n" % (verb, target, self._host_header, framing, fields)
 
     async def _check_out(self) -> tuple[_Connection, bool]:
-        await self._slots.acquire()
+        """A connection, within the connect timeout all told: the wait for a free one too, so
+        that callers who hold every connection (slow to read their answers) delay others by that
+        much at most, never without end."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._connect_timeout
+        if self._slots.locked():  # a timer only where there is a wait: this is every request's path
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._slots.acquire()
+            except TimeoutError as exc:
+                raise UpstreamTimeoutError("no free connection to OpenSearch in time: all are in use") from exc
+        else:
+            await self._slots.acquire()
         try:
             while self._idle:
                 connection = self._idle.pop()
                 if connection.reusable:
                     connection.claim()
                     return connection, True
-            loop = asyncio.get_running_loop()
-            async with asyncio.timeout(self._connect_timeout):
+            async with asyncio.timeout_at(deadline):
                 _, protocol = await loop.create_connection(
                     lambda: _Connection(self),
                     self._host,
