@@ -445,6 +445,8 @@ def test_roles_give_the_pipelines_index_to_pipeline_admins_only() -> None:
     pipelines = _actions_on(roles, defaults.pipeline_index)
     assert _writers(pipelines) == {"answerbox_pipeline_admin"}
     assert pipelines["answerbox_pipeline_admin"] == {"crud"}  # PUT, GET (a search) and DELETE
+    # A PUT asks whether the cluster holds a pipeline of that id, which answerbox's would shadow.
+    assert roles["answerbox_pipeline_admin"]["cluster_permissions"] == ["cluster:admin/search/pipeline/get"]
     # The service reads a pipeline by id to run it, and creates the index at the first PUT.
     assert pipelines["answerbox_service"] <= {
         "get",

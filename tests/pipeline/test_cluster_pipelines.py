@@ -40,11 +40,17 @@ class Cluster:
     pipelines: dict[str, Any] = field(default_factory=lambda: {"native": NATIVE, "both": NATIVE})
     refuse: bool = False
     seen: list[str | None] = field(default_factory=list)
+    putters: set[str | None] | None = None  # the credentials that may PUT (None: any)
 
     async def pipeline(self, request: Request) -> Response:
         self.seen.append(request.headers.get("authorization"))
         if self.refuse:
             return _error(403, "security_exception")
+        if request.method == "PUT":
+            if self.putters is not None and request.headers.get("authorization") not in self.putters:
+                return _error(403, "security_exception")
+            self.pipelines[request.path_params["id"]] = await request.json()
+            return JSONResponse({"acknowledged": True})
         patterns = request.path_params.get("id", "*").split(",")
         named = [pid for pid in self.pipelines if any(fnmatchcase(pid, p) for p in patterns)]
         if request.method == "DELETE":
@@ -61,7 +67,7 @@ class Cluster:
         return await forward(self.upstream, request, await request.body(), 5.0)
 
     def app(self) -> Starlette:
-        methods = ["GET", "DELETE"]
+        methods = ["GET", "PUT", "DELETE"]
         return Starlette(
             routes=[
                 Route("/_search/pipeline", self.pipeline, methods=methods),
@@ -78,6 +84,7 @@ def cluster(make_answerbox: AnswerboxFactory, osmem_url: str, client: httpx.Clie
         url = make_answerbox(opensearch={"url": hop})
         for pid in ("mine", "both"):
             assert client.put(f"{url}/_search/pipeline/{pid}", json=MINE).status_code == 200
+        held.seen.clear()
         yield held, url
 
 
@@ -116,3 +123,26 @@ def test_delete_of_an_id_answerbox_does_not_store_deletes_the_cluster_s(
     opensearch_error(client.delete(f"{url}/_search/pipeline/native"), 404, "resource_not_found_exception")
     held.refuse = True
     opensearch_error(client.delete(f"{url}/_search/pipeline/both"), 403, "security_exception")
+
+
+def test_a_put_that_would_shadow_the_cluster_s_pipeline_needs_the_right_to_put_the_cluster_s(
+    cluster: tuple[Cluster, str], client: httpx.Client
+) -> None:
+    """A stored answerbox pipeline runs in place of the cluster's of the same id for every search
+    of it: any caller who may write answerbox's index could replace an index default holding a
+    filter_query. Now only a caller who may also put the cluster's pipelines may store it."""
+    held, url = cluster
+    held.putters = {AUTH["authorization"]}
+    reason = opensearch_error(client.put(f"{url}/_search/pipeline/native", json=MINE), 403, "security_exception")
+    assert reason.startswith("pipeline [native] would shadow the cluster's search pipeline of the same id"), reason
+    assert client.get(f"{url}/_search/pipeline/native").json() == {"native": NATIVE}
+    # An id the cluster does not hold is stored as before.
+    assert client.put(f"{url}/_search/pipeline/fresh", json=MINE).status_code == 200
+    # A caller who may put the cluster's pipelines may shadow one; the cluster's stays as it was.
+    assert client.put(f"{url}/_search/pipeline/native", json=MINE, headers=AUTH).status_code == 200
+    assert held.pipelines["native"] == NATIVE
+    assert client.get(f"{url}/_search/pipeline/native").json() == {"native": MINE}
+    # Where the cluster will not tell the caller whether it holds one: refused.
+    held.refuse = True
+    reason = opensearch_error(client.put(f"{url}/_search/pipeline/other", json=MINE), 403, "security_exception")
+    assert "may not read the cluster's search pipelines" in reason

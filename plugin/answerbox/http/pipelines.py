@@ -39,6 +39,7 @@ class PipelineAPI:
         definition = PipelineDefinition.parse(data)
         caller = Caller.from_headers(request.headers)
         await self._store.check_writable(caller)
+        await self._cluster.check_not_shadowed(pipeline_id, caller)
         # Building validates every processor config before anything is stored.
         pipeline = await self._resolver.build(pipeline_id, definition)
         await self._store.put(pipeline_id, definition, caller)
