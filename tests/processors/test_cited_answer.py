@@ -6,6 +6,7 @@ reader/evaluator checking the citations of a scripted LLM's answer (or the real 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -133,6 +134,8 @@ def test_a_sentence_copied_with_its_name_changed_is_flagged_contradicted_quoting
             "reason": "contradicted",
             "support": answer["flagged"][0]["support"],
             "quote": "Dune is a 1965 science fiction novel by Frank Herbert.",
+            "shown": False,
+            "verdict": "contradicted",
         }
     ]
 
@@ -154,4 +157,94 @@ def test_a_sentence_copied_with_the_readers_answer_swapped_is_flagged_contradict
     flagged = answer["ext"]["answerbox"]["answer"]["flagged"]
     assert [(f["marker"], f["reason"], f["quote"]) for f in flagged] == [
         (1, "contradicted", "She says the best way to learn is hands on practice.")
+    ]
+
+
+GAME = (
+    "Super Bowl 50 was an American football game. The game was played on February 7, 2016, at Levi's "
+    "Stadium in the San Francisco Bay Area at Santa Clara, California. The Denver Broncos defeated the "
+    "Carolina Panthers 24-10 to earn their third Super Bowl title."
+)
+PLAYED = (
+    "The game was played on February 7, 2016, at Levi's Stadium in the San Francisco Bay Area at "
+    "Santa Clara, California."
+)
+WHEN = "When was Super Bowl 50 played?"
+
+
+def _streamed(client: httpx.Client, url: str, **config: Any) -> list[tuple[str, Any]]:
+    """The events of ``/games/_answerbox/stream`` under a stored generative pipeline."""
+    pipeline = answer_search(WHEN, mode="generative", **config)["search_pipeline"]
+    assert client.put(f"{url}/_search/pipeline/games", json=pipeline).status_code == 200
+    body = {"query": {"match": {"text": WHEN}}}
+    events: list[tuple[str, Any]] = []
+    with client.stream("POST", f"{url}/games/_answerbox/stream?search_pipeline=games", json=body) as response:
+        assert response.status_code == 200
+        name = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line.removeprefix("data: "))))
+    return events
+
+
+@pytest.fixture
+def games(opensearch: OpenSearch, generative: tuple[ScriptedLLM, str]) -> tuple[ScriptedLLM, str]:
+    bulk_index(opensearch, "games", [{"_id": "sb50", "text": GAME, "published": "2016-02-08"}], MAPPINGS)
+    return generative
+
+
+def test_a_date_restated_in_part_and_changed_is_flagged_contradicted_over_the_stream(
+    games: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
+    """Issue 88's failing example: the claim restates a part of the sentence, so no misquote of
+    the whole; the date it gives is not the block's, so it is contradicted, quoting the sentence."""
+    scripted, url = games
+    scripted.replies = ["The game was played on February 9, 2016 [1]."]
+    events = _streamed(client, url)
+    assert "sentence" not in [name for name, _ in events]
+    answer = next(data for name, data in events if name == "answer")["answer"]
+    assert answer["abstained"] is True
+    assert [(f["marker"], f["verdict"], f["quote"], f["shown"]) for f in answer["flagged"]] == [
+        (1, "contradicted", PLAYED, False)
+    ]
+
+
+def test_a_verbatim_copy_is_kept_entailed_with_no_model_doubt(
+    games: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
+    scripted, url = games
+    scripted.replies = [f"{PLAYED.rstrip('.')} [1]."]
+    events = _streamed(client, url)
+    (sentence,) = [data for name, data in events if name == "sentence"]
+    assert sentence["verdict"] == "supported"
+    answer = next(data for name, data in events if name == "answer")["answer"]
+    assert answer["text"] == scripted.replies[0]
+    assert [(c["quote"], c["support"]) for c in answer["citations"]] == [(PLAYED, 1.0)]
+    assert answer["flagged"] == []
+
+
+def test_unverified_show_keeps_a_sentence_no_block_says_or_denies_marked_not_checked(
+    games: tuple[ScriptedLLM, str], client: httpx.Client
+) -> None:
+    scripted, url = games
+    unverified = "Tickets for the final sold for thousands of euros online"
+    reply = f"{PLAYED.rstrip('.')} [1]. {unverified} [1]."
+    scripted.replies = [reply]
+    dropped = next(data for name, data in _streamed(client, url) if name == "answer")["answer"]
+    assert dropped["text"] == f"{PLAYED.rstrip('.')} [1]."
+    assert [(f["verdict"], f["shown"]) for f in dropped["flagged"]] == [("unverified", False)]
+
+    scripted.replies = [reply]
+    events = _streamed(client, url, unverified="show")
+    assert [(d["verdict"], d["text"]) for n, d in events if n == "sentence"] == [
+        ("supported", f"{PLAYED.rstrip('.')} [1]."),
+        ("unverified", f"{unverified}."),
+    ]
+    shown = next(data for name, data in events if name == "answer")["answer"]
+    assert shown["text"] == f"{PLAYED.rstrip('.')} [1]. {unverified}."
+    assert [c["marker"] for c in shown["citations"]] == [1]
+    assert [(f["sentence"], f["verdict"], f["shown"]) for f in shown["flagged"]] == [
+        (f"{unverified}.", "unverified", True)
     ]

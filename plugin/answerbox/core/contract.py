@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 # The version of this contract, for a client to check what it talks to (in
 # GET /_answerbox/stats/search_pipeline): the minor grows with what is added, the major with
@@ -75,6 +75,7 @@ __all__ = [
     "RetrievalReport",
     "RunPlan",
     "TextSpan",
+    "Verdict",
 ]
 
 
@@ -253,6 +254,9 @@ class Citation(TextSpan):
 # prompt injection) / the block does not support it (the evaluator's check, without a claim
 # verifier) / no model could check it / the block says otherwise / the block does not say it.
 FlagReason = Literal["no_evidence", "instructions", "unsupported", "unchecked", "contradicted", "not_found"]
+# A checked sentence's verdict against a block: it says it (a citation) / it says otherwise /
+# neither was shown (every other FlagReason).
+Verdict = Literal["entailed", "contradicted", "unverified"]
 
 
 class FlaggedClaim(BaseModel):
@@ -265,16 +269,27 @@ class FlaggedClaim(BaseModel):
     # evaluator's score of the sentence against the block.
     support: float | None = None
     quote: str | None = None  # the block's sentence that contradicts it
+    # In the answer's text all the same, not checked (``cited_answer.unverified: show``).
+    shown: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> Verdict:
+        """``contradicted`` where the block says otherwise, else ``unverified``: a flagged claim
+        is never ``entailed``."""
+        return "contradicted" if self.reason == "contradicted" else "unverified"
 
 
 class CheckedSentence(BaseModel):
     """A sentence of the LLM's answer, streamed once its citations were checked (``event:
-    sentence``): ``supported`` by its citations, or ``unchecked`` where the pipeline checks none
-    (``check_citations: false``). A sentence that does not hold up is never streamed."""
+    sentence``): ``supported`` by its citations (entailed), ``unchecked`` where the pipeline checks
+    none (``check_citations: false``), or ``unverified``: no citation held up or was contradicted,
+    and the pipeline shows such a sentence (``cited_answer.unverified: show``). A contradicted
+    sentence is never streamed."""
 
     text: str
     citations: list[Citation] = []
-    verdict: Literal["supported", "unchecked"]
+    verdict: Literal["supported", "unchecked", "unverified"]
 
 
 AnswerMode = Literal["generative", "extractive", "chain"]

@@ -5,9 +5,13 @@ is checked: the claim verifier (``answerbox.models.verifier``) reads the cited b
 claim is supported only when a window of the block entails it (``support`` is that
 probability), and flagged ``contradicted`` when one contradicts it, quoting that sentence;
 the words the claim adds beyond the question must be found in that block, too, a cheap
-pre-filter, and a claim that copies a sentence of the block with a name, a number or the reader's
-answer to the question changed is flagged ``contradicted``, quoting that sentence
-(``answerbox.processors.text.misquotes``), with a verifier or without. Without a verifier,
+pre-filter. Before any model, the rules of ``answerbox.processors.text.certainties`` settle
+what they can, off the event loop: a claim that copies a sentence of the block is entailed
+(``support`` 1.0, no model call), and one that copies it with a name, a number or the reader's
+answer to the question changed, or restates it with a quantity changed (a date, a number, a
+unit, more/less, before/after), is flagged ``contradicted``, quoting that sentence, with a
+verifier or without. Every verdict is one of three (:attr:`ClaimVerdict.verdict`):
+``entailed``, ``contradicted`` or ``unverified``. Without a verifier,
 the evaluator's score of the claim against the block stands in for the entailment, as before
 it: that tells whether the block is *about* the claim, not whether it says it. A block that
 addresses the model (a prompt injection) supports nothing. Unsupported or out-of-range markers
@@ -22,6 +26,7 @@ text the check reads, each sentence's markers before its stop ("... in 1889 [2].
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -29,12 +34,12 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from answerbox.core.contract import Citation
+from answerbox.core.contract import Citation, Verdict
 from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
 from answerbox.models.loader import Models
 from answerbox.processors.cited_answer.evidence import Evidence
+from answerbox.processors.text.certainties import Certainty, certainty
 from answerbox.processors.text.claims import Entailment, entailments
-from answerbox.processors.text.misquotes import misquoted
 from answerbox.processors.text.spans import Span
 from answerbox.processors.text.words import FUNCTION_WORDS, terms
 
@@ -46,6 +51,7 @@ __all__ = [
     "Scorer",
     "StreamedAnswer",
     "Support",
+    "Verdict",
     "citation_of",
     "parse_claims",
     "read_answer",
@@ -255,6 +261,11 @@ class ClaimVerdict:
     supported: bool
     attributed: bool = False  # the LLM left the claim uncited; the check found its block
     contradicted: bool = False  # the block says otherwise (``quote`` is where)
+    certain: Certainty | None = None  # what the rules settled, before or without a model
+
+    @property
+    def verdict(self) -> Verdict:
+        return "entailed" if self.supported else "contradicted" if self.contradicted else "unverified"
 
 
 def _best_sentence(claim: str, evidence: Evidence, window: tuple[int, int] | None = None) -> Span:
@@ -290,26 +301,52 @@ class Check:
     answers: Mapping[int, str] = field(default_factory=dict)
 
     def verdict(
-        self, claim: Claim, marker: int, block: Evidence, support: Support | None, attributed: bool = False
+        self,
+        claim: Claim,
+        marker: int,
+        block: Evidence,
+        support: Support | None,
+        attributed: bool = False,
+        certain: Certainty | None = None,
     ) -> ClaimVerdict:
         contradicted = False
-        misquote: tuple[int, int] | None = None  # the sentence of the block the claim misquotes
         if block.instructs:
             supported = False  # an obeyed instruction looks supported by the block that gives it
+        elif certain is not None:
+            supported, contradicted = certain.entailed, not certain.entailed
         elif support is None:
             supported = not self.required
         else:
-            misquote = misquoted(claim.plain, block.snippet, self.question, self.answers.get(marker, ""))
             supported = (
-                misquote is None
-                and support.score >= self.min_support
-                and _coverage(claim.plain, self.question, block) >= self.min_coverage
+                support.score >= self.min_support and _coverage(claim.plain, self.question, block) >= self.min_coverage
             )
-            contradicted = misquote is not None or (support.contradicted and not supported)
-        window = misquote or (support.window if support is not None else None)
+            contradicted = support.contradicted and not supported
+        window = certain.sentence if certain is not None else support.window if support is not None else None
         quote = _best_sentence(claim.plain, block, window)
         score = support.score if support is not None else None
-        return ClaimVerdict(claim, marker, block, quote, score, supported, attributed, contradicted)
+        return ClaimVerdict(claim, marker, block, quote, score, supported, attributed, contradicted, certain)
+
+    async def settled(self, claim: Claim, blocks: Sequence[Evidence]) -> list[Certainty | None]:
+        """What the rules settle of ``claim`` against each block; in a worker thread, as the
+        alignment reads whole sentences. Nothing, where the pipeline checks no citation."""
+        if not self.required or not blocks:
+            return [None] * len(blocks)
+        read = [(b.snippet, self.answers.get(b.marker, "")) for b in blocks]
+        return await asyncio.to_thread(_settled, claim.plain, read, self.question)
+
+    async def supports(self, claim: Claim, blocks: Sequence[Evidence]) -> list[tuple[Support | None, Certainty | None]]:
+        """Each block's support of ``claim`` and what the rules settled: a copy of a block's
+        sentence is entailed with no model call."""
+        settled = await self.settled(claim, blocks)
+        asked = [i for i, c in enumerate(settled) if c is None or not c.entailed]
+        scored = dict(zip(asked, await self.scores(claim, [blocks[i] for i in asked]), strict=True))
+        found: list[tuple[Support | None, Certainty | None]] = []
+        for i, certain in enumerate(settled):
+            support = scored.get(i)
+            if certain is not None and (certain.entailed or support is None):
+                support = Support(1.0 if certain.entailed else 0.0, not certain.entailed, certain.sentence)
+            found.append((support, certain))
+        return found
 
     async def scores(self, claim: Claim, blocks: Sequence[Evidence]) -> list[Support | None]:
         if self.scorer is None or not blocks:
@@ -321,14 +358,14 @@ class Check:
         verdicts = []
         for claim in claims:
             blocks = [evidence[m] for m in claim.markers if m in evidence]
-            scores = dict(zip((b.marker for b in blocks), await self.scores(claim, blocks), strict=True))
+            found = dict(zip((b.marker for b in blocks), await self.supports(claim, blocks), strict=True))
             for marker in claim.markers:
                 block = evidence.get(marker)
-                verdicts.append(
-                    self.verdict(claim, marker, block, scores[marker])
-                    if block
-                    else ClaimVerdict(claim, marker, None, None, None, False)
-                )
+                if block is None:
+                    verdicts.append(ClaimVerdict(claim, marker, None, None, None, False))
+                    continue
+                support, certain = found[marker]
+                verdicts.append(self.verdict(claim, marker, block, support, certain=certain))
         return verdicts
 
     async def attributed(self, claims: Sequence[Claim], evidence: Sequence[Evidence]) -> list[ClaimVerdict]:
@@ -343,14 +380,16 @@ class Check:
             said = words(claim.plain)
             eligible = [b for b in evidence if (a := words(self.answers.get(b.marker, ""))) and a <= said]
             scored = sorted(
-                zip(await self.scores(claim, eligible), eligible, strict=True),
-                key=lambda p: -(p[0].score if p[0] is not None else 0.0),
+                zip(await self.supports(claim, eligible), eligible, strict=True),
+                key=lambda p: -(p[0][0].score if p[0][0] is not None else 0.0),
             )
-            passing = [
-                v for v in (self.verdict(claim, b.marker, b, s, attributed=True) for s, b in scored) if v.supported
-            ]
+            passing = [v for v in (self.verdict(claim, b.marker, b, s, True, c) for (s, c), b in scored) if v.supported]
             verdicts += passing[:1]
         return verdicts
+
+
+def _settled(claim: str, blocks: Sequence[tuple[str, str]], question: str) -> list[Certainty | None]:
+    return [certainty(claim, block, question, answer) for block, answer in blocks]
 
 
 def rewrite(answer: str, verdicts: Sequence[ClaimVerdict]) -> str:

@@ -37,6 +37,7 @@ from answerbox.pipeline.caller_limits import LLMModel, LLMTokens, Override
 from answerbox.processors.cited_answer.citations import (
     ANSWER_SCHEMA,
     Check,
+    Claim,
     ClaimVerdict,
     StreamedAnswer,
     citation_of,
@@ -104,6 +105,9 @@ class CitedAnswerConfig(ProcessorConfig):
     min_entailment: float | None = Field(default=None, ge=0, le=1)
     min_support: float | None = Field(default=None, ge=-1, le=1)
     min_coverage: float = Field(default=0.5, ge=0, le=1, description="share of a claim's new words the block must hold")
+    # A sentence neither entailed nor contradicted by its blocks: dropped, or shown without its
+    # markers and flagged ``shown`` (not checked). An answer with no entailed sentence still abstains.
+    unverified: Literal["drop", "show"] = "drop"
     # None: the thresholds fitted with the model's calibrator (its manifest's answer_confidence):
     # min_confidence for 85% precision, skip_llm_above where the LLM stops adding right answers.
     min_confidence: float | None = Field(default=None, ge=0, le=1)
@@ -194,6 +198,8 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             if not checked.abstained:
                 verdict: Literal["supported", "unchecked"] = "supported" if self.config.check_citations else "unchecked"
                 ctx.listener.sentence(CheckedSentence(text=checked.text, citations=checked.citations, verdict=verdict))
+            elif shown := list(dict.fromkeys(f.sentence for f in checked.flagged if f.shown)):
+                ctx.listener.sentence(CheckedSentence(text=" ".join(shown), verdict="unverified"))
 
     def _evidence(self, hits: Sequence[JSON], ctx: PipelineContext) -> list[Evidence]:
         size = ctx.planned(self, "size")
@@ -312,7 +318,10 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             say(f"no citation can be checked, the evaluator failed: {exc.reason}")
             verdicts = await Check(scorer=None, **options).cited(cited, by_marker)
         entailment = models is not None and models.verifier is not None
-        flagged = _flag(verdicts, say, entailment=entailment)
+        unverified = (
+            _unverified(verdicts) if self.config.unverified == "show" and self.config.check_citations else set()
+        )
+        flagged = _flag(verdicts, say, entailment=entailment, shown=unverified)
         kept = [v for v in verdicts if v.supported]
         if not kept:
             return abstention(self.config.abstain_text, "generative", "unsupported", llm="used", flagged=flagged)
@@ -320,8 +329,10 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         shown = rewrite(text, verdicts)
         if self.config.check_citations:
             # Only what held up is the answer: a sentence left with no citation was checked
-            # against nothing, and is in ``flagged`` (or was never cited) — as the stream shows.
-            shown = " ".join(c.text.strip() for c in parse_claims(shown) if c.markers)
+            # against nothing, and is in ``flagged`` (or was never cited) — as the stream shows;
+            # with ``unverified: show``, so is one flagged ``shown``.
+            said = {c.plain for c in unverified}
+            shown = " ".join(c.text.strip() for c in parse_claims(shown) if c.markers or c.plain in said)
         return Answer(text=shown, citations=citations, mode="generative", flagged=flagged, llm="used")
 
     def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
@@ -463,9 +474,26 @@ def _quiet(message: str) -> None:
     pass
 
 
-def _flag(verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None], *, entailment: bool) -> list[FlaggedClaim]:
+def _unverified(verdicts: Sequence[ClaimVerdict]) -> set[Claim]:
+    """The claims none of whose citations is entailed or contradicted: shown, not checked, under
+    ``unverified: show``. One citing a block that addresses the model stays out: it may be the
+    instruction obeyed."""
+    by_claim: dict[Claim, list[ClaimVerdict]] = {}
+    for verdict in verdicts:
+        by_claim.setdefault(verdict.claim, []).append(verdict)
+    return {
+        claim
+        for claim, found in by_claim.items()
+        if all(v.verdict == "unverified" and not (v.evidence is not None and v.evidence.instructs) for v in found)
+    }
+
+
+def _flag(
+    verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None], *, entailment: bool, shown: set[Claim]
+) -> list[FlaggedClaim]:
     """The claims whose citation the check removed, for ``answer.flagged`` and as warnings;
-    ``entailment``: the verifier checked them (a claim it does not find is ``not_found``)."""
+    ``entailment``: the verifier checked them (a claim it does not find is ``not_found``);
+    ``shown``: the claims in the answer's text all the same (``unverified: show``)."""
     flagged = []
     for verdict in (v for v in verdicts if not v.supported):
         reason: FlagReason = (
@@ -487,22 +515,24 @@ def _flag(verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None], *, enta
             reason=reason,
             support=round(verdict.support, 4) if verdict.support is not None else None,
             quote=verdict.quote.text if verdict.contradicted and verdict.quote is not None else None,
+            shown=verdict.claim in shown,
         )
+        done = "shown unchecked" if claim.shown else "removed from"
         if reason == "no_evidence":
-            warn(f"citation [{claim.marker}] matches no evidence; removed from: {claim.sentence!r}")
+            warn(f"citation [{claim.marker}] matches no evidence; {done}: {claim.sentence!r}")
         elif reason == "instructions":
             warn(
                 f"block [{claim.marker}] gives the model instructions, so it supports nothing; "
-                f"removed from: {claim.sentence!r}"
+                f"{done}: {claim.sentence!r}"
             )
         elif reason == "unchecked":
-            warn(f"citation [{claim.marker}] could not be checked; removed from: {claim.sentence!r}")
+            warn(f"citation [{claim.marker}] could not be checked; {done}: {claim.sentence!r}")
         elif reason == "contradicted":
-            warn(f"block [{claim.marker}] says otherwise ({claim.quote!r}); removed from: {claim.sentence!r}")
+            warn(f"block [{claim.marker}] says otherwise ({claim.quote!r}); {done}: {claim.sentence!r}")
         else:
             warn(
                 f"citation [{claim.marker}] does not support the sentence"
-                f" (support {verdict.support:.2f}); removed from: {claim.sentence!r}"
+                f" (support {verdict.support:.2f}); {done}: {claim.sentence!r}"
             )
         flagged.append(claim)
     return flagged

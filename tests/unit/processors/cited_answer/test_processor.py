@@ -395,7 +395,8 @@ async def test_chain_references_are_the_evidence_when_the_chain_ran() -> None:
         "",
     ]
     assert sum(line.startswith("snippet: ") for line in _prompt(services)) == 1
-    assert answer.citations == [cite(1, "author", "Herbert wrote Dune and five sequels.", 0.8)]
+    # The answer copies the block's sentence: entailed with no model call (support 1.0).
+    assert answer.citations == [cite(1, "author", "Herbert wrote Dune and five sequels.", 1.0)]
 
 
 async def test_when_the_chain_abstains_the_answer_comes_from_the_hits() -> None:
