@@ -103,9 +103,17 @@ function flagged(list) {
     instructions: "the cited block gives the model instructions",
     unsupported: "the cited block does not support it",
     unchecked: "the evaluator was unavailable to check it",
+    contradicted: "the cited block says otherwise",
+    not_found: "the cited block does not say it",
   };
+  // A contradicted sentence quotes the block's sentence; an unverified one the pipeline shows
+  // anyway (cited_answer.unverified: show) is in the answer, not checked.
   const rows = list.map((f) =>
-    el("li", { "data-marker": f.marker }, `“${f.sentence}” [${f.marker}]: ${why[f.reason] ?? f.reason} (support ${score(f.support)})`),
+    el(
+      "li",
+      { "data-marker": f.marker, "data-verdict": f.verdict },
+      `“${f.sentence}” [${f.marker}]: ${why[f.reason] ?? f.reason}${f.quote ? ` (“${f.quote}”)` : ""} (support ${score(f.support)})${f.shown ? "; shown, not checked" : ""}`,
+    ),
   );
   return section("flagged", "Removed citations", list, el("ul", { class: "flagged" }, ...rows));
 }
