@@ -178,3 +178,33 @@ def test_a_target_of_many_wildcards_beside_a_filtered_alias_does_not_hold_the_ev
         # Past 16 wildcards the part is taken as naming every alias: the search is refused, never widened.
         assert warned is refused, response.json()["ext"]["answerbox"]["warnings"]
         assert max(polls) < STALL_MS, sorted(polls)[-5:]
+
+
+def test_a_highlight_of_a_whole_huge_field_is_clipped_to_the_snippet(url: str) -> None:
+    """The caller writes the highlight: ``number_of_fragments: 0`` makes the whole field one
+    fragment, and a 4 MB document's became a block of 4 MB (a 1 s stall). It is clipped to
+    ``snippet_chars``, as a block without a highlight is."""
+    huge = "Spice is mined on Arrakis by the Fremen. " + "The sand is deep and the worms are long. " * 100_000
+    assert httpx.put(f"{url}/books/_doc/huge?refresh=true", json={"body": huge}).status_code in (200, 201)
+    try:
+        body = {
+            "query": {"match": {"body": "spice mined"}},
+            "ext": {"generative_qa_parameters": {"llm_question": "Who mines spice on Arrakis?"}},
+            "highlight": {"fields": {"body": {"number_of_fragments": 0}}},
+            "search_pipeline": {
+                "response_processors": [{"cited_answer": {"size": 2, "snippet_chars": 500, "fields": {"text": "body"}}}]
+            },
+        }
+        response, took, polls = asyncio.run(
+            _sent_while_polled(url, "/books/_search", json.dumps(body).encode(), "application/json")
+        )
+        assert response.status_code == 200, response.text[:300]
+        hits = response.json()["hits"]["hits"]
+        assert "huge" in [hit["_id"] for hit in hits]
+        assert max(polls) < STALL_MS, sorted(polls)[-5:]
+        answer = response.json()["ext"]["answerbox"]["answer"]
+        cited = [c for c in (answer["candidate"] or answer)["citations"] if c["_id"] == "huge"]
+        assert cited, answer
+        assert all(c["end"] - c["start"] <= 500 and len(c["quote"]) <= 500 for c in cited)
+    finally:
+        httpx.delete(f"{url}/books/_doc/huge?refresh=true")

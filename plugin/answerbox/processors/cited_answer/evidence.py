@@ -128,24 +128,38 @@ def _parse_date(value: str) -> date | None:
         return None
 
 
-def _highlighted(passage: Passage, fragments: Sequence[str]) -> list[Span]:
-    """OpenSearch's highlight fragments, found back in the field so they keep their offsets."""
-    excerpts = []
+def _highlighted(passage: Passage, fragments: Sequence[str], max_chars: int) -> list[Span]:
+    """OpenSearch's highlight fragments, found back in the field so they keep their offsets; the
+    first ``max_chars`` of them, as a block without a highlight: the caller writes the highlight,
+    and ``number_of_fragments: 0`` makes the whole field one fragment (4 MB held the loop 1 s)."""
+    found = []
     for fragment in fragments:
         plain = _TAG.sub("", fragment)
         start = passage.text.find(plain)
         if plain.strip() and start >= 0:
-            excerpts.append(passage.span(start, start + len(plain)))
-    return sorted(set(excerpts), key=lambda e: (e.start, e.end))  # a set's order changes with the hash seed
+            found.append((start, start + len(plain)))
+    excerpts, left = [], max_chars
+    for start, end in sorted(set(found)):  # a set's order changes with the hash seed
+        if left <= 0:
+            break
+        end = start + _cut(passage.text[start:end], left)
+        excerpts.append(passage.span(start, end))
+        left -= end - start
+    return excerpts
+
+
+def _cut(text: str, max_chars: int) -> int:
+    """How much of ``text`` to keep: all of it, or up to its last sentence end within
+    ``max_chars`` when there is one in the second half, else ``max_chars``."""
+    if len(text) <= max_chars:
+        return len(text)
+    cut = max(text.rfind(mark, 0, max_chars) for mark in (". ", "! ", "? "))
+    return cut + 1 if cut > max_chars // 2 else max_chars
 
 
 def _leading(passage: Passage, max_chars: int) -> Span:
     """The start of the field, cut at the last sentence end within ``max_chars`` when there is one."""
-    text = passage.text
-    if len(text) <= max_chars:
-        return passage.span(0, len(text))
-    cut = max(text.rfind(mark, 0, max_chars) for mark in (". ", "! ", "? "))
-    return passage.span(0, cut + 1 if cut > max_chars // 2 else max_chars)
+    return passage.span(0, _cut(passage.text, max_chars))
 
 
 def _evidence(
@@ -174,7 +188,7 @@ def evidence_from_hits(hits: Sequence[JSON], fields: EvidenceFields, *, snippet_
         if not passages:
             continue
         fragments = (hit.get("highlight") or {}).get(fields.text) or []
-        excerpts = _highlighted(passages[0], fragments) or [_leading(passages[0], snippet_chars)]
+        excerpts = _highlighted(passages[0], fragments, snippet_chars) or [_leading(passages[0], snippet_chars)]
         words = dict.fromkeys(w.strip() for f in fragments for w in _EM.findall(f) if w.strip())
         found.append(_evidence(excerpts, hit, fields, rank=rank, highlight=" | ".join(words)))
     return found
@@ -253,8 +267,14 @@ def in_context(evidence: Sequence[Evidence], hits: Sequence[JSON], *, max_chars:
 
 
 def _grown(passage: Passage, start: int, end: int, max_chars: int) -> Span:
-    """``passage[start:end]`` grown by whole sentences, alternately before and after, within ``max_chars``."""
-    sentences = sentence_spans(passage.text)
+    """``passage[start:end]`` grown by whole sentences, alternately before and after, within ``max_chars``.
+
+    Only the text within ``max_chars`` of the span is split: a field of megabytes, split whole,
+    held the event loop for a third of a second. A sentence the window cuts is left out."""
+    text = passage.text
+    low, high = max(0, start - max_chars), min(len(text), end + max_chars)
+    sentences = [(s + low, e + low) for s, e in sentence_spans(text[low:high])]
+    sentences = sentences[1 if low > 0 else 0 : -1 if high < len(text) else None]
     before = sorted((s for s, _ in sentences if s < start), reverse=True)
     after = sorted(e for _, e in sentences if e > end)
     grown = True
