@@ -101,7 +101,7 @@ def _build_state(settings: Settings, registry: ProcessorRegistry, transports: Tr
     warm_up = WarmUp(store=store, resolver=resolver, llm=services.llm)
     doctor = Doctor(settings, clients, services, resolver.build, warm_up=warm_up)
     return _State(
-        monitoring=Monitoring(doctor=doctor, stats=stats, identities=memory.identities),
+        monitoring=Monitoring(doctor=doctor, stats=stats, client=clients.caller),
         passthrough=passthrough,
         clients=clients,
         services=services,

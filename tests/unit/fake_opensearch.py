@@ -128,6 +128,8 @@ class FakeOpenSearch:
                 return 200, {"version": {"number": "2.19.0", "distribution": "opensearch"}}
             case ["_cat", "plugins"]:
                 return 200, [{"name": "node", "component": p, "version": "2.19.0"} for p in self.plugins]
+            case ["_cluster", "health"] if method == "GET":
+                return 200, {"cluster_name": "fake", "status": "green"}
             case ["_plugins", "_security", *_]:
                 return 400, {"error": f"no handler found for uri [/{'/'.join(parts)}] and method [{method}]"}
             case ["_search"] | [_, "_search"] if method in ("GET", "POST"):

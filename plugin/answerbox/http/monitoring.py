@@ -2,15 +2,17 @@
 
 Their statuses and totals are anyone's: a readiness probe or a scraper carries no credentials.
 What names OpenSearch's address, the directories, the stored pipelines, the processors' tags or
-the host is shown only to a caller OpenSearch authenticates, as OpenSearch's security plugin
-shows its own node stats. Without that plugin OpenSearch authenticates no one and shows
-everything to everyone, and so does answerbox.
+the host is shown only to a caller OpenSearch lets monitor the cluster, as its security plugin
+shows its own node stats only with a ``cluster:monitor`` right: answerbox asks OpenSearch for
+``GET /_cluster/health`` (``cluster:monitor/health``) with the caller's credentials. Without
+that plugin OpenSearch answers everyone, and answerbox shows everything to everyone.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from opensearchpy import AsyncOpenSearch
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,8 +22,7 @@ from answerbox.core.errors import AnswerboxError
 from answerbox.core.ttl_cache import TTLCache
 from answerbox.doctor import Doctor, health_body
 from answerbox.http.rendering import OpenSearchJSON
-from answerbox.memory.identity import Identities
-from answerbox.opensearch import Caller
+from answerbox.opensearch import Caller, translate
 from answerbox.pipeline.stats import PipelineStats
 
 __all__ = ["Monitoring"]
@@ -35,35 +36,36 @@ _ASK_S = 1.0
 
 
 class Monitoring:
-    def __init__(self, *, doctor: Doctor, stats: PipelineStats, identities: Identities) -> None:
+    def __init__(self, *, doctor: Doctor, stats: PipelineStats, client: AsyncOpenSearch) -> None:
         self._doctor = doctor
         self._stats = stats
-        self._identities = identities
+        self._client = client  # carries no credentials of its own: the caller's go with each call
         self._verdicts: TTLCache[bool] = TTLCache(_MAX_VERDICTS, _VERDICT_S)
 
     async def health(self, request: Request) -> Response:
-        found, details = await asyncio.gather(self._doctor.examine(), self._authenticated(request))
+        found, details = await asyncio.gather(self._doctor.examine(), self._may_monitor(request))
         body, status = health_body(found, details=details)
         return OpenSearchJSON(body, status_code=status)
 
     async def stats(self, request: Request) -> Response:
         stats = self._stats
-        return OpenSearchJSON(stats.snapshot() if await self._authenticated(request) else stats.summary())
+        return OpenSearchJSON(stats.snapshot() if await self._may_monitor(request) else stats.summary())
 
     async def metrics(self, request: Request) -> Response:
         stats = self._stats
-        registry = stats.registry if await self._authenticated(request) else stats.summary_registry
+        registry = stats.registry if await self._may_monitor(request) else stats.summary_registry
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    async def _authenticated(self, request: Request) -> bool:
-        """Whether OpenSearch accepts the caller's credentials (it is asked with them, the answer
-        kept a while per caller); no answer from it in time counts as no."""
+    async def _may_monitor(self, request: Request) -> bool:
+        """Whether OpenSearch lets the caller monitor the cluster (it is asked with the caller's
+        credentials, the answer kept a while per caller): any user it merely authenticates is not
+        enough. No answer from it in time counts as no."""
         caller = Caller.from_headers(request.headers)
         key = json_digest(caller.credentials)
         verdict = self._verdicts.get(key)
         if verdict is None:
             try:
-                await asyncio.wait_for(self._identities.user(caller), _ASK_S)
+                await asyncio.wait_for(translate(self._client.cluster.health(headers=caller.as_dict())), _ASK_S)
             except (AnswerboxError, TimeoutError):
                 verdict = False
             else:
