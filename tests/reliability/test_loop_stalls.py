@@ -169,7 +169,7 @@ def test_a_target_of_many_wildcards_beside_a_filtered_alias_does_not_hold_the_ev
     body = {"query": {"match": {"body": "spice"}}, "search_pipeline": {
         "response_processors": [{"retrieval_evaluator": corrective}]}}  # fmt: skip
     for target, refused in ((f"{STARS},books", False), ("*a" * 30 + "Z,books", True)):
-        response, took, polls = asyncio.run(
+        response, _, polls = asyncio.run(
             _sent_while_polled(url, f"/{target}/_search", json.dumps(body).encode(), "application/json")
         )
         assert response.status_code == 200, response.text[:300]
@@ -195,7 +195,7 @@ def test_a_highlight_of_a_whole_huge_field_is_clipped_to_the_snippet(url: str) -
                 "response_processors": [{"cited_answer": {"size": 2, "snippet_chars": 500, "fields": {"text": "body"}}}]
             },
         }
-        response, took, polls = asyncio.run(
+        response, _, polls = asyncio.run(
             _sent_while_polled(url, "/books/_search", json.dumps(body).encode(), "application/json")
         )
         assert response.status_code == 200, response.text[:300]

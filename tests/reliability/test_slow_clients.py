@@ -65,7 +65,7 @@ def test_senders_that_stall_in_their_bodies_hold_no_connection_to_opensearch(
 ) -> None:
     url = make_answerbox(opensearch={"max_connections": POOL}, limits={"body_timeout_s": 30})
     _, usual = _timed(client, "GET", f"{url}/")
-    search = {"query": {"match_all": {}}}
+    search: dict[str, object] = {"query": {"match_all": {}}}
     stalled = (
         b'PUT /slow/_doc/1 HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{"a":'
     )
