@@ -45,6 +45,19 @@ class OnlyTitle(RequestProcessor[OnlyTitleConfig]):
         return changed
 
 
+class RecordRequest(RequestProcessor[ProcessorConfig]):
+    """Records each search it runs for (its question): a request processor that checks nothing
+    with OpenSearch before it spends (as a custom one, or an LLM call, may)."""
+
+    type_name = "record_request"
+    config_model = ProcessorConfig
+    ran: ClassVar[list[str | None]] = []
+
+    async def process_request(self, request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
+        RecordRequest.ran.append(ctx.question)
+        return request
+
+
 class LabelConfig(ProcessorConfig):
     label: str
 
@@ -112,6 +125,6 @@ class SlowWarmUp(ResponseProcessor[ProcessorConfig]):
 
 def registry_with_test_processors() -> ProcessorRegistry:
     registry = default_registry()
-    for cls in (OnlyTitle, LabelHits, Explode, Sleep, SlowWarmUp):
+    for cls in (OnlyTitle, RecordRequest, LabelHits, Explode, Sleep, SlowWarmUp):
         registry.register(cls)
     return registry

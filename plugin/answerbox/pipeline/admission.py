@@ -35,10 +35,15 @@ __all__ = ["Admission", "caller_key"]
 async def caller_key(caller: Caller, identities: Identities) -> str | None:
     """Who a caller is, for sharing; None without credentials, when callers cannot be told
     apart and only the global limits apply. Where the cluster has users it is the user, so that
-    a fresh session cookie or an extra header is not a new caller with shares of its own."""
+    a fresh session cookie or an extra header is not a new caller with shares of its own.
+
+    OpenSearch is asked for every caller, credentials or not, before any processor runs: where
+    its security plugin refuses the caller (a 401 without credentials), the run is refused
+    before its request processors (LLM calls included) spend anything. Without that plugin the
+    answer (no users) is kept a while, one request a minute."""
+    user = await identities.user(caller)
     if not caller.credentials:
         return None
-    user = await identities.user(caller)
     return json_digest(["user", user] if user is not None else caller.credentials)[:16]
 
 
