@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +19,7 @@ from tests.support.auth_proxy import AuthProxy, User, basic
 from tests.support.processors import RecordRequest, registry_with_test_processors
 from tests.support.servers import serve
 
-PIPELINE = {"request_processors": [{"record_request": {}}]}
+PIPELINE: dict[str, Any] = {"request_processors": [{"record_request": {}}]}
 READER = basic("reader", "r")
 
 
