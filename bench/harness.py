@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from answerbox.core.shipped import shipped
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.session import CPU, OnnxSession
 from answerbox.models.windows import Window, WindowTokenizer, load_tokenizer, pad_windows
 from answerbox.ops.embedded import wait_until_up
-from answerbox.ops.shipped import shipped
 from answerbox.server import free_port, serve_in_thread
 from starlette.applications import Starlette
 from starlette.requests import Request

@@ -18,8 +18,8 @@ from answerbox import __version__
 from answerbox.core.config import Settings
 from answerbox.core.contract import CONTRACT_VERSION
 from answerbox.core.errors import AnswerboxError, LLMError, ModelError, UpstreamError
+from answerbox.core.shipped import shipped
 from answerbox.opensearch import OpenSearchClients, translate
-from answerbox.ops.shipped import shipped
 from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.pipeline.warm_up import WarmUp
@@ -283,7 +283,7 @@ class Doctor:
 
 async def diagnose(settings: Settings) -> list[Finding]:
     """``answerbox doctor``: the checks for ``settings``, with clients of their own."""
-    from answerbox.processors import default_registry
+    from answerbox.processors.registry import default_registry
 
     clients = OpenSearchClients(settings.opensearch)
     services = Services.create(settings, clients.service)

@@ -135,7 +135,8 @@ def test_the_installed_wheel_answers_from_outside_the_repository(
         [
             str(bin_dir / "python"),
             "-c",
-            "from answerbox.ops.shipped import shipped; print(*(shipped(n) for n in ('templates', 'model', 'sample')))",
+            "from answerbox.core.shipped import shipped; "
+            "print(*(shipped(n) for n in ('templates', 'model', 'sample')))",
         ],
         cwd=tmp_path,
         env=env,

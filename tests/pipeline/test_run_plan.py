@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 from answerbox.core.config import LLMSettings
+from answerbox.core.shipped import shipped
 from answerbox.models.manifest import ModelManifest
-from answerbox.ops.shipped import shipped
 from opensearchpy import OpenSearch
 
 from tests.support.books import QUESTION

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from answerbox.ops.shipped import shipped
+from answerbox.core.shipped import shipped
 
 __all__ = ["LLMSettings", "Limits", "MemorySettings", "ModelSettings", "OpenSearchSettings", "Settings"]
 

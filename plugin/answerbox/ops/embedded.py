@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
+from answerbox.core.shipped import shipped
 from answerbox.ops.children import require_free_port, spawn, stop
-from answerbox.ops.shipped import shipped
 
 __all__ = [
     "SAMPLE_INDEX",
