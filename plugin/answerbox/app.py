@@ -41,7 +41,7 @@ from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.pipeline.store import PipelineStore
 from answerbox.pipeline.warm_up import WarmUp
-from answerbox.processors import default_registry
+from answerbox.processors.registry import default_registry
 from answerbox.services import Services
 from answerbox.ui import ui_routes
 
@@ -79,7 +79,7 @@ class _State:
 
 def _build_state(settings: Settings, registry: ProcessorRegistry, transports: Transports) -> _State:
     clients = OpenSearchClients(settings.opensearch, connection_class=transports.opensearch)
-    passthrough = Passthrough(settings.opensearch, settings.limits)
+    passthrough = Passthrough(settings.opensearch)
     services = Services.create(settings, clients.service, llm_transport=transports.llm)
     stats = PipelineStats()
     store = PipelineStore(

@@ -15,7 +15,7 @@ from answerbox.pipeline.base import (
     SearchRequest,
 )
 from answerbox.pipeline.registry import ProcessorRegistry
-from answerbox.processors import default_registry
+from answerbox.processors.registry import default_registry
 
 # What the pipeline-selection tests index and search, with pipelines of these processors.
 DOCS = [

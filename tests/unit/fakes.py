@@ -17,7 +17,7 @@ from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 from answerbox.pipeline.stats import PipelineStats
-from answerbox.processors import default_registry
+from answerbox.processors.registry import default_registry
 from answerbox.services import Services
 
 T = TypeVar("T")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from answerbox.core.config import Settings
 from answerbox.ops.reference import reference
-from answerbox.processors import default_registry
+from answerbox.processors.registry import default_registry
 
 from tests.support.repo import REPO_ROOT
 

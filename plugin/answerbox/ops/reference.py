@@ -99,7 +99,7 @@ def _summary(cls: type) -> list[str]:
 
 
 def reference() -> str:
-    from answerbox.processors import default_registry
+    from answerbox.processors.registry import default_registry
 
     parts = [_HEADER, "## Settings", "", *_table(Settings), ""]
     for name, field in Settings.model_fields.items():

@@ -16,8 +16,8 @@ from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.definition import PipelineDefinition
 from answerbox.pipeline.stats import PipelineStats
-from answerbox.processors import default_registry
 from answerbox.processors.conversation import Conversation
+from answerbox.processors.registry import default_registry
 
 from tests.unit.fake_services import FakeServices, LLMCall, Reply, Slow
 from tests.unit.fakes import FakeClock, pipeline_context, run_on

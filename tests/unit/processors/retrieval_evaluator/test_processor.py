@@ -16,7 +16,7 @@ from answerbox.pipeline.base import PipelineContext, SearchRequest
 from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
-from answerbox.processors import default_registry
+from answerbox.processors.registry import default_registry
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 from answerbox.processors.retrieval_evaluator.keywords import KEYWORDS_SCHEMA
 
