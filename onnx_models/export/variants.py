@@ -236,23 +236,3 @@ def _io_names(model_path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     initializers = {i.name for i in graph.initializer}
     inputs = tuple(i.name for i in graph.input if i.name not in initializers)
     return inputs, tuple(o.name for o in graph.output)
-
-
-def main(argv: list[str]) -> int:
-    """``answerbox models export`` without the console script:
-    ``python -m onnx_models.export.variants CHECKPOINT OUT [...]``."""
-    import argparse
-
-    from answerbox.models.commands import add_models_subcommand
-
-    parser = argparse.ArgumentParser(prog="python -m onnx_models.export.variants")
-    add_models_subcommand(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["models", "export", *argv])
-    return int(args.run(args))
-
-
-if __name__ == "__main__":
-    import sys
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    raise SystemExit(main(sys.argv[1:]))

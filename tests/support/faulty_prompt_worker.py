@@ -18,14 +18,12 @@ import signal
 import sys
 
 import jinja2
-from answerbox.prompts import library as prompts
 from answerbox.prompts import worker as prompt_worker
-from answerbox.prompts.sandbox import BoundedSandbox
+from answerbox.prompts.sandbox import BoundedSandbox, prompt_environment
 
 __all__ = ["COMMAND"]
 
 COMMAND = (sys.executable, __file__)
-_plain_environment = prompts.prompt_environment
 
 
 def _stall() -> int:
@@ -41,11 +39,11 @@ def _crash() -> None:
 
 
 def _with_faults(loader: jinja2.BaseLoader | None = None) -> BoundedSandbox:
-    environment = _plain_environment(loader)
+    environment = prompt_environment(loader)
     environment.globals.update(stall=_stall, hog=_hog, crash=_crash, pid=os.getpid)
     return environment
 
 
 if __name__ == "__main__":
-    setattr(prompts, "prompt_environment", _with_faults)  # noqa: B010  (the worker reads it at its start)
+    setattr(prompt_worker, "prompt_environment", _with_faults)  # noqa: B010  (the worker reads it at its start)
     prompt_worker.main()

@@ -21,50 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2.exceptions import SecurityError
 
 from answerbox.core.errors import ConfigError
-from answerbox.prompts.sandbox import MAX_VALUE_CHARS, BoundedSandbox, RenderTimeout, budget_of, time_budget
+from answerbox.prompts.sandbox import RENDER_BUDGET_S, budget_of, prompt_environment, render
 from answerbox.prompts.worker import PromptWorker
 
-__all__ = [
-    "MAX_RENDERED_CHARS",
-    "MAX_TEMPLATE_CHARS",
-    "RENDER_BUDGET_S",
-    "Prompt",
-    "PromptLibrary",
-    "oneline",
-    "prompt_environment",
-]
+__all__ = ["MAX_TEMPLATE_CHARS", "Prompt", "PromptLibrary"]
 
 MAX_TEMPLATE_CHARS = 20_000
-MAX_RENDERED_CHARS = MAX_VALUE_CHARS
-RENDER_BUDGET_S = 0.2  # a real prompt renders in well under a millisecond
-# What a template's own code may get wrong: each is the template's fault, never the server's.
-_TEMPLATE_FAULTS = (
-    ArithmeticError,
-    LookupError,
-    RecursionError,
-    TypeError,
-    ValueError,
-    jinja2.TemplateError,
-    MemoryError,
-)
-
-
-def oneline(text: Any) -> str:
-    return " ".join(str(text).split())
-
-
-def prompt_environment(loader: jinja2.BaseLoader | None = None) -> BoundedSandbox:
-    """The sandbox prompts compile in, here and in the prompt worker. ``loader`` is for the
-    shipped templates: a pipeline's own text includes, imports and extends nothing."""
-    environment = BoundedSandbox(loader)
-    # Text from documents (and from the reader's spans) goes into prompts through this filter:
-    # on one line, it cannot start a line that poses as a new block, a question or an answer
-    # of the prompt's own format.
-    environment.filters["oneline"] = oneline
-    return environment
 
 
 class Prompt:
@@ -91,27 +55,7 @@ class Prompt:
         """Rendered in this process: a shipped template's way (and an override's, in the worker)."""
         if self._worker is not None:
             raise TypeError(f"prompt [{self.name}] is an override: it renders in the prompt worker (arender)")
-        chunks: list[str] = []
-        size = 0
-        try:
-            with time_budget(RENDER_BUDGET_S):
-                for chunk in self._template.generate(**variables):
-                    size += len(chunk)
-                    if size > MAX_RENDERED_CHARS:
-                        raise ConfigError(f"prompt [{self.name}] renders to more than {MAX_RENDERED_CHARS} characters")
-                    chunks.append(chunk)
-        except jinja2.UndefinedError as exc:
-            raise ConfigError(f"prompt [{self.name}]: {exc.message}") from exc
-        except SecurityError as exc:
-            raise ConfigError(f"prompt [{self.name}] was refused: {exc}") from exc
-        except RenderTimeout:
-            raise ConfigError(
-                f"prompt [{self.name}] ran out of CPU time to render ({RENDER_BUDGET_S:g}s a prompt, "
-                f"limits.render_budget_s a request)"
-            ) from None
-        except _TEMPLATE_FAULTS as exc:
-            raise ConfigError(f"prompt [{self.name}] failed to render: {type(exc).__name__}") from None
-        return "".join(chunks).strip()
+        return render(self.name, self._template, variables)
 
 
 class PromptLibrary:

@@ -21,7 +21,7 @@ A class is never reached through: an attribute of a type (``dict.fromkeys``), or
 to one (``{}.fromkeys``), is an alternate constructor or unbound method, one C call that
 nothing above weighs.
 
-A refusal is a ``SecurityError``; ``Prompt.render`` turns it into a 400. What none of this
+A refusal is a ``SecurityError``; ``render`` turns it into a 400. What none of this
 foresees (one more long C call) would still hold this process's interpreter lock: an override
 therefore renders in its own process, capped in memory and wall time (``prompt_worker``).
 """
@@ -33,7 +33,7 @@ import re
 import sys
 import time
 import types
-from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from contextvars import ContextVar
 from functools import wraps
 from typing import Any
@@ -45,12 +45,19 @@ from jinja2.filters import sync_do_sum
 from jinja2.nodes import Concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from answerbox.core.errors import ConfigError
+
 __all__ = [
     "MAX_INT_BITS",
+    "MAX_RENDERED_CHARS",
     "MAX_VALUE_CHARS",
+    "RENDER_BUDGET_S",
     "BoundedSandbox",
     "RenderTimeout",
     "budget_of",
+    "oneline",
+    "prompt_environment",
+    "render",
     "request_render_budget",
     "spend",
     "time_budget",
@@ -60,6 +67,18 @@ __all__ = [
 MAX_VALUE_CHARS = 200_000
 # The largest integer: ample for any arithmetic a prompt does, and quick to print.
 MAX_INT_BITS = 4096
+MAX_RENDERED_CHARS = MAX_VALUE_CHARS
+RENDER_BUDGET_S = 0.2  # a real prompt renders in well under a millisecond
+# What a template's own code may get wrong: each is the template's fault, never the server's.
+_TEMPLATE_FAULTS = (
+    ArithmeticError,
+    LookupError,
+    RecursionError,
+    TypeError,
+    ValueError,
+    jinja2.TemplateError,
+    MemoryError,
+)
 
 # Methods of str, list, tuple and dict whose result is no larger than the value they are
 # called on (or is a number, or a bool).
@@ -335,3 +354,44 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
                 args = (list(args[0]), *args[1:])  # counted first, so a generator is read once
             _check_method(__obj, args + tuple(kwargs.values()))
         return super().call(__context, __obj, *args, **kwargs)
+
+
+def oneline(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def prompt_environment(loader: jinja2.BaseLoader | None = None) -> BoundedSandbox:
+    """The sandbox prompts compile in, in the server and in the prompt worker. ``loader`` is for
+    the shipped templates: a pipeline's own text includes, imports and extends nothing."""
+    environment = BoundedSandbox(loader)
+    # Text from documents (and from the reader's spans) goes into prompts through this filter:
+    # on one line, it cannot start a line that poses as a new block, a question or an answer
+    # of the prompt's own format.
+    environment.filters["oneline"] = oneline
+    return environment
+
+
+def render(name: str, template: jinja2.Template, variables: Mapping[str, Any]) -> str:
+    """``template`` (the prompt ``name``) rendered in this process, within its limits: what
+    fails is a ConfigError that names the prompt (``Prompt.render``, and the prompt worker's)."""
+    chunks: list[str] = []
+    size = 0
+    try:
+        with time_budget(RENDER_BUDGET_S):
+            for chunk in template.generate(**variables):
+                size += len(chunk)
+                if size > MAX_RENDERED_CHARS:
+                    raise ConfigError(f"prompt [{name}] renders to more than {MAX_RENDERED_CHARS} characters")
+                chunks.append(chunk)
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(f"prompt [{name}]: {exc.message}") from exc
+    except SecurityError as exc:
+        raise ConfigError(f"prompt [{name}] was refused: {exc}") from exc
+    except RenderTimeout:
+        raise ConfigError(
+            f"prompt [{name}] ran out of CPU time to render ({RENDER_BUDGET_S:g}s a prompt, "
+            f"limits.render_budget_s a request)"
+        ) from None
+    except _TEMPLATE_FAULTS as exc:
+        raise ConfigError(f"prompt [{name}] failed to render: {type(exc).__name__}") from None
+    return "".join(chunks).strip()

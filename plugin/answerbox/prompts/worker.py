@@ -5,8 +5,8 @@ A pipeline's own template text (an override) is hostile until shown otherwise. T
 stops template loops; but one long C call it does not foresee would hold the interpreter
 lock, stalling every request, and could take the server's memory. So an override renders
 in one child process (``python -m answerbox.prompts.worker``), started on the first override
-render: it compiles the text in the same sandbox (``prompts.prompt_environment``) and renders
-it as the server renders a shipped template (``Prompt.render``), under an address-space limit
+render: it compiles the text in the same sandbox (``sandbox.prompt_environment``) and renders
+it as the server renders a shipped template (``sandbox.render``), under an address-space limit
 (``MEMORY_LIMIT_BYTES``: past it an allocation is a MemoryError, so a 400, not the machine's
 out-of-memory killer). The server only awaits the reply: the event loop never waits on the
 worker. A render not back within ``RENDER_TIMEOUT_S`` of wall time, or a worker that died, is
@@ -39,10 +39,11 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any
 
+import jinja2
 from pydantic_core import to_jsonable_python
 
 from answerbox.core.errors import AnswerboxError, ConfigError
-from answerbox.prompts.sandbox import MAX_VALUE_CHARS, request_render_budget, spend
+from answerbox.prompts.sandbox import MAX_VALUE_CHARS, prompt_environment, render, request_render_budget, spend
 
 __all__ = ["MEMORY_LIMIT_BYTES", "RENDER_TIMEOUT_S", "WORKER_COMMAND", "PromptWorker", "main"]
 
@@ -159,8 +160,6 @@ def _send(stream: IO[bytes], message: Mapping[str, Any]) -> None:
 
 def main() -> None:
     """The worker: renders one request at a time, until the server stops it or closes its stdin."""
-    from answerbox.prompts.library import Prompt, prompt_environment  # prompts imports this module
-
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the server's terminal is for the server
     # Replies go out on a descriptor of their own: whatever prints goes to stderr, never into a reply.
@@ -169,8 +168,8 @@ def main() -> None:
     environment = prompt_environment()
 
     @functools.lru_cache(maxsize=_COMPILED)
-    def compiled(name: str, source: str) -> Prompt:
-        return Prompt(name, environment.from_string(source), source)
+    def compiled(source: str) -> jinja2.Template:
+        return environment.from_string(source)
 
     _send(replies, {"ready": True})
     while (request := _read(sys.stdin.buffer)) is not None:
@@ -178,7 +177,7 @@ def main() -> None:
         reply: dict[str, Any]
         try:
             with request_render_budget(request["budget_s"]):
-                reply = {"text": compiled(request["name"], request["source"]).render(**request["variables"])}
+                reply = {"text": render(request["name"], compiled(request["source"]), request["variables"])}
         except ConfigError as exc:
             reply = {"error": exc.reason}
         reply["cpu_s"] = time.thread_time() - started
