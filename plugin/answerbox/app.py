@@ -79,7 +79,7 @@ class _State:
 
 def _build_state(settings: Settings, registry: ProcessorRegistry, transports: Transports) -> _State:
     clients = OpenSearchClients(settings.opensearch, connection_class=transports.opensearch)
-    passthrough = Passthrough(settings.opensearch)
+    passthrough = Passthrough(settings.opensearch, settings.limits)
     services = Services.create(settings, clients.service, llm_transport=transports.llm)
     stats = PipelineStats()
     store = PipelineStore(
