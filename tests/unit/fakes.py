@@ -10,11 +10,15 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from answerbox.core.config import Limits
 from answerbox.core.errors import ConfigError
 from answerbox.opensearch import JSON, Caller, SearchBackend
-from answerbox.pipeline.base import PipelineContext, RequestProcessor, ResponseProcessor, SearchRequest
+from answerbox.pipeline.base import PipelineContext, Processor, RequestProcessor, ResponseProcessor, SearchRequest
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.pipeline.hits_asked import HitsAsked
+from answerbox.pipeline.pipeline import Pipeline
+from answerbox.pipeline.plan import plan_of
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 from answerbox.pipeline.stats import PipelineStats
 from answerbox.processors.registry import default_registry
@@ -106,19 +110,43 @@ def pipeline_context(clock: FakeClock | None = None, **overrides: Any) -> Pipeli
     )
 
 
+async def _planned(processor: Processor[Any], request: SearchRequest, ctx: PipelineContext) -> bool:
+    """``processor``'s plan resolved as the engine resolves it when a search opens (``pipeline/plan.py``),
+    with no step after it; False, and the warning a run gives, when the search makes it pointless."""
+    request_steps = [processor] if isinstance(processor, RequestProcessor) else []
+    response_steps = [processor] if isinstance(processor, ResponseProcessor) else []
+    pipeline = Pipeline(
+        id=ctx.pipeline_id,
+        request_processors=request_steps,
+        response_processors=response_steps,
+        native=None,
+        stats=PipelineStats(),
+        timeout_s=30.0,
+        budget_s=30.0,
+    )
+    ctx.plans |= (
+        await plan_of(pipeline, ctx.generative_qa, Limits(), HitsAsked.of(request.body, request.params))
+    ).plans
+    skipped = ctx.plans[processor].skipped
+    if skipped:
+        processor.warn(ctx, skipped)
+    return not skipped
+
+
 async def responded(
     processor: ResponseProcessor[Any], request: SearchRequest, response: JSON, ctx: PipelineContext
 ) -> JSON:
-    """``processor``'s response as a run gets it: its run plan's values resolved first, as the
-    engine resolves them when a search opens (``pipeline/plan.py``), with no step after it."""
-    ctx.planned_values[processor] = await processor.planned(ctx.generative_qa) | processor.planned_after([])
-    return await processor.process_response(request, response, ctx)
+    """``processor``'s response as a run gets it: its plan resolved first (``_planned``)."""
+    return (
+        await processor.process_response(request, response, ctx)
+        if await _planned(processor, request, ctx)
+        else response
+    )
 
 
 async def requested(processor: RequestProcessor[Any], request: SearchRequest, ctx: PipelineContext) -> SearchRequest:
     """``processor``'s request as a run gets it (``responded``'s twin for request processors)."""
-    ctx.planned_values[processor] = await processor.planned(ctx.generative_qa)
-    return await processor.process_request(request, ctx)
+    return await processor.process_request(request, ctx) if await _planned(processor, request, ctx) else request
 
 
 def response_of(hits: Sequence[JSON]) -> JSON:

@@ -385,6 +385,8 @@ class PlannedStep(BaseModel):
     share: float
     # Why a step the pipeline does not list runs: the search names a memory.
     added: str | None = None
+    # Why the search makes the step pointless (a count, a scroll, no score read): it does not run.
+    skipped: str | None = None
     # The values it runs with, each with its source.
     values: dict[str, Planned] = {}
 
@@ -403,6 +405,7 @@ class RunPlan(BaseModel):
     llm_calls: Planned
     render_cpu_s: Planned
     steps: list[PlannedStep]
+    answer: str | None = None  # the one step that writes the answer (its name), through the answer policy
     in_opensearch: list[str] = []  # OpenSearch's own processor types, run there
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import marshal
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -29,6 +29,7 @@ from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
+from answerbox.pipeline.hits_asked import PLAIN_SEARCH, HitsAsked
 from answerbox.pipeline.scope import ScopedSearch
 
 if TYPE_CHECKING:
@@ -37,22 +38,52 @@ if TYPE_CHECKING:
 __all__ = [
     "JSON",
     "PipelineContext",
+    "Planning",
     "Processor",
     "ProcessorConfig",
     "RequestProcessor",
     "ResponseProcessor",
     "RunListener",
     "SearchRequest",
+    "Sourced",
+    "StepPlan",
     "first_set",
 ]
 
+V = TypeVar("V")
 
-def first_set(*candidates: tuple[Any, PlanSource]) -> Planned:
+
+@dataclass(frozen=True, slots=True)
+class Sourced(Generic[V]):
+    """One value a step runs with, and where it came from (the run plan shows both)."""
+
+    value: V
+    source: PlanSource
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepPlan:
+    """What a step runs with, resolved once when the search opens (``pipeline/plan.py``). A
+    processor's plan adds its values as ``Sourced`` fields (None: not part of this run); the run
+    plan shows them, and the step reads nothing else that the settings, the model or the search decide."""
+
+    # Why the search makes the step pointless: then it does not run.
+    skipped: str | None = None
+
+    def values(self) -> dict[str, Planned]:
+        found = ((f.name, getattr(self, f.name)) for f in fields(self))
+        return {name: Planned(value=v.value, source=v.source) for name, v in found if isinstance(v, Sourced)}
+
+
+P = TypeVar("P", bound=StepPlan)
+
+
+def first_set(*candidates: tuple[V | None, PlanSource]) -> Sourced[V]:
     """The first of ``candidates`` whose value is set, with its source: the one precedence of
     every value a search may override (the search's, then the pipeline's, then the settings')."""
     for value, source in candidates:
         if value is not None and value != "":
-            return Planned(value=value, source=source)
+            return Sourced(value, source)
     raise ValueError("no candidate is set: the last must be a setting's value")
 
 
@@ -65,14 +96,11 @@ class ProcessorConfig(BaseModel):
     description: str | None = None
     ignore_failure: bool = False
 
-    def planned(self, name: str) -> Planned:
-        """Field ``name`` for the run plan: from the pipeline where it set the field, else the default."""
-        return Planned(value=getattr(self, name), source="pipeline" if name in self.model_fields_set else "default")
-
-    def planned_as(self, name: str, resolved: Any, otherwise: PlanSource) -> Planned:
-        """``resolved``, the value field ``name`` came to: the pipeline's where it set one (not
-        None), else from ``otherwise`` (the manifest, for a field whose None means the model's)."""
-        return Planned(value=resolved, source="pipeline" if getattr(self, name) is not None else otherwise)
+    def sourced(self, name: str, value: V, otherwise: PlanSource = "default") -> Sourced[V]:
+        """``value``, what field ``name`` came to: the pipeline's where it set the field (not None),
+        else from ``otherwise`` (the manifest, for a field whose None means the model's)."""
+        given = name in self.model_fields_set and getattr(self, name) is not None
+        return Sourced(value, "pipeline" if given else otherwise)
 
 
 @dataclass(kw_only=True)
@@ -129,13 +157,26 @@ class PipelineContext:
     # The search's time: the running processor's share and every part of it (deadline.py).
     deadline: Deadline = field(default_factory=Deadline)
     listener: RunListener | None = None
-    # Each step's values in the run plan (``pipeline/plan.py``), resolved when the search opened.
-    planned_values: dict[Processor[Any], dict[str, Planned]] = field(default_factory=dict)
+    # Each step's plan (``pipeline/plan.py``), resolved when the search opened.
+    plans: dict[Processor[Any], StepPlan] = field(default_factory=dict)
 
-    def planned(self, processor: Processor[Any], name: str) -> Any:
-        """The value ``processor`` runs with for ``name``, as the run plan resolved it: the one
-        place a step reads what the settings, the manifest or the search may decide."""
-        return self.planned_values[processor][name].value
+    def plan(self, processor: Processor[Any], kind: type[P]) -> P:
+        """The plan ``processor`` runs with: the one place a step reads what the settings, the
+        model, the pipeline or the search decide."""
+        plan = self.plans[processor]
+        if not isinstance(plan, kind):
+            raise TypeError(f"[{processor.name}] has a {type(plan).__name__}, not a {kind.__name__}")
+        return plan
+
+
+@dataclass(frozen=True, kw_only=True)
+class Planning:
+    """What a step's plan is resolved from besides its config, the settings and the model."""
+
+    qa: GenerativeQAParameters | None = None  # the search's generative_qa_parameters
+    asked: HitsAsked = PLAIN_SEARCH  # what the search asks of its hits (none: a plain search)
+    later: Sequence[tuple[Processor[Any], StepPlan]] = ()  # the steps after it, with their plans
+    answers: bool = False  # whether it writes the search's answer
 
 
 C = TypeVar("C", bound=ProcessorConfig)
@@ -177,18 +218,12 @@ class Processor(ABC, Generic[C]):
         """A degradation this processor worked around, in ``ext.answerbox.warnings`` as ``[name] message``."""
         ctx.report.warn(f"[{self.name}] {message}")
 
-    async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
-        """The values that decide what it does, each with where it came from, for the run plan
-        (``pipeline/plan.py``); ``qa`` is the search's ``generative_qa_parameters``."""
-        return {}
+    async def plan(self, planning: Planning) -> StepPlan:
+        """What it runs with, each value with where it came from (``pipeline/plan.py``)."""
+        return StepPlan()
 
-    def planned_after(self, later: Sequence[tuple[Processor[Any], Mapping[str, Planned]]]) -> dict[str, Planned]:
-        """Values that depend on the steps after it in the pipeline (``later``: each with its own
-        planned values), for the run plan; most steps have none."""
-        return {}
-
-    def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
-        """Whether, run with ``values``, it may give an LLM the knowledge earlier steps kept (CRAG's
+    def writes_from_knowledge(self, plan: StepPlan) -> bool:
+        """Whether, run with ``plan``, it may give an LLM the knowledge earlier steps kept (CRAG's
         strips) to write from. A step that does not say may: the strips stay CRAG's."""
         return True
 

@@ -22,7 +22,7 @@ from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRe
 from answerbox.pipeline.caller_limits import CallerLimits
 from answerbox.pipeline.conversation_memory import recall, remember, turn_of
 from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.hits_asked import hits_kept_as_found
+from answerbox.pipeline.hits_asked import HitsAsked
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.plan import plan_of
 from answerbox.pipeline.resolver import PipelineResolver
@@ -73,8 +73,9 @@ class SearchRun:
 
     async def prepare(self) -> SearchRequest:
         """The request processors; returns the request in the form OpenSearch must receive."""
-        resolved = await plan_of(self.pipeline, self.ctx.generative_qa, self._engine.settings.limits)
-        self.ctx.planned_values = resolved.values
+        asked = HitsAsked.of(self.request.body, self.request.params)
+        resolved = await plan_of(self.pipeline, self.ctx.generative_qa, self._engine.settings.limits, asked)
+        self.ctx.plans = resolved.plans
         if self.verbose:
             self.ctx.report.plan = resolved.plan
         await recall(self.ctx, self._engine.memory, self.request.caller)
@@ -91,9 +92,9 @@ class SearchRun:
             listener.searched(response)
         # A count or an aggregation (Dashboards' visualisations send size 0, to an index's default
         # pipeline too), or an export's first page: no answer, and no full run spent on one.
-        kept_as_found = hits_kept_as_found(self.request.body, self.request.params)
-        if self.pipeline.response_processors and kept_as_found:
-            self.ctx.report.warn(f"{kept_as_found}: answerbox's response processors did not run")
+        skipped = {self.ctx.plans[p].skipped for p in self.pipeline.response_processors}
+        if skipped and None not in skipped:  # the plan skips them all
+            self.ctx.report.warn(f"{min(s for s in skipped if s)}: answerbox's response processors did not run")
             return self._rendered(response)
         ranked = (lambda current: listener.ranked(self._rendered(current))) if listener is not None else None
         response = await self.pipeline.process_response(self.request, response, self.ctx, ranked=ranked)

@@ -11,9 +11,18 @@ make the next page repeat or skip hits.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["asks_no_hits", "caller_sort", "hits_kept_as_found", "opens_scroll", "reads_scores"]
+__all__ = [
+    "PLAIN_SEARCH",
+    "HitsAsked",
+    "asks_no_hits",
+    "caller_sort",
+    "hits_kept_as_found",
+    "opens_scroll",
+    "reads_scores",
+]
 
 
 def asks_no_hits(body: Mapping[str, Any], params: Mapping[str, str]) -> bool:
@@ -77,3 +86,20 @@ def reads_scores(body: Mapping[str, Any], params: Mapping[str, str]) -> bool:
     first = caller_sort(body, params)
     tracked = str(params.get("track_scores", body.get("track_scores", False))).lower() == "true"
     return first in (None, "_score") or tracked
+
+
+@dataclass(frozen=True, slots=True)
+class HitsAsked:
+    """What one search asks of its hits, read once when it opens; each step's plan follows it.
+    The default is a plain search: hits in relevance order, their scores read."""
+
+    kept_as_found: str | None = None  # why no response step may touch its hits (size 0, a scroll)
+    sort: str | None = None  # the first key of its own sort
+    scores: bool = True  # whether anything it answers reads its hits' scores
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any], params: Mapping[str, str]) -> HitsAsked:
+        return cls(hits_kept_as_found(body, params), caller_sort(body, params), reads_scores(body, params))
+
+
+PLAIN_SEARCH = HitsAsked()  # a search that asks nothing special of its hits (``?explain``: no search)

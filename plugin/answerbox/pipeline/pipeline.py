@@ -69,7 +69,12 @@ class Pipeline:
 
     @property
     def writes_answer(self) -> bool:
-        return any(p.writes_answer for p in self.response_processors)
+        return self.answer_step is not None
+
+    @property
+    def answer_step(self) -> ResponseProcessor[Any] | None:
+        """The one step that writes the search's answer: the last that may (``writes_answer``)."""
+        return next((p for p in reversed(self.response_processors) if p.writes_answer), None)
 
     async def warm_up(self) -> None:
         """Every processor's ``warm_up``: what a model needs loads here, never within a search's
@@ -145,6 +150,10 @@ class Pipeline:
         failed = False
         try:
             for processor, step in steps:
+                plan = ctx.plans.get(processor)
+                if plan is not None and plan.skipped:  # the search makes it pointless (``pipeline/plan.py``)
+                    processor.warn(ctx, plan.skipped)
+                    continue
                 value = await self._step(phase, ctx, processor, step, value)
             return value
         except BaseException:

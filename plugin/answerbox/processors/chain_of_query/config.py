@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from answerbox.models.confidence import Recalibration
-from answerbox.pipeline.base import ProcessorConfig
 from answerbox.pipeline.caller_limits import LLMTokens
+from answerbox.processors.cited_answer.policy import AnswerRules
 
 __all__ = ["ChainOfQueryConfig"]
 
 
-class ChainOfQueryConfig(ProcessorConfig):
+class ChainOfQueryConfig(AnswerRules):
     index: str | None = Field(default=None, min_length=1)  # where nodes are checked; default: the searched index
     text_field: str = Field(default="text", min_length=1)  # the passage field the reader reads
     r_max: int = Field(default=5, ge=1, le=20)  # the paper's maximum number of rounds
@@ -24,8 +23,6 @@ class ChainOfQueryConfig(ProcessorConfig):
     # Two queries are the same when their normalised word sets overlap this much (Jaccard).
     duplicate_overlap: float = Field(default=0.8, gt=0, le=1)
     max_reference_chars: int = Field(default=800, ge=100)
+    # The chain (and its LLM) runs only when the reader's own answer from the hits is less confident
+    # than skip_llm_above (cited_answer's rule for its LLM); its answer abstains below min_confidence.
     abstain_text: str = Field(default="No answer could be verified against the searched documents.", min_length=1)
-    # The chain (and its LLM) runs only when the reader's own answer from the hits is less
-    # confident than this; None: the model's calibrated threshold (cited_answer's rule).
-    skip_llm_above: float | None = Field(default=None, ge=0, le=1)
-    calibration: Recalibration | None = None  # this index's correction of the confidence, as cited_answer's

@@ -13,7 +13,7 @@ or routed alias (``ScopedSearch``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from answerbox.core.contract import (
@@ -21,13 +21,11 @@ from answerbox.core.contract import (
     ChainCitation,
     ChainReport,
     Citation,
-    GenerativeQAParameters,
     PassagePiece,
-    Planned,
 )
 from answerbox.core.errors import ModelError
 from answerbox.models.confidence import signals_record
-from answerbox.pipeline.base import JSON, PipelineContext, ResponseProcessor, SearchRequest, first_set
+from answerbox.pipeline.base import JSON, PipelineContext, Planning, ResponseProcessor, SearchRequest, Sourced, StepPlan
 from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult
 from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
 from answerbox.processors.chain_of_query.entailment import content_entailed
@@ -43,15 +41,24 @@ from answerbox.processors.cited_answer.evidence import (
     in_context,
 )
 from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
-from answerbox.processors.cited_answer.policy import AnswerPolicy, asks_llm
+from answerbox.processors.cited_answer.policy import AnswerPlan, answer_plan, asks_llm
 from answerbox.processors.text.normalize import contains_answer
 from answerbox.processors.text.passages import hits_of
 from answerbox.processors.text.spans import Span
 
 if TYPE_CHECKING:
-    from answerbox.models import ModelManifest, Models
+    from answerbox.models import Models
 
-__all__ = ["ChainOfQuery", "ChainOfQueryConfig"]
+__all__ = ["ChainOfQuery", "ChainOfQueryConfig", "ChainPlan"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainPlan(AnswerPlan):
+    budget_s: Sourced[float]
+    llm_timeout_s: Sourced[float]
+    # The reader's constants: the pipeline's, else the model's; None: the model did not load.
+    theta: Sourced[float] | None = None
+    answer_margin: Sourced[float] | None = None
 
 
 class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
@@ -61,29 +68,27 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
     budget_weight = 3.0
     writes_answer = True
 
-    def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
+    def writes_from_knowledge(self, plan: StepPlan) -> bool:
         return False  # its LLM writes from the references its own searches find
 
-    async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
-        values = {
-            "budget_s": self.config.planned("budget_s"),
-            "llm_timeout_s": first_set((self.services.settings.llm.timeout_s, "settings")),
-        }
+    async def plan(self, planning: Planning) -> ChainPlan:
+        config = self.config
+        constants: dict[str, Sourced[float]] = {}
         try:
             manifest = (await self.services.models()).manifest
+            theta, margin = config.theta, config.answer_margin
+            constants["theta"] = config.sourced("theta", manifest.theta if theta is None else theta, "manifest")
+            margin = manifest.chain_answer_margin if margin is None else margin
+            constants["answer_margin"] = config.sourced("answer_margin", margin, "manifest")
         except ModelError:
-            return values  # the reader's constants wait for a model that loads
-        theta, margin = self._reader_constants(manifest)
-        values["theta"] = self.config.planned_as("theta", theta, "manifest")
-        values["answer_margin"] = self.config.planned_as("answer_margin", margin, "manifest")
-        return values
-
-    def _reader_constants(self, manifest: ModelManifest) -> tuple[float, float]:
-        """θ and the answer margin: the pipeline's where it sets them, else the model's."""
-        theta, margin = self.config.theta, self.config.answer_margin
-        return (
-            theta if theta is not None else manifest.theta,
-            margin if margin is not None else manifest.chain_answer_margin,
+            pass  # the reader's constants wait for a model that loads
+        return await answer_plan(
+            ChainPlan,
+            config,
+            self.services,
+            budget_s=config.sourced("budget_s", config.budget_s),
+            llm_timeout_s=Sourced(self.services.settings.llm.timeout_s, "settings"),
+            **constants,
         )
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
@@ -99,12 +104,16 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         except ModelError as exc:
             self.warn(ctx, f"the reader is unavailable ({exc.reason}); the chain was skipped")
             return response
-        if await self._reader_is_sure(question, response, models, ctx):
+        plan = ctx.plan(self, ChainPlan)
+        if plan.theta is None or plan.answer_margin is None:
+            self.warn(ctx, "the reader was unavailable when the search opened; the chain was skipped")
+            return response
+        if await self._reader_is_sure(question, response, models, plan, ctx):
             ctx.report.llm_skipped.append(self.type_name)
             return response
-        theta, margin = self._reader_constants(models.manifest)
+        theta, margin = plan.theta.value, plan.answer_margin.value
         # Its share of the pipeline's time, less a margin for tracing and the report.
-        deadline = ctx.deadline.within(min(ctx.planned(self, "budget_s"), ctx.deadline.for_work()))
+        deadline = ctx.deadline.within(min(plan.budget_s.value, ctx.deadline.for_work()))
         chain = ChainRun(
             self.services,
             self.config,
@@ -114,7 +123,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             search=ctx.search,
             question=question,
             deadline=deadline,
-            llm_timeout_s=ctx.planned(self, "llm_timeout_s"),
+            llm_timeout_s=plan.llm_timeout_s.value,
         )
         result = await chain.run()
         for warning in result.warnings:
@@ -136,16 +145,15 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         )
         ctx.report.chain = report
         if ctx.report.answer is None:
-            ctx.report.answer = await self._answer(question, report, models)
+            ctx.report.answer = await self._answer(question, report, models, plan)
         return response
 
-    async def _reader_is_sure(self, question: str, response: JSON, models: Models, ctx: PipelineContext) -> bool:
+    async def _reader_is_sure(
+        self, question: str, response: JSON, models: Models, plan: ChainPlan, ctx: PipelineContext
+    ) -> bool:
         """Whether the reader's featured snippet from the hits is confident enough to answer without
         the chain: ``cited_answer``'s rule for its LLM (auto mode, the more confident answer preferred)."""
-        calibrator = models.manifest.answer_calibrator.for_index(self.config.calibration)
-        policy = AnswerPolicy.resolved(
-            calibrator, abstain_text=self.config.abstain_text, skip_llm_above=self.config.skip_llm_above
-        )
+        calibrator, policy = plan.calibrator, plan.policy(self.config.abstain_text)
         if policy.skip_llm_above >= 1:  # 1 means never: spare the reader its run
             return False
         fields = EvidenceFields(text=self.config.text_field, title=None)
@@ -157,7 +165,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         snippet = found.answer.model_copy(update={"confidence": calibrator.confidence(found.signals)})
         return not asks_llm(snippet, policy)
 
-    async def _answer(self, question: str, report: ChainReport, models: Models) -> Answer:
+    async def _answer(self, question: str, report: ChainReport, models: Models, plan: ChainPlan) -> Answer:
         """The chain's answer for RAG clients: only verified citations, or an abstention.
 
         Its confidence is the generative calibrator's: the chain's text is the LLM's, checked
@@ -171,7 +179,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             for c in report.citations
             if c.verified
         ]
-        calibrator = models.manifest.answer_calibrator.for_index(self.config.calibration)
+        calibrator = plan.calibrator
         fields = EvidenceFields(text=self.config.text_field, title=None)
         snippet = await featured_snippet(question, evidence_from_references(report.references, [], fields), models)
         signals = beside_the_snippet(

@@ -23,17 +23,79 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, TypeVar
 
-from answerbox.core.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, LLMUse
+from pydantic import Field
+
+from answerbox.core.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, LLMUse, PlanSource
+from answerbox.core.errors import ModelError
+from answerbox.models.confidence import AnswerCalibrator, Recalibration
+from answerbox.pipeline.base import ProcessorConfig, Sourced, StepPlan
 
 if TYPE_CHECKING:
-    from answerbox.models.confidence import AnswerCalibrator
+    from answerbox.services import Services
 
-__all__ = ["AnswerPolicy", "Mode", "Prefer", "abstention", "asks_llm", "choose", "gate"]
+__all__ = [
+    "AnswerPlan",
+    "AnswerPolicy",
+    "AnswerRules",
+    "Mode",
+    "Prefer",
+    "abstention",
+    "answer_plan",
+    "asks_llm",
+    "choose",
+    "gate",
+]
 
 Mode = Literal["auto", "generative", "extractive"]
 Prefer = Literal["confident", "generative"]
+
+
+class AnswerRules(ProcessorConfig):
+    """The config of a step that may answer (``cited_answer``, ``chain_of_query``). None: those
+    fitted with the model's calibrator (its manifest's answer_confidence): min_confidence for 85%
+    precision, skip_llm_above where the LLM stops adding right answers (``docs/confidence.md``)."""
+
+    min_confidence: float | None = Field(default=None, ge=0, le=1)
+    skip_llm_above: float | None = Field(default=None, ge=0, le=1)
+    # This index's correction of the shipped confidence (``answerbox threshold`` fits it); the
+    # thresholds above are then on the corrected scale, and the model's defaults move with it.
+    calibration: Recalibration | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerPlan(StepPlan):
+    """The answer rules a step runs with, its calibrator resolved (not shown: its source is the model)."""
+
+    min_confidence: Sourced[float]
+    skip_llm_above: Sourced[float]
+    calibration: Sourced[Recalibration] | None = None
+    calibrator: AnswerCalibrator
+
+    def policy(self, abstain_text: str, mode: Mode = "auto", prefer: Prefer = "confident") -> AnswerPolicy:
+        return AnswerPolicy(mode, prefer, self.min_confidence.value, self.skip_llm_above.value, abstain_text)
+
+
+A = TypeVar("A", bound=AnswerPlan)
+
+
+async def answer_plan(kind: type[A], rules: AnswerRules, services: Services, **more: Any) -> A:
+    """A ``kind`` of plan with ``more`` and ``rules`` resolved: a threshold the pipeline sets wins; an unset one is the
+    model's (its manifest's, moved by the index's correction)."""
+    try:
+        calibrator = (await services.models()).manifest.answer_calibrator.for_index(rules.calibration)
+    except ModelError:
+        calibrator = AnswerCalibrator().for_index(rules.calibration)  # the reader is unavailable too: it says so
+    fitted: PlanSource = "calibration" if rules.calibration is not None else "manifest"
+    given, skip = rules.min_confidence, rules.skip_llm_above
+    return kind(
+        **more,
+        min_confidence=rules.sourced("min_confidence", calibrator.min_confidence if given is None else given, fitted),
+        skip_llm_above=rules.sourced("skip_llm_above", calibrator.skip_llm_above if skip is None else skip, fitted),
+        calibration=Sourced(rules.calibration, "pipeline") if rules.calibration is not None else None,
+        calibrator=calibrator,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,27 +107,6 @@ class AnswerPolicy:
     min_confidence: float
     skip_llm_above: float
     abstain_text: str
-
-    @classmethod
-    def resolved(
-        cls,
-        calibrator: AnswerCalibrator,
-        *,
-        abstain_text: str,
-        mode: Mode = "auto",
-        prefer: Prefer = "confident",
-        min_confidence: float | None = None,
-        skip_llm_above: float | None = None,
-    ) -> AnswerPolicy:
-        """A threshold the pipeline sets wins; None takes the one fitted with the model's
-        calibrator (its manifest's, moved by the index's correction)."""
-        return cls(
-            mode=mode,
-            prefer=prefer,
-            min_confidence=calibrator.min_confidence if min_confidence is None else min_confidence,
-            skip_llm_above=calibrator.skip_llm_above if skip_llm_above is None else skip_llm_above,
-            abstain_text=abstain_text,
-        )
 
 
 def asks_llm(snippet: Answer | None, policy: AnswerPolicy) -> bool:

@@ -12,8 +12,9 @@ abstains and is kept as ``answer.candidate``. Which answer is returned: ``policy
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
@@ -25,14 +26,21 @@ from answerbox.core.contract import (
     CheckedSentence,
     FlaggedClaim,
     FlagReason,
-    GenerativeQAParameters,
-    Planned,
-    PlanSource,
 )
 from answerbox.core.errors import ConfigError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
-from answerbox.models.confidence import AnswerCalibrator, Recalibration, signals_record
-from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest, first_set
+from answerbox.models.confidence import AnswerCalibrator, signals_record
+from answerbox.pipeline.base import (
+    JSON,
+    PipelineContext,
+    Planning,
+    ProcessorConfig,
+    ResponseProcessor,
+    SearchRequest,
+    Sourced,
+    StepPlan,
+    first_set,
+)
 from answerbox.pipeline.caller_limits import LLMModel, LLMTokens, Override
 from answerbox.processors.cited_answer.citations import (
     ANSWER_SCHEMA,
@@ -58,7 +66,17 @@ from answerbox.processors.cited_answer.evidence import (
     written_date,
 )
 from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
-from answerbox.processors.cited_answer.policy import AnswerPolicy, Mode, Prefer, abstention, asks_llm, choose, gate
+from answerbox.processors.cited_answer.policy import (
+    AnswerPlan,
+    AnswerRules,
+    Mode,
+    Prefer,
+    abstention,
+    answer_plan,
+    asks_llm,
+    choose,
+    gate,
+)
 from answerbox.processors.cited_answer.sentences import SentenceHold
 from answerbox.processors.text.passages import hits_of
 
@@ -79,7 +97,7 @@ _LLM_SHARE = 0.7
 _SAMPLE = Evidence(index="i", id="d", field="text", excerpts=(), rank=0, marker=1, source="s", title="t")
 
 
-class CitedAnswerConfig(ProcessorConfig):
+class CitedAnswerConfig(AnswerRules):
     # Which answer the search returns: the table in ``policy``.
     mode: Mode = "auto"
     prefer: Prefer = "confident"
@@ -108,14 +126,16 @@ class CitedAnswerConfig(ProcessorConfig):
     # A sentence neither entailed nor contradicted by its blocks: dropped, or shown without its
     # markers and flagged ``shown`` (not checked). An answer with no entailed sentence still abstains.
     unverified: Literal["drop", "show"] = "drop"
-    # None: the thresholds fitted with the model's calibrator (its manifest's answer_confidence):
-    # min_confidence for 85% precision, skip_llm_above where the LLM stops adding right answers.
-    min_confidence: float | None = Field(default=None, ge=0, le=1)
-    skip_llm_above: float | None = Field(default=None, ge=0, le=1)
-    # This index's correction of the shipped confidence (``answerbox threshold`` fits it); the
-    # thresholds above are then on the corrected scale, and the model's defaults move with it.
-    calibration: Recalibration | None = None
     abstain_text: str = Field(default="The search results do not support an answer.", min_length=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CitedAnswerPlan(AnswerPlan):
+    mode: Sourced[Mode]
+    prefer: Sourced[Prefer]
+    size: Sourced[int]
+    model: Sourced[str] | None = None  # None: the LLM is not asked (mode extractive)
+    llm_timeout_s: Sourced[float] | None = None
 
 
 class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
@@ -144,17 +164,18 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         if not question or not question.strip():
             self.warn(ctx, "the search has no question text; no answer")
             return response
+        plan = ctx.plan(self, CitedAnswerPlan)
         hits = hits_of(response)
-        blocks = self._evidence(hits, ctx)
+        blocks = self._evidence(hits, plan.size.value, ctx)
         if not blocks:
             incorrect = ctx.report.retrieval is not None and ctx.report.retrieval.verdict == "incorrect"
-            kind: AnswerMode = "extractive" if ctx.planned(self, "mode") == "extractive" else "generative"
+            kind: AnswerMode = "extractive" if plan.mode.value == "extractive" else "generative"
             ctx.report.answer = abstention(
                 self.config.abstain_text, kind, "retrieval_incorrect" if incorrect else "no_evidence"
             )
             return response
-        calibrator = await self._calibrator()
-        policy = self._planned_policy(ctx)
+        calibrator = plan.calibrator
+        policy = plan.policy(self.config.abstain_text, plan.mode.value, plan.prefer.value)
         reading = in_context(blocks, hits, max_chars=self.config.reading_chars)
         snippet = await self._snippet(question, reading, calibrator, ctx)
         if snippet is not None and ctx.listener is not None:
@@ -201,8 +222,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             elif shown := list(dict.fromkeys(f.sentence for f in checked.flagged if f.shown)):
                 ctx.listener.sentence(CheckedSentence(text=" ".join(shown), verdict="unverified"))
 
-    def _evidence(self, hits: Sequence[JSON], ctx: PipelineContext) -> list[Evidence]:
-        size = ctx.planned(self, "size")
+    def _evidence(self, hits: Sequence[JSON], size: int, ctx: PipelineContext) -> list[Evidence]:
         if ctx.report.chain is not None and not ctx.report.chain.references:
             self.warn(ctx, "the chain verified nothing; answering from the search results")
         return answer_evidence(ctx.report, hits, self.config.fields, size=size, snippet_chars=self.config.snippet_chars)
@@ -251,14 +271,17 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
     async def _generate(
         self, question: str, blocks: Sequence[Evidence], ctx: PipelineContext
     ) -> AsyncGenerator[str, None]:
-        timeout = min(float(ctx.planned(self, "llm_timeout_s")), ctx.deadline.share(_LLM_SHARE))
+        plan = ctx.plan(self, CitedAnswerPlan)
+        if plan.model is None or plan.llm_timeout_s is None:
+            raise LLMError("the plan asks no LLM")  # never: a plan without one is extractive
+        timeout = min(plan.llm_timeout_s.value, ctx.deadline.share(_LLM_SHARE))
         # One prompt and one reply format for a search and a stream: a stream reads the JSON
         # reply's sentences as each closes.
         structured = await self.services.llm.structured(timeout_s=timeout)
         messages = await self._messages(question, blocks, ctx, json=structured)
         options: dict[str, Any] = {
             "max_tokens": self.config.max_tokens,
-            "model": ctx.planned(self, "model"),
+            "model": plan.model.value,
             "timeout_s": timeout,
         }
         schema = ANSWER_SCHEMA if structured else None
@@ -335,64 +358,32 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             shown = " ".join(c.text.strip() for c in parse_claims(shown) if c.markers or c.plain in said)
         return Answer(text=shown, citations=citations, mode="generative", flagged=flagged, llm="used")
 
-    def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
-        return bool(values["mode"].value != "extractive")  # the reader reads passages, not strips
+    def writes_from_knowledge(self, plan: StepPlan) -> bool:
+        # The reader reads passages, not strips.
+        return not (isinstance(plan, CitedAnswerPlan) and plan.mode.value == "extractive")
 
-    async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
-        policy = self._policy(await self._calibrator())
-        config = self.config
-        # A threshold the pipeline leaves unset is the manifest's, moved by its calibration if any.
-        fitted: PlanSource = "calibration" if config.calibration is not None else "manifest"
-        mode = config.planned("mode") if self.services.llm.configured else Planned(value=policy.mode, source="settings")
-        size = Planned(value=qa.context_size, source="request") if qa and qa.context_size else config.planned("size")
-        values = {
-            "mode": mode,
-            "prefer": config.planned("prefer"),
-            "min_confidence": config.planned_as("min_confidence", policy.min_confidence, fitted),
-            "skip_llm_above": config.planned_as("skip_llm_above", policy.skip_llm_above, fitted),
-            "size": size,
+    async def plan(self, planning: Planning) -> CitedAnswerPlan:
+        config, qa, llm = self.config, planning.qa, self.services.settings.llm
+        extractive = config.mode == "extractive" or not self.services.llm.configured  # no LLM: the reader alone
+        asks = {
+            "model": first_set(
+                (qa.llm_model if qa else None, "request"), (config.model, "pipeline"), (llm.model, "settings")
+            ),
+            "llm_timeout_s": first_set(
+                (qa.timeout if qa else None, "request"), (config.timeout_s, "pipeline"), (llm.timeout_s, "settings")
+            ),
         }
-        if policy.mode != "extractive":
-            values["model"] = first_set(
-                (qa.llm_model if qa else None, "request"),
-                (config.model, "pipeline"),
-                (self.services.settings.llm.model, "settings"),
-            )
-            values["llm_timeout_s"] = self._llm_timeout(qa)
-        return values
-
-    def _llm_timeout(self, qa: GenerativeQAParameters | None) -> Planned:
-        """The LLM call's own timeout before the step's time left caps it."""
-        return first_set(
-            (qa.timeout if qa else None, "request"),
-            (self.config.timeout_s, "pipeline"),
-            (self.services.settings.llm.timeout_s, "settings"),
+        return await answer_plan(
+            CitedAnswerPlan,
+            config,
+            self.services,
+            mode=config.sourced("mode", config.mode)
+            if self.services.llm.configured
+            else Sourced("extractive", "settings"),
+            prefer=config.sourced("prefer", config.prefer),
+            size=Sourced(qa.context_size, "request") if qa and qa.context_size else config.sourced("size", config.size),
+            **({} if extractive else asks),
         )
-
-    def _planned_policy(self, ctx: PipelineContext) -> AnswerPolicy:
-        """The policy the run plan resolved (``planned``, through ``_policy``)."""
-        rules = {name: ctx.planned(self, name) for name in ("mode", "prefer", "min_confidence", "skip_llm_above")}
-        return AnswerPolicy(**rules, abstain_text=self.config.abstain_text)
-
-    def _mode(self) -> Mode:
-        return self.config.mode if self.services.llm.configured else "extractive"  # no LLM: the reader alone
-
-    def _policy(self, calibrator: AnswerCalibrator) -> AnswerPolicy:
-        return AnswerPolicy.resolved(
-            calibrator,
-            abstain_text=self.config.abstain_text,
-            mode=self._mode(),
-            prefer=self.config.prefer,
-            min_confidence=self.config.min_confidence,
-            skip_llm_above=self.config.skip_llm_above,
-        )
-
-    async def _calibrator(self) -> AnswerCalibrator:
-        try:
-            calibrator = (await self.services.models()).manifest.answer_calibrator
-        except ModelError:
-            calibrator = AnswerCalibrator()  # the reader is unavailable too: _snippet says so
-        return calibrator.for_index(self.config.calibration)
 
     async def _snippet(
         self, question: str, blocks: Sequence[Evidence], calibrator: AnswerCalibrator, ctx: PipelineContext

@@ -12,6 +12,7 @@ Without a memory it does nothing: a pipeline may hold it for every search.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,7 +21,16 @@ from answerbox.core.errors import ConfigError, LLMError
 from answerbox.core.query_text import find_text_clauses
 from answerbox.llm.structured import Schema, from_json, object_schema, string
 from answerbox.memory.records import Interaction
-from answerbox.pipeline.base import PipelineContext, ProcessorConfig, RequestProcessor, SearchRequest
+from answerbox.pipeline.base import (
+    PipelineContext,
+    Planning,
+    ProcessorConfig,
+    RequestProcessor,
+    SearchRequest,
+    Sourced,
+    StepPlan,
+    first_set,
+)
 from answerbox.pipeline.caller_limits import LLMModel, LLMTokens
 from answerbox.pipeline.pipeline import CONVERSATION
 from answerbox.processors.conversation.rules import Rewrite, content_words, entities, standalone
@@ -56,6 +66,12 @@ class ConversationConfig(ProcessorConfig):
     timeout_s: float = Field(default=5.0, gt=0, le=60)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationPlan(StepPlan):
+    model: Sourced[str] | None = None  # None: the rules alone, no LLM
+    timeout_s: Sourced[float] | None = None
+
+
 class Conversation(RequestProcessor[ConversationConfig]):
     type_name = CONVERSATION
     config_model = ConversationConfig
@@ -77,7 +93,9 @@ class Conversation(RequestProcessor[ConversationConfig]):
         rules = standalone(question, turn.history[-1].question[:_MAX_EARLIER_QUESTION_CHARS])
         if not rules.rewritten:
             return request
-        written = await self._by_llm(question, turn.history, rules, ctx) if self._asks_llm else None
+        plan = ctx.plan(self, ConversationPlan)
+        llm = (plan.model.value, plan.timeout_s.value) if plan.model and plan.timeout_s else None
+        written = await self._by_llm(question, turn.history, rules, llm, ctx) if llm else None
         rewrite = Rewrite(written, f"{written} {_missing(rules.query, written)}".strip(), True) if written else rules
         report.standalone_question, report.method = rewrite.question, "llm" if written else "rules"
         ctx.question = rewrite.question
@@ -90,15 +108,25 @@ class Conversation(RequestProcessor[ConversationConfig]):
             changed.params["q"] = rewrite.query
         return changed
 
-    @property
-    def _asks_llm(self) -> bool:
-        return self.config.rewrite == "auto" and self.services.llm.configured
+    async def plan(self, planning: Planning) -> ConversationPlan:
+        if self.config.rewrite != "auto" or not self.services.llm.configured:
+            return ConversationPlan()
+        return ConversationPlan(
+            model=first_set((self.config.model, "pipeline"), (self.services.settings.llm.model, "settings")),
+            timeout_s=self.config.sourced("timeout_s", self.config.timeout_s),
+        )
 
     async def _by_llm(
-        self, question: str, history: list[Interaction], rules: Rewrite, ctx: PipelineContext
+        self,
+        question: str,
+        history: list[Interaction],
+        rules: Rewrite,
+        llm: tuple[str, float],
+        ctx: PipelineContext,
     ) -> str | None:
-        """The LLM's standalone question, or None (the rules' stands) with a warning why."""
-        timeout = min(self.config.timeout_s, ctx.deadline.for_work())
+        """The LLM's standalone question (``llm``: its model and timeout), or None (the rules' stands) with a
+        warning why."""
+        model, timeout = llm[0], min(llm[1], ctx.deadline.for_work())
         turns = [
             {
                 "question": t.question[:_MAX_EARLIER_QUESTION_CHARS],
@@ -112,7 +140,7 @@ class Conversation(RequestProcessor[ConversationConfig]):
             completion = await self.services.llm.complete(
                 [{"role": "user", "content": prompt}],
                 max_tokens=self.config.max_tokens,
-                model=self.config.model,
+                model=model,
                 timeout_s=timeout,
                 schema=_SCHEMA if structured else None,
             )

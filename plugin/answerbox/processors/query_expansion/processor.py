@@ -13,6 +13,7 @@ query as the user wrote it and adds a warning: expansion may improve the hits, n
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -29,15 +30,22 @@ from pydantic import (
 from answerbox.core.contract import (
     ExpansionMethod,
     ExpansionMode,
-    GenerativeQAParameters,
-    Planned,
     QueryExpansionReport,
 )
 from answerbox.core.digest import json_digest
 from answerbox.core.errors import ConfigError, LLMError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.core.query_text import find_text_clauses, question_clauses, replace_text_clauses
 from answerbox.core.ttl_cache import TTLCache
-from answerbox.pipeline.base import PipelineContext, ProcessorConfig, RequestProcessor, SearchRequest, first_set
+from answerbox.pipeline.base import (
+    PipelineContext,
+    Planning,
+    ProcessorConfig,
+    RequestProcessor,
+    SearchRequest,
+    Sourced,
+    StepPlan,
+    first_set,
+)
 from answerbox.pipeline.caller_limits import (
     BelowProcessorTimeout,
     ConfigContext,
@@ -46,7 +54,6 @@ from answerbox.pipeline.caller_limits import (
     Override,
     StoredOnly,
 )
-from answerbox.pipeline.hits_asked import reads_scores
 from answerbox.processors.query_expansion.expanded_query import (
     Combine,
     clean_expansion,
@@ -173,6 +180,12 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpansionPlan(StepPlan):
+    model: Sourced[str]
+    timeout_s: Sourced[float]
+
+
 class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
     type_name = "llm_query_expansion"
     config_model = QueryExpansionConfig
@@ -189,11 +202,16 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         self._in_flight: dict[str, asyncio.Future[str]] = {}
         self._config_digest = json_digest(config.model_dump(mode="json"))
 
-    async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
-        return {
-            "model": first_set((self.config.model, "pipeline"), (self.services.settings.llm.model, "settings")),
-            "timeout_s": self.config.planned("timeout_s"),
-        }
+    async def plan(self, planning: Planning) -> ExpansionPlan:
+        # An expansion changes scores only, never which documents match: no LLM call for nothing.
+        reads = planning.asked.scores
+        return ExpansionPlan(
+            skipped=None
+            if reads
+            else "the search reads no score (a count, or a sort of its own): its query was not expanded",
+            model=first_set((self.config.model, "pipeline"), (self.services.settings.llm.model, "settings")),
+            timeout_s=self.config.sourced("timeout_s", self.config.timeout_s),
+        )
 
     async def check(self) -> None:
         await self._prompt.arender(query="q", examples=self.config.few_shot, prf=["d"])
@@ -202,10 +220,6 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         question = (ctx.question or "").strip()
         # Only the question's own clauses are expanded: other text (an org, a tenant) restricts.
         if not question or not question_clauses(request.body, question):
-            return request
-        if not reads_scores(request.body, request.params):
-            # An expansion changes scores only, never which documents match: no LLM call for nothing.
-            self.warn(ctx, "the search reads no score (a count, or a sort of its own): its query was not expanded")
             return request
         expansion = await self._expansion(question, request, ctx)
         if not expansion:
@@ -262,7 +276,8 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         """One LLM call (after the PRF search); the cleaned expansion, or "" after a fallback."""
         # timeout_s bounds the PRF search and the LLM call together, within the processor's share
         # of the pipeline's time (with a margin: a fallback, never a processor timeout).
-        timeout = min(ctx.planned(self, "timeout_s"), ctx.deadline.for_work())
+        plan = ctx.plan(self, ExpansionPlan)
+        timeout = min(plan.timeout_s.value, ctx.deadline.for_work())
         try:
             async with asyncio.timeout(timeout):
                 # The PRF search, or a search of no documents, checks the caller's credentials
@@ -275,7 +290,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
                     [{"role": "user", "content": prompt}],
                     max_tokens=self.config.max_tokens,
                     stop=_STOP,
-                    model=ctx.planned(self, "model"),
+                    model=plan.model.value,
                     timeout_s=timeout,
                 )
         except (LLMError, UpstreamError, UpstreamUnavailable, OutOfScope) as exc:
@@ -307,7 +322,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         return json_digest(
             [
                 request.caller.credentials,
-                ctx.planned(self, "model"),
+                ctx.plan(self, ExpansionPlan).model.value,
                 self._prompt.sha256,
                 self._config_digest,
                 question,

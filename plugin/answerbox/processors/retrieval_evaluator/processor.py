@@ -86,19 +86,17 @@ search's query and scores, and how many hits ``drop_below_lower`` removed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
 from answerbox.core.contract import (
     CorrectiveReport,
-    GenerativeQAParameters,
     HitScore,
     KnowledgeStrip,
-    Planned,
     RetrievalAction,
     RetrievalReport,
 )
@@ -106,13 +104,14 @@ from answerbox.core.errors import ConfigError, ModelError, OutOfScope, UpstreamE
 from answerbox.pipeline.base import (
     JSON,
     PipelineContext,
-    Processor,
+    Planning,
     ProcessorConfig,
     ResponseProcessor,
     SearchRequest,
+    Sourced,
+    StepPlan,
     first_set,
 )
-from answerbox.pipeline.hits_asked import caller_sort
 from answerbox.processors.retrieval_evaluator.corrective import (
     KEYWORD_REWRITE_TEMPLATE,
     CorrectiveSearchConfig,
@@ -126,7 +125,7 @@ from answerbox.processors.text.spans import Passage
 from answerbox.prompts.library import Prompt
 
 if TYPE_CHECKING:
-    from answerbox.models import Evaluator, ModelManifest
+    from answerbox.models import Evaluator
     from answerbox.services import Services
 
 __all__ = ["RetrievalEvaluator", "RetrievalEvaluatorConfig", "Verdict", "judge"]
@@ -174,6 +173,28 @@ class RetrievalEvaluatorConfig(ProcessorConfig):
         if self.upper is not None and self.lower is not None and self.lower > self.upper:
             raise ValueError(f"lower ({self.lower}) must not be above upper ({self.upper})")
         return self
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvaluatorPlan(StepPlan):
+    top_n: Sourced[int]
+    first_pass: Sourced[int | None]
+    rerank: Sourced[bool]
+    drop_below_lower: Sourced[bool] | None = None  # shown where the pipeline drops
+    sorted_by: Sourced[str] | None = None  # the search's own sort: its hits keep their order
+    refine: Sourced[Literal["strips", "passages"]]
+    ambiguous: Sourced[Literal["refine+corrective_search", "refine"]]
+    rewrite_llm_timeout_s: Sourced[float] | None = None
+    # The model's, unless the pipeline sets them; None: the model did not load.
+    upper: Sourced[float] | None = None
+    lower: Sourced[float] | None = None
+    first_pass_stop: Sourced[float | None] | None = None
+    fusion_weight: Sourced[float] | None = None
+
+    def thresholds(self) -> tuple[float, float]:
+        if self.upper is None or self.lower is None:
+            raise ModelError("the model had not loaded when the search opened")
+        return self.upper.value, self.lower.value
 
 
 def judge(scores: Sequence[float], upper: float, lower: float) -> Verdict:
@@ -252,99 +273,112 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             services.prompts.get(KEYWORD_REWRITE_TEMPLATE, config.corrective.prompt) if config.corrective else None
         )
 
-    async def planned(self, qa: GenerativeQAParameters | None) -> dict[str, Planned]:
+    async def plan(self, planning: Planning) -> EvaluatorPlan:
         config = self.config
-        top_n, most = config.planned("top_n"), self.services.settings.limits.max_hits_processed
-        values = {
-            "top_n": top_n if top_n.value <= most else Planned(value=most, source="settings"),
-            "first_pass": config.planned("first_pass"),
-            "rerank": config.planned("rerank"),
-        }
-        corrective = config.corrective
-        if corrective is not None and corrective.keywords == "llm":
-            values["rewrite_llm_timeout_s"] = first_set(
-                (corrective.llm_timeout_s, "pipeline"), (self.services.settings.llm.timeout_s, "settings")
-            )
-        try:
-            manifest = (await self.services.models()).manifest
-        except ModelError:
-            return values  # the thresholds wait for a model that loads
-        upper, lower = self._thresholds(manifest)
-        values["upper"] = config.planned_as("upper", upper, "manifest")
-        values["lower"] = config.planned_as("lower", lower, "manifest")
-        if config.first_pass is not None:
-            stop = self._first_pass_stop(manifest, upper)
-            values["first_pass_stop"] = config.planned_as("first_pass_stop", stop, "manifest")
-        if config.rerank:
-            values["fusion_weight"] = config.planned_as("fusion_weight", self._fusion_weight(manifest), "manifest")
-        return values
-
-    def planned_after(self, later: Sequence[tuple[Processor[Any], Mapping[str, Planned]]]) -> dict[str, Planned]:
-        config = self.config
+        most = self.services.settings.limits.max_hits_processed
+        top_n = config.sourced("top_n", config.top_n) if config.top_n <= most else Sourced(most, "settings")
+        # A search with a sort of its own is a listing (a scroll's export among them): its hits are
+        # judged, but neither reranked nor dropped.
+        sort = planning.asked.sort if config.rerank or config.drop_below_lower else None
+        keep: Sourced[bool] | None = Sourced(False, "request") if sort is not None else None
         # Strips and an Ambiguous search's corrective hits are for an LLM to write from: a reader
         # reads strips back in their passages, which the evaluator's windows already cover, and
         # seldom finds its answer in those hits.
-        writes = not later or any(step.writes_from_knowledge(values) for step, values in later)
+        writes = not planning.later or any(step.writes_from_knowledge(plan) for step, plan in planning.later)
+        corrective = config.corrective
+        plan = EvaluatorPlan(
+            top_n=top_n,
+            first_pass=config.sourced("first_pass", config.first_pass),
+            rerank=keep or config.sourced("rerank", config.rerank),
+            drop_below_lower=(keep or config.sourced("drop_below_lower", True)) if config.drop_below_lower else None,
+            sorted_by=Sourced(sort, "request") if sort is not None else None,
+            refine=config.sourced("refine", config.refine)
+            if config.refine != "auto"
+            else Sourced("strips" if writes else "passages", "default"),
+            ambiguous=config.sourced("ambiguous", config.ambiguous)
+            if config.ambiguous != "auto"
+            else Sourced("refine+corrective_search" if writes else "refine", "default"),
+            rewrite_llm_timeout_s=first_set(
+                (corrective.llm_timeout_s, "pipeline"), (self.services.settings.llm.timeout_s, "settings")
+            )
+            if corrective is not None and corrective.keywords == "llm"
+            else None,
+        )
+        try:
+            manifest = (await self.services.models()).manifest
+        except ModelError:
+            return plan  # the thresholds wait for a model that loads
+        upper = config.sourced("upper", manifest.crag_upper if config.upper is None else config.upper, "manifest")
+        lower = config.sourced("lower", manifest.crag_lower if config.lower is None else config.lower, "manifest")
+        if lower.value > upper.value:
+            raise ConfigError(
+                f"processor [{self.name}]: lower ({lower.value}) is above upper ({upper.value}) once the model's "
+                "thresholds fill in"
+            )
+        # Where the first pass is enough; never below upper: a first pass that stops must have found
+        # CRAG's Correct, or the corrective search would run on half the hits.
+        stop = manifest.crag_first_pass_stop if config.first_pass_stop is None else config.first_pass_stop
+        weight = manifest.rerank_fusion_weight if config.fusion_weight is None else config.fusion_weight
+        return replace(
+            plan,
+            upper=upper,
+            lower=lower,
+            first_pass_stop=config.sourced(
+                "first_pass_stop", None if stop is None else max(stop, upper.value), "manifest"
+            )
+            if config.first_pass is not None
+            else None,
+            fusion_weight=config.sourced("fusion_weight", weight, "manifest") if plan.rerank.value else None,
+        )
 
-        def resolved(name: str, for_writers: str, for_readers: str) -> Planned:
-            if getattr(config, name) != "auto":
-                return config.planned(name)
-            return Planned(value=for_writers if writes else for_readers, source="default")
-
-        return {
-            "refine": resolved("refine", "strips", "passages"),
-            "ambiguous": resolved("ambiguous", "refine+corrective_search", "refine"),
-        }
-
-    def writes_from_knowledge(self, values: Mapping[str, Planned]) -> bool:
+    def writes_from_knowledge(self, plan: StepPlan) -> bool:
         return False  # it keeps knowledge, and reads none
 
-    def _fusion_weight(self, manifest: ModelManifest) -> float:
-        return manifest.rerank_fusion_weight if self.config.fusion_weight is None else self.config.fusion_weight
-
-    def _thresholds(self, manifest: ModelManifest) -> tuple[float, float]:
-        upper = manifest.crag_upper if self.config.upper is None else self.config.upper
-        lower = manifest.crag_lower if self.config.lower is None else self.config.lower
-        if lower > upper:
-            raise ConfigError(
-                f"processor [{self.name}]: lower ({lower}) is above upper ({upper}) once the model's thresholds fill in"
-            )
-        return upper, lower
-
-    def _rewrite_timeout(self, config: CorrectiveSearchConfig, ctx: PipelineContext) -> float:
+    def _rewrite_timeout(self, config: CorrectiveSearchConfig, plan: EvaluatorPlan, ctx: PipelineContext) -> float:
         """The LLM's time for the rewrite: never more than half the processor's time left, so that a
         slow LLM ends in the keyword fallback rather than in a processor timeout that loses the hits."""
         if config.keywords != "llm":
             return 0.0  # no LLM is asked
-        return min(float(ctx.planned(self, "rewrite_llm_timeout_s")), ctx.deadline.share(_REWRITE_SHARE))
+        timeout = plan.rewrite_llm_timeout_s.value if plan.rewrite_llm_timeout_s is not None else 0.0
+        return min(timeout, ctx.deadline.share(_REWRITE_SHARE))
 
     async def process_response(self, request: SearchRequest, response: JSON, ctx: PipelineContext) -> JSON:
         question = (ctx.question or "").strip()
         if not question:
             self.warn(ctx, "the search has no question text; retrieval was not evaluated")
             return response
+        plan = ctx.plan(self, EvaluatorPlan)
         hits = hits_of(response)
-        scored = hits[: ctx.planned(self, "top_n")]
+        scored = hits[: plan.top_n.value]
         passages = [passages_of(hit, self.config.text_fields) for hit in scored]
         try:
             # Within its share of the pipeline's time: under load the model's queue may be too
             # long, and then the hits go on unjudged rather than the search failing.
             async with asyncio.timeout(ctx.deadline.for_work()):
                 models = await self.services.models()
-                upper, lower = self._thresholds(models.manifest)
-                stop = self._first_pass_stop(models.manifest, upper)
-                judged = await self._score_in_passes(models.evaluator, question, passages, stop)
+                upper, lower = plan.thresholds()
+                judged = await self._score_in_passes(models.evaluator, question, passages, plan)
                 scores = judged.hits
                 scored = scored[: len(scores)]
                 verdict = judge(scores, upper, lower)
                 config, prompt = self.config.corrective, self._prompt
-                searches = self._searches_again(verdict, ctx)
+                searches = verdict is Verdict.INCORRECT or (
+                    verdict is Verdict.AMBIGUOUS and plan.ambiguous.value == "refine+corrective_search"
+                )
                 internal, corrective = await asyncio.gather(
-                    self._refine(models.evaluator, question, judged, lower, ctx)
+                    self._refine(models.evaluator, question, judged, lower, plan, ctx)
                     if verdict is not Verdict.INCORRECT
                     else _no_strips(),
                     self._corrective(
-                        config, prompt, models.evaluator, question, request, {hit_key(h) for h in scored}, lower, ctx
+                        config,
+                        prompt,
+                        models.evaluator,
+                        question,
+                        request,
+                        {hit_key(h) for h in scored},
+                        lower,
+                        plan,
+                        ctx,
                     )
                     if searches and config is not None and prompt is not None
                     else _no_corrective(),
@@ -355,9 +389,14 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         except TimeoutError:
             self.warn(ctx, "the evaluator did not finish in its share of the pipeline's time; hits are unchanged")
             return response
-        listing = self._keeps_callers_order(request, ctx)
-        rerank, drop = self.config.rerank and not listing, self.config.drop_below_lower and not listing
-        ranking = self._rank_scores(scored, scores, models.manifest, ctx) if rerank else scores
+        if plan.sorted_by is not None:
+            self.warn(
+                ctx,
+                f"the search is sorted by [{plan.sorted_by.value}]: its hits keep the caller's order, none reranked "
+                "or dropped",
+            )
+        rerank, drop = plan.rerank.value, plan.drop_below_lower is not None and plan.drop_below_lower.value
+        ranking = self._rank_scores(scored, scores, plan, ctx) if rerank else scores
         dropped = self._apply_to_hits(response, hits, scores, ranking, lower, rerank=rerank, drop=drop)
         ctx.report.retrieval = RetrievalReport(
             verdict=verdict.value,
@@ -373,41 +412,17 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         )
         return response
 
-    def _keeps_callers_order(self, request: SearchRequest, ctx: PipelineContext) -> bool:
-        """Whether the search has a sort of its own: a listing (a scroll's export among them), whose
-        hits are judged but neither reranked nor dropped."""
-        if not (self.config.rerank or self.config.drop_below_lower):
-            return False
-        order = caller_sort(request.body, request.params)
-        if order is not None:
-            self.warn(
-                ctx, f"the search is sorted by [{order}]: its hits keep the caller's order, none reranked or dropped"
-            )
-        return order is not None
-
-    def _searches_again(self, verdict: Verdict, ctx: PipelineContext) -> bool:
-        """Whether this verdict's action holds a corrective search (when one is configured)."""
-        if verdict is Verdict.AMBIGUOUS:
-            return bool(ctx.planned(self, "ambiguous") == "refine+corrective_search")
-        return verdict is Verdict.INCORRECT
-
-    def _first_pass_stop(self, manifest: ModelManifest, upper: float) -> float | None:
-        """Where the first pass is enough; never below ``upper``: a first pass that stops must have found
-        CRAG's Correct, or the corrective search would run on half the hits."""
-        stop = manifest.crag_first_pass_stop if self.config.first_pass_stop is None else self.config.first_pass_stop
-        return None if stop is None else max(stop, upper)
-
     async def _score_in_passes(
         self,
         evaluator: Evaluator,
         question: str,
         passages: Sequence[Sequence[Passage]],
-        stop: float | None,
+        plan: EvaluatorPlan,
     ) -> _Scores:
         """The engine's ``first_pass`` best hits, then the rest of the scored hits only when none of the first
         reaches the stop: reading them is half a search's model work, and a hit the engine ranks high that
         the evaluator finds surely relevant seldom gives way to a lower one."""
-        first = self.config.first_pass
+        first, stop = plan.first_pass.value, plan.first_pass_stop.value if plan.first_pass_stop else None
         if first is None or stop is None or first >= len(passages):
             return await _score_hits(evaluator, question, passages)
         judged = await _score_hits(evaluator, question, passages[:first])
@@ -416,11 +431,17 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         return judged + await _score_hits(evaluator, question, passages[first:])
 
     async def _refine(
-        self, evaluator: Evaluator, question: str, scores: _Scores, lower: float, ctx: PipelineContext
+        self,
+        evaluator: Evaluator,
+        question: str,
+        scores: _Scores,
+        lower: float,
+        plan: EvaluatorPlan,
+        ctx: PipelineContext,
     ) -> list[KnowledgeStrip]:
         config = self.config
         worth = scores.worth_refining(lower, config.strips_top_k)
-        if ctx.planned(self, "refine") == "passages":
+        if plan.refine.value == "passages":
             return whole(worth, top_k=config.strips_top_k, threshold=config.strip_threshold)
         try:
             return await refine(
@@ -444,11 +465,12 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         request: SearchRequest,
         seen: set[tuple[str, str]],
         lower: float,
+        plan: EvaluatorPlan,
         ctx: PipelineContext,
     ) -> _Corrective:
         """Rewrite, search again with the caller's credentials, score and refine the hits not ``seen`` yet."""
         rewrite = await rewrite_question(
-            self.services.llm, prompt, question, config, self._rewrite_timeout(config, ctx)
+            self.services.llm, prompt, question, config, self._rewrite_timeout(config, plan, ctx)
         )
         if rewrite.failure:
             self.warn(ctx, f"keyword rewrite used the question's own words: {rewrite.failure}")
@@ -476,14 +498,15 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             self.warn(ctx, f"scoring the corrective hits failed: {exc.reason}")
             return _Corrective(query=rewrite.query, details=details)
         details.scores = _score_list(hits, scores.hits)
-        strips = await self._refine(evaluator, question, scores, lower, ctx)
+        strips = await self._refine(evaluator, question, scores, lower, plan, ctx)
         return _Corrective(query=rewrite.query, details=details, strips=strips)
 
     def _rank_scores(
-        self, scored: Sequence[JSON], scores: Sequence[float], manifest: ModelManifest, ctx: PipelineContext
+        self, scored: Sequence[JSON], scores: Sequence[float], plan: EvaluatorPlan, ctx: PipelineContext
     ) -> list[float]:
         """What ``rerank`` sorts by and writes to ``_score``: the evaluator's scores fused with the engine's."""
-        fused = fuse(scores, [hit.get("_score") for hit in scored], self._fusion_weight(manifest))
+        weight = plan.fusion_weight.value if plan.fusion_weight is not None else 0.0
+        fused = fuse(scores, [hit.get("_score") for hit in scored], weight)
         if fused is None:
             self.warn(ctx, "the hits have no comparable engine scores; reranked by the evaluator's score alone")
             return list(scores)

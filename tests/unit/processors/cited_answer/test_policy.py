@@ -3,12 +3,21 @@ chosen from a reader's snippet and an LLM's checked answer with no services at a
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from answerbox.core.contract import Answer, Candidate, FlaggedClaim
 from answerbox.models.confidence import AnswerCalibrator
-from answerbox.processors.cited_answer.policy import AnswerPolicy, asks_llm, choose
+from answerbox.processors.cited_answer.policy import (
+    AnswerPlan,
+    AnswerPolicy,
+    AnswerRules,
+    answer_plan,
+    asks_llm,
+    choose,
+)
+from answerbox.services import Services
 
 ABSTAIN = "No answer."
 SNIPPET = "Frank Herbert"
@@ -239,9 +248,14 @@ def test_an_answer_the_llm_was_not_asked_for_is_not_read() -> None:
     [((None, None), (0.6, 0.95)), ((0.0, 1.0), (0.0, 1.0))],
     ids=["the calibrator's", "the pipeline's"],
 )
-def test_a_threshold_the_pipeline_sets_wins(
+async def test_a_threshold_the_pipeline_sets_wins(
     given: tuple[float | None, float | None], expected: tuple[float, float]
 ) -> None:
-    calibrator = AnswerCalibrator(min_confidence=0.6, skip_llm_above=0.95)
-    resolved = AnswerPolicy.resolved(calibrator, abstain_text=ABSTAIN, min_confidence=given[0], skip_llm_above=given[1])
+    manifest = SimpleNamespace(answer_calibrator=AnswerCalibrator(min_confidence=0.6, skip_llm_above=0.95))
+
+    async def models() -> SimpleNamespace:
+        return SimpleNamespace(manifest=manifest)
+
+    rules = AnswerRules(min_confidence=given[0], skip_llm_above=given[1])
+    resolved = (await answer_plan(AnswerPlan, rules, cast(Services, SimpleNamespace(models=models)))).policy(ABSTAIN)
     assert (resolved.min_confidence, resolved.skip_llm_above) == expected

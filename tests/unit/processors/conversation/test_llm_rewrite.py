@@ -20,7 +20,7 @@ from answerbox.processors.conversation import Conversation
 from answerbox.processors.registry import default_registry
 
 from tests.unit.fake_services import FakeServices, LLMCall, Reply, Slow
-from tests.unit.fakes import FakeClock, pipeline_context, run_on
+from tests.unit.fakes import FakeClock, pipeline_context, requested, run_on
 
 FIRST = Interaction(message_id="m0", input="Who won Super Bowl 50?", response="The Denver Broncos")
 FOLLOW_UP = "Where was it played?"
@@ -52,7 +52,7 @@ def _request() -> SearchRequest:
 async def _rewrite(services: FakeServices, history: list[Interaction] | None = None) -> tuple[str, PipelineContext]:
     """The search's text as sent on, and the run's context."""
     ctx = _context([FIRST] if history is None else history)
-    sent = await _conversation(services).process_request(_request(), ctx)
+    sent = await requested(_conversation(services), _request(), ctx)
     return sent.body["query"]["match"]["text"], ctx
 
 
@@ -67,7 +67,12 @@ async def test_the_llm_writes_the_standalone_question_from_the_history() -> None
     assert text == "At which stadium was Super Bowl 50 played? Where won"
     (call,) = services.llm.calls
     assert call == LLMCall(
-        messages=call.messages, max_tokens=64, stop=None, model=None, timeout_s=5.0, schema=call.schema
+        messages=call.messages,
+        max_tokens=64,
+        stop=None,
+        model=services.settings.llm.model,
+        timeout_s=5.0,
+        schema=call.schema,
     )
     assert call.schema is not None
     assert call.schema.name == "standalone_question"
@@ -99,7 +104,7 @@ async def test_no_history_or_a_question_that_stands_alone_asks_no_llm() -> None:
     _, first = await _rewrite(services, [])
     ctx = _context([FIRST])
     ctx.question = "Who founded the Normans in France?"
-    await _conversation(services).process_request(_request(), ctx)
+    await requested(_conversation(services), _request(), ctx)
     assert services.llm.calls == []
     assert first.report.conversation is not None
     assert first.report.conversation.method == "none"
@@ -108,7 +113,7 @@ async def test_no_history_or_a_question_that_stands_alone_asks_no_llm() -> None:
 async def test_rewrite_rules_never_asks_the_llm() -> None:
     services = FakeServices(structured=True)
     ctx = _context([FIRST])
-    await _conversation(services, rewrite="rules").process_request(_request(), ctx)
+    await requested(_conversation(services, rewrite="rules"), _request(), ctx)
     assert services.llm.calls == []
     assert ctx.report.conversation is not None
     assert (ctx.report.conversation.method, ctx.question) == ("rules", RULES)
@@ -132,7 +137,7 @@ def test_when_the_llm_fails_or_strays_the_rules_make_it_standalone(reply: Reply,
     clock = FakeClock()
     services = FakeServices(replies=[reply], structured=True, clock=clock)
     ctx = _context([FIRST], clock)
-    sent = run_on(clock, _conversation(services).process_request(_request(), ctx))
+    sent = run_on(clock, requested(_conversation(services), _request(), ctx))
     assert ctx.report.conversation is not None
     assert (ctx.report.conversation.method, ctx.report.conversation.standalone_question) == ("rules", RULES)
     assert sent.body["query"]["match"]["text"] == f"{RULES} won"

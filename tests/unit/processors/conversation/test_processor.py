@@ -23,7 +23,7 @@ from answerbox.services import Services
 from answerbox.shared_cache import SharedCache
 
 from tests.support.repo import REPO_ROOT
-from tests.unit.fakes import pipeline_context
+from tests.unit.fakes import pipeline_context, requested
 
 FIRST = Interaction(message_id="m0", input="Who won Super Bowl 50?", response="The Denver Broncos")
 
@@ -54,7 +54,7 @@ def _request(question: str) -> SearchRequest:
 
 def test_a_follow_up_asks_its_standalone_question_and_the_filters_stay_as_written() -> None:
     ctx = _context("Where was it played?", [FIRST])
-    sent = asyncio.run(_processor().process_request(_request("Where was it played?"), ctx))
+    sent = asyncio.run(requested(_processor(), _request("Where was it played?"), ctx))
     query = sent.body["query"]["bool"]
     assert query["must"][0]["match"]["text"].startswith("Where was Super Bowl 50 played?")
     assert "won" in query["must"][0]["match"]["text"]  # the earlier question's words, for the search
@@ -74,7 +74,7 @@ def test_a_follow_up_asks_its_standalone_question_and_the_filters_stay_as_writte
 )
 def test_what_needs_no_rewrite_goes_on_untouched(question: str, history: list[Interaction]) -> None:
     request, ctx = _request(question), _context(question, history)
-    assert asyncio.run(_processor().process_request(request, ctx)) is request
+    assert asyncio.run(requested(_processor(), request, ctx)) is request
     assert ctx.question == question
     assert ctx.report.conversation is not None
     assert ctx.report.conversation.method == "none"
@@ -83,7 +83,7 @@ def test_what_needs_no_rewrite_goes_on_untouched(question: str, history: list[In
 def test_without_a_memory_it_does_nothing() -> None:
     request = _request("Where was it played?")
     ctx = pipeline_context(question="Where was it played?")
-    assert asyncio.run(_processor(rewrite="rules").process_request(request, ctx)) is request
+    assert asyncio.run(requested(_processor(rewrite="rules"), request, ctx)) is request
     assert ctx.report.conversation is None
 
 

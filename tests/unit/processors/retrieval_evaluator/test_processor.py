@@ -12,13 +12,14 @@ import pytest
 from answerbox.core.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalReport
 from answerbox.core.errors import ConfigError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.base import PipelineContext, SearchRequest
+from answerbox.pipeline.base import PipelineContext, Planning, SearchRequest
 from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
 from answerbox.processors.registry import default_registry
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 from answerbox.processors.retrieval_evaluator.keywords import KEYWORDS_SCHEMA
+from answerbox.processors.retrieval_evaluator.processor import EvaluatorPlan
 
 from tests.unit.fake_services import FakeEvaluator, FakeServices, LLMCall, Reply, Slow, by_words, fake_models
 from tests.unit.fakes import (
@@ -351,9 +352,10 @@ async def test_auto_keeps_crags_strips_and_ambiguous_search_unless_every_later_s
     steps = [RetrievalEvaluator.from_dict(config, services, ConfigContext())] + [
         TYPES[name].from_dict(settings, services, ConfigContext()) for step in later for name, settings in step.items()
     ]
-    values = {step: await step.planned(None) for step in steps}
-    planned = steps[0].planned_after([(step, values[step]) for step in steps[1:]])
-    assert (planned["refine"].value, planned["ambiguous"].value) == expected
+    plans = {step: await step.plan(Planning()) for step in steps[1:]}
+    plan = await steps[0].plan(Planning(later=list(plans.items())))
+    assert isinstance(plan, EvaluatorPlan)
+    assert (plan.refine.value, plan.ambiguous.value) == expected
 
 
 async def test_thresholds_default_to_the_manifest() -> None:
