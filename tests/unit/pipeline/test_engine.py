@@ -18,19 +18,24 @@ from answerbox.opensearch import Caller, OpenSearchClients
 from answerbox.pipeline.base import (
     JSON,
     PipelineContext,
+    Processor,
     ProcessorConfig,
     RequestProcessor,
     ResponseProcessor,
     SearchRequest,
 )
+from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.engine import SearchEngine
 from answerbox.pipeline.msearch import MsearchRunner
 from answerbox.pipeline.pipeline import Pipeline
 from answerbox.pipeline.resolver import PipelineResolver
 from answerbox.pipeline.stats import PipelineStats
+from answerbox.processors.query_expansion import LLMQueryExpansion
+from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 from answerbox.services import Services
 
 from tests.unit.fake_opensearch import FakeOpenSearch
+from tests.unit.fake_services import FakeEvaluator, FakeServices, fake_models
 from tests.unit.fakes import FakeClock, RecordingBackend, response_of
 
 SEARCH_S = 0.25
@@ -207,3 +212,60 @@ async def test_msearch_answers_each_line_one_upstream_msearch_for_the_lines_that
     (call,) = backend.calls
     assert (call.method, call.params) == ("msearch", {})
     assert call.body == [({"index": "books", "routing": "r2"}, {"query": QUERY, "size": 3, "search_pipeline": {}})]
+
+
+@pytest.mark.parametrize(
+    ("asked", "params", "skipped"),
+    [
+        ({"sort": [{"year": "desc"}]}, {}, {"llm_query_expansion": "reads no score"}),
+        ({"size": 0}, {}, {"llm_query_expansion": "reads no score", "retrieval_evaluator": "no hits (size 0)"}),
+        ({}, {"scroll": "1m"}, {"retrieval_evaluator": "opens a scroll"}),
+        ({}, {}, {}),
+    ],
+    ids=["sorted", "size-0", "scroll", "plain"],
+)
+async def test_a_verbose_search_s_plan_is_what_each_step_ran_with(
+    asked: JSON, params: dict[str, str], skipped: dict[str, str], memory: Memory, clock: FakeClock
+) -> None:
+    services = FakeServices(replies=["sand"], models=fake_models(evaluator=FakeEvaluator(lambda q, p: 0.5)))
+    expansion = LLMQueryExpansion.from_dict({}, services, ConfigContext())
+    evaluator = RetrievalEvaluator.from_dict({"rerank": True, "corrective": None}, services, ConfigContext())
+    assert isinstance(expansion, LLMQueryExpansion)
+    assert isinstance(evaluator, RetrievalEvaluator)
+    steps: list[Processor[Any]] = [expansion, evaluator]
+    pipeline = Pipeline(
+        id="answers",
+        request_processors=[expansion],
+        response_processors=[evaluator],
+        native=None,
+        stats=PipelineStats(),
+        timeout_s=10.0,
+        budget_s=10.0,
+    )
+    engine = _engine(pipeline, TimedBackend(clock), memory, clock)
+    body = {"query": {"match": {"title": "dune"}}, **asked}
+    run = await engine.open(index="docs", body=body, params={"verbose_pipeline": "true", **params}, caller=Caller())
+    assert run is not None
+    response = await run.run()
+    plan = response["ext"]["answerbox"]["plan"]
+    for step, processor in zip(plan["steps"], steps, strict=True):
+        ran = run.ctx.plans[processor]
+        assert step["values"] == {name: v.model_dump() for name, v in ran.values().items()}
+        assert step["skipped"] == ran.skipped
+        assert (skipped.get(processor.type_name) or "-") in (ran.skipped or "-")
+    retrieval = run.ctx.report.retrieval
+    evaluated = plan["steps"][1]["values"]
+    if "sort" in asked:  # the caller's order is kept: no rerank, and the plan says why
+        assert (evaluated["rerank"], evaluated["sorted_by"]) == (
+            {"value": False, "source": "request"},
+            {"value": "year", "source": "request"},
+        )
+        assert retrieval is not None
+        assert retrieval.reranked is False
+    elif skipped.get("retrieval_evaluator"):
+        assert retrieval is None
+    else:
+        assert retrieval is not None
+        assert retrieval.reranked is True
+        assert evaluated["rerank"] == {"value": True, "source": "pipeline"}
+    assert bool(services.llm.calls) is ("llm_query_expansion" not in skipped)
