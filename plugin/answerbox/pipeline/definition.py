@@ -10,7 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from answerbox.core.digest import json_digest
 from answerbox.core.errors import ConfigError, InvalidRequest, validation_problems
 
-__all__ = ["AD_HOC_PIPELINE_ID", "NATIVE_TYPES", "PipelineDefinition", "ProcessorEntry", "validate_pipeline_id"]
+__all__ = [
+    "AD_HOC_PIPELINE_ID",
+    "ANSWER_RULES",
+    "NATIVE_TYPES",
+    "PipelineDefinition",
+    "ProcessorEntry",
+    "validate_pipeline_id",
+]
 
 # OpenSearch's own processor types (core and the neural-search / ml-commons plugins).
 # They are sent to OpenSearch inline; any other unknown type is rejected up front, as
@@ -30,6 +37,10 @@ NATIVE_TYPES: dict[str, frozenset[str]] = {
     ),
     "phase_results_processors": frozenset({"normalization-processor", "score-ranker-processor"}),
 }  # fmt: skip
+
+# The answer's rules, one value for the pipeline (``docs/confidence.md``): its ``answer`` section's,
+# else (as stored pipelines set them) the last that a step which may answer sets.
+ANSWER_RULES = ("min_confidence", "skip_llm_above", "calibration")
 
 # The id a search's own (inline) pipeline runs under.
 AD_HOC_PIPELINE_ID = "_ad_hoc_pipeline"
@@ -63,6 +74,9 @@ class PipelineDefinition(BaseModel):
     version: int | None = None
     # answerbox's own: the time all its processors share in one search (limits.pipeline_budget_s if unset).
     budget_s: float | None = Field(default=None, gt=0)
+    # answerbox's own: the answer's rules (ANSWER_RULES), for every step that answers or may
+    # (cited_answer, chain_of_query), which validate them.
+    answer: dict[str, Any] | None = None
     request_processors: list[ProcessorEntry] = []
     response_processors: list[ProcessorEntry] = []
     phase_results_processors: list[ProcessorEntry] = []
@@ -76,6 +90,13 @@ class PipelineDefinition(BaseModel):
                     f"each processor must be an object with exactly one key (its type), got {sorted(entry)}"
                 )
         return entries
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_rules(cls, answer: dict[str, Any] | None) -> dict[str, Any] | None:
+        if unknown := sorted(set(answer or ()) - set(ANSWER_RULES)):
+            raise ValueError(f"the answer section takes {', '.join(ANSWER_RULES)}, not {', '.join(unknown)}")
+        return answer
 
     @classmethod
     def parse(cls, raw: Any) -> PipelineDefinition:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from answerbox.core.errors import ConfigError
 from answerbox.pipeline.base import Processor, RequestProcessor, ResponseProcessor
 from answerbox.pipeline.caller_limits import CallerLimits, ConfigContext
-from answerbox.pipeline.definition import NATIVE_TYPES, PipelineDefinition, ProcessorEntry
+from answerbox.pipeline.definition import ANSWER_RULES, NATIVE_TYPES, PipelineDefinition, ProcessorEntry
 from answerbox.pipeline.pipeline import CONVERSATION, Pipeline
 from answerbox.pipeline.stats import PipelineStats
 
@@ -53,6 +53,7 @@ class ProcessorRegistry:
         native: dict[str, list[ProcessorEntry]] = {}
         request: list[RequestProcessor[Any]] = []
         response: list[ResponseProcessor[Any]] = []
+        rules = self._answer_rules(pipeline_id, definition)
         for section, target, base in (
             ("request_processors", request, RequestProcessor),
             ("response_processors", response, ResponseProcessor),
@@ -72,6 +73,8 @@ class ProcessorRegistry:
                     raise ConfigError(
                         f"processor [{type_name}] cannot be used in {section} of pipeline [{pipeline_id}]"
                     )
+                if cls.writes_answer and isinstance(config, dict):
+                    config = {**config, **rules}
                 target.append(cls.from_dict(config, services, context))  # type: ignore[arg-type]
         for processor in (*request, *response):
             try:
@@ -89,6 +92,20 @@ class ProcessorRegistry:
             budget_from_pipeline=definition.budget_s is not None,
             conversation=self._conversation(pipeline_id, request, services, context) if request or response else None,
         )
+
+    def _answer_rules(self, pipeline_id: str, definition: PipelineDefinition) -> dict[str, Any]:
+        """The answer's rules, one value each for every step that may answer: the pipeline's ``answer``
+        section's, else the last that such a step sets (its own, as stored pipelines have them)."""
+        writers = [
+            config
+            for entry in definition.response_processors
+            for name, config in entry.items()
+            if (cls := self._types.get(name)) is not None and cls.writes_answer and isinstance(config, dict)
+        ]
+        if definition.answer and not writers:
+            raise ConfigError(f"pipeline [{pipeline_id}]: an answer section needs a step that answers")
+        own = {name: config[name] for config in writers for name in ANSWER_RULES if name in config}
+        return own | (definition.answer or {})
 
     def _conversation(
         self, pipeline_id: str, request: list[RequestProcessor[Any]], services: Services, context: ConfigContext

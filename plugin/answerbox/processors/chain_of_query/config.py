@@ -23,6 +23,4 @@ class ChainOfQueryConfig(AnswerRules):
     # Two queries are the same when their normalised word sets overlap this much (Jaccard).
     duplicate_overlap: float = Field(default=0.8, gt=0, le=1)
     max_reference_chars: int = Field(default=800, ge=100)
-    # The chain (and its LLM) runs only when the reader's own answer from the hits is less confident
-    # than skip_llm_above (cited_answer's rule for its LLM); its answer abstains below min_confidence.
     abstain_text: str = Field(default="No answer could be verified against the searched documents.", min_length=1)

@@ -41,7 +41,7 @@ from answerbox.processors.cited_answer.evidence import (
     in_context,
 )
 from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
-from answerbox.processors.cited_answer.policy import AnswerPlan, answer_plan, asks_llm
+from answerbox.processors.cited_answer.policy import AnswerPlan, answer_plan, asks_llm, gate
 from answerbox.processors.text.normalize import contains_answer
 from answerbox.processors.text.passages import hits_of
 from answerbox.processors.text.spans import Span
@@ -86,6 +86,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             ChainPlan,
             config,
             self.services,
+            planning,
             budget_s=config.sourced("budget_s", config.budget_s),
             llm_timeout_s=Sourced(self.services.settings.llm.timeout_s, "settings"),
             **constants,
@@ -144,8 +145,10 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             lexical=entailed is None,
         )
         ctx.report.chain = report
-        if ctx.report.answer is None:
-            ctx.report.answer = await self._answer(question, report, models, plan)
+        if plan.answers:  # through the answer's policy, as cited_answer's
+            ctx.report.answer = gate(
+                await self._answer(question, report, models, plan), plan.policy(self.config.abstain_text)
+            )
         return response
 
     async def _reader_is_sure(

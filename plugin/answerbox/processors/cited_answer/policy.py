@@ -30,7 +30,7 @@ from pydantic import Field
 from answerbox.core.contract import Answer, AnswerMode, AnswerReason, Candidate, FlaggedClaim, LLMUse, PlanSource
 from answerbox.core.errors import ModelError
 from answerbox.models.confidence import AnswerCalibrator, Recalibration
-from answerbox.pipeline.base import ProcessorConfig, Sourced, StepPlan
+from answerbox.pipeline.base import Planning, ProcessorConfig, Sourced, StepPlan
 
 if TYPE_CHECKING:
     from answerbox.services import Services
@@ -53,11 +53,12 @@ Prefer = Literal["confident", "generative"]
 
 
 class AnswerRules(ProcessorConfig):
-    """The config of a step that may answer (``cited_answer``, ``chain_of_query``). None: those
-    fitted with the model's calibrator (its manifest's answer_confidence): min_confidence for 85%
-    precision, skip_llm_above where the LLM stops adding right answers (``docs/confidence.md``)."""
+    """The config of a step that may answer (``cited_answer``, ``chain_of_query``); the pipeline's
+    ``answer`` section sets its rules once for all such steps (``pipeline/registry.py``)."""
 
+    # Below it the answer abstains; None: the model's, fitted for 85% precision.
     min_confidence: float | None = Field(default=None, ge=0, le=1)
+    # The reader's answer this confident is the answer: no LLM, no chain; None: the model's (shipped: 0).
     skip_llm_above: float | None = Field(default=None, ge=0, le=1)
     # This index's correction of the shipped confidence (``answerbox threshold`` fits it); the
     # thresholds above are then on the corrected scale, and the model's defaults move with it.
@@ -72,6 +73,7 @@ class AnswerPlan(StepPlan):
     skip_llm_above: Sourced[float]
     calibration: Sourced[Recalibration] | None = None
     calibrator: AnswerCalibrator
+    answers: bool = False  # whether its answer is the search's (the run plan's ``answer``)
 
     def policy(self, abstain_text: str, mode: Mode = "auto", prefer: Prefer = "confident") -> AnswerPolicy:
         return AnswerPolicy(mode, prefer, self.min_confidence.value, self.skip_llm_above.value, abstain_text)
@@ -80,7 +82,7 @@ class AnswerPlan(StepPlan):
 A = TypeVar("A", bound=AnswerPlan)
 
 
-async def answer_plan(kind: type[A], rules: AnswerRules, services: Services, **more: Any) -> A:
+async def answer_plan(kind: type[A], rules: AnswerRules, services: Services, planning: Planning, **more: Any) -> A:
     """A ``kind`` of plan with ``more`` and ``rules`` resolved: a threshold the pipeline sets wins; an unset one is the
     model's (its manifest's, moved by the index's correction)."""
     try:
@@ -91,6 +93,7 @@ async def answer_plan(kind: type[A], rules: AnswerRules, services: Services, **m
     given, skip = rules.min_confidence, rules.skip_llm_above
     return kind(
         **more,
+        answers=planning.answers,
         min_confidence=rules.sourced("min_confidence", calibrator.min_confidence if given is None else given, fitted),
         skip_llm_above=rules.sourced("skip_llm_above", calibrator.skip_llm_above if skip is None else skip, fitted),
         calibration=Sourced(rules.calibration, "pipeline") if rules.calibration is not None else None,

@@ -377,6 +377,9 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
             CitedAnswerPlan,
             config,
             self.services,
+            planning,
+            # Its answer would not be the search's: a later step's is (``Pipeline.answer_step``).
+            skipped=None if planning.answers else "a later step writes the answer",
             mode=config.sourced("mode", config.mode)
             if self.services.llm.configured
             else Sourced("extractive", "settings"),

@@ -11,16 +11,21 @@ import json
 from typing import Any
 
 import pytest
-from answerbox.core.contract import BranchFeedback, BranchParent, ChainReport, DraftNode
+from answerbox.core.config import Limits
+from answerbox.core.contract import BranchFeedback, BranchParent, ChainReport, DraftNode, RunPlan
 from answerbox.core.errors import ConfigError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import PipelineContext, SearchRequest
 from answerbox.pipeline.caller_limits import ConfigContext
 from answerbox.pipeline.deadline import Deadline
+from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.pipeline.plan import plan_of
 from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.stats import PipelineStats
 from answerbox.processors.chain_of_query import ChainOfQuery
 from answerbox.processors.chain_of_query.parser import CHAIN_SCHEMA, FINAL_CONTENT_SCHEMA
 from answerbox.processors.cited_answer import CitedAnswer
+from answerbox.processors.registry import default_registry
 
 from tests.support.chains import RIGHT_CHAIN, RIGHT_CHAIN_JSON
 from tests.unit.fake_services import FakeReader, FakeServices, Reply, Slow, fake_models
@@ -424,3 +429,47 @@ def test_invalid_configs_are_rejected_when_defined(config: dict[str, Any], probl
     with pytest.raises(ConfigError) as refused:
         _chain(_services(), **config)
     assert refused.value.reason.startswith(f"processor [chain_of_query]: {problem}")
+
+
+async def _through(pipeline: JSON, services: FakeServices) -> tuple[RunPlan, PipelineContext]:
+    """``pipeline``'s response steps over the hits, each with the plan the search opened with."""
+    built = await default_registry().build(
+        "p", PipelineDefinition.parse(pipeline), services, PipelineStats(), inline=False
+    )
+    request, ctx = _context()
+    resolved = await plan_of(built, None, Limits())
+    ctx.plans = resolved.plans
+    await built.process_response(request, response_of(HITS), ctx)
+    return resolved.plan, ctx
+
+
+async def test_a_pipeline_that_ends_in_the_chain_abstains_below_its_min_confidence() -> None:
+    """The pipeline's answer section holds for the chain's answer as for cited_answer's."""
+    chain = {"chain_of_query": {"budget_s": 100, "theta": CONFIDENT}}
+    for min_confidence, abstained in ((0.0, False), (1.0, True)):
+        services = _services(WRONG_PERFORMER, RIGHT_CHAIN)
+        pipeline = {"answer": {"skip_llm_above": 1, "min_confidence": min_confidence}, "response_processors": [chain]}
+        plan, ctx = await _through(pipeline, services)
+        assert plan.answer == "chain_of_query"
+        assert ctx.report.chain is not None
+        assert not ctx.report.chain.abstained
+        answer = ctx.report.answer
+        assert answer is not None
+        assert (answer.mode, answer.abstained) == ("chain", abstained)
+        if abstained:
+            assert answer.reason == "low_confidence"
+            assert answer.candidate is not None
+            assert answer.candidate.text == ctx.report.chain.final_content
+
+
+async def test_only_the_answer_step_writes_the_answer_and_both_read_the_pipelines_rules() -> None:
+    services = _services(WRONG_PERFORMER, RIGHT_CHAIN, "Greyhound buses leave from the Toronto Coach Terminal [1].")
+    steps = [{"chain_of_query": {"budget_s": 100, "theta": CONFIDENT}}, {"cited_answer": {"prefer": "generative"}}]
+    pipeline = {"answer": {"skip_llm_above": 1, "min_confidence": 0}, "response_processors": steps}
+    plan, ctx = await _through(pipeline, services)
+    assert plan.answer == "cited_answer"
+    for step in plan.steps:
+        assert (step.values["skip_llm_above"].value, step.values["min_confidence"].value) == (1, 0)
+    assert ctx.report.chain is not None
+    assert ctx.report.answer is not None
+    assert ctx.report.answer.mode == "generative"  # the chain's was never written

@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 from answerbox.core.contract import Answer, Candidate, FlaggedClaim
 from answerbox.models.confidence import AnswerCalibrator
+from answerbox.pipeline.base import Planning
 from answerbox.processors.cited_answer.policy import (
     AnswerPlan,
     AnswerPolicy,
@@ -257,5 +258,7 @@ async def test_a_threshold_the_pipeline_sets_wins(
         return SimpleNamespace(manifest=manifest)
 
     rules = AnswerRules(min_confidence=given[0], skip_llm_above=given[1])
-    resolved = (await answer_plan(AnswerPlan, rules, cast(Services, SimpleNamespace(models=models)))).policy(ABSTAIN)
+    resolved = (
+        await answer_plan(AnswerPlan, rules, cast(Services, SimpleNamespace(models=models)), Planning())
+    ).policy(ABSTAIN)
     assert (resolved.min_confidence, resolved.skip_llm_above) == expected
