@@ -10,14 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from answerbox.core.digest import json_digest
 from answerbox.core.errors import ConfigError, InvalidRequest, validation_problems
 
-__all__ = [
-    "AD_HOC_PIPELINE_ID",
-    "ANSWER_RULES",
-    "NATIVE_TYPES",
-    "PipelineDefinition",
-    "ProcessorEntry",
-    "validate_pipeline_id",
-]
+__all__ = ["AD_HOC_PIPELINE_ID", "NATIVE_TYPES", "PipelineDefinition", "ProcessorEntry", "validate_pipeline_id"]
 
 # OpenSearch's own processor types (core and the neural-search / ml-commons plugins).
 # They are sent to OpenSearch inline; any other unknown type is rejected up front, as

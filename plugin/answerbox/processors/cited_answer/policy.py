@@ -35,18 +35,7 @@ from answerbox.pipeline.base import Planning, ProcessorConfig, Sourced, StepPlan
 if TYPE_CHECKING:
     from answerbox.services import Services
 
-__all__ = [
-    "AnswerPlan",
-    "AnswerPolicy",
-    "AnswerRules",
-    "Mode",
-    "Prefer",
-    "abstention",
-    "answer_plan",
-    "asks_llm",
-    "choose",
-    "gate",
-]
+__all__ = ["AnswerPlan", "AnswerPolicy", "AnswerRules", "abstention", "answer_plan", "asks_llm", "choose", "gate"]
 
 Mode = Literal["auto", "generative", "extractive"]
 Prefer = Literal["confident", "generative"]
