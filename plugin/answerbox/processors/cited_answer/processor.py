@@ -233,27 +233,20 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         qa = ctx.generative_qa
         today = self.config.current_date or datetime.now(UTC).date()
         current = written_date(today)
-        # Our rules always come first and the caller's system_prompt and user_instructions only
-        # after them, quoted and marked as lower-priority data: any caller may set them, and
-        # replacing our prompt made the operator's LLM a general-purpose one for every caller.
+        # The system message is our rules alone; the caller's instructions (its system_prompt
+        # joined in, pipeline/caller_limits.py) go in the user message, quoted and marked as
+        # lower-priority data: any caller may set them.
         system = "\n".join(
             [
                 await self.services.prompts.get(_SYSTEM).arender(current_date=current),
                 await self.services.prompts.get(_EVIDENCE_IS_DATA).arender(),
-                *await self._caller_instructions(qa.system_prompt if qa else None),
             ]
         )
-        user = await self._user_prompt(
-            question,
-            [_block(e) for e in blocks],
-            current,
-            "\n".join(await self._caller_instructions(qa.user_instructions if qa else None)),
-            json=json,
-        )
+        instructions = qa.user_instructions if qa else None
+        if instructions:
+            instructions = await self.services.prompts.get(_CALLER_INSTRUCTIONS).arender(instructions=instructions)
+        user = await self._user_prompt(question, [_block(e) for e in blocks], current, instructions, json=json)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-    async def _caller_instructions(self, text: str | None) -> list[str]:
-        return [await self.services.prompts.get(_CALLER_INSTRUCTIONS).arender(instructions=text)] if text else []
 
     async def _user_prompt(
         self, question: str, evidence: list[dict[str, Any]], current: str, instructions: str | None, *, json: bool
