@@ -11,8 +11,9 @@
 3. ms per claim: batches of ``BATCH`` claims, each against one short evidence window, p50.
 4. End to end: answerbox over osmem-server, a stored ``cited_answer`` pipeline (generative,
    ``min_confidence`` 0, block [1] the gold paragraph), and a scripted LLM that answers with
-   the paragraph's own sentence or that sentence with one fact swapped: the share of answers
-   that keep their citation, and of those flagged ``contradicted``. The sentences are the held-out
+   the paragraph's own sentence, that sentence with one fact swapped or a number changed, or
+   the question's statement with the right or a wrong answer (``END_TO_END_KINDS``): the share
+   of answers that keep their citation, and of those flagged ``contradicted``, per kind. The sentences are the held-out
    training articles' (``--claims heldout``), or the embedded default's sample of SQuAD dev
    (``--claims sample``: reporting only, and it runs without the tarball).
 
@@ -85,6 +86,12 @@ def _true_and_swapped(claims_from: str) -> tuple[list[Paragraph], list[Pair]]:
     return paragraphs, contrastive_pairs(default_tarball())["choose"]
 
 
+# What the scripted LLM answers with: the paragraph's own sentence; it with the answer swapped
+# for another of the paragraph's, or with its first number one more; the question's statement
+# with the right answer, and with another answer of the paragraph (Q+A statements).
+END_TO_END_KINDS = ("sentence", "swapped", "number_changed", "question", "question_wrong")
+
+
 def _end_to_end(count: int, claims_from: str) -> dict[str, dict[str, float]]:
     """The share of answers that keep their citation, and of those flagged contradicted, for
     true and for swapped sentences."""
@@ -92,9 +99,9 @@ def _end_to_end(count: int, claims_from: str) -> dict[str, dict[str, float]]:
     by_question = {q.text: p for p in paragraphs for q in p.questions}
     claims: dict[str, dict[str, str]] = {}
     for pair in made:
-        if pair.kind in ("sentence", "swapped") and pair.question in by_question:
+        if pair.kind in END_TO_END_KINDS and pair.question in by_question:
             claims.setdefault(pair.question, {})[pair.kind] = pair.claim
-    asked = [q for q, c in claims.items() if len(c) == 2]
+    asked = [q for q, c in claims.items() if "sentence" in c and "swapped" in c]
     asked = random.Random(0).sample(asked, min(count, len(asked)))
     replies: dict[str, str] = {}
 
@@ -102,8 +109,8 @@ def _end_to_end(count: int, claims_from: str) -> dict[str, dict[str, float]]:
         prompt = messages[-1]["content"]
         return next((text for question, text in replies.items() if question in prompt), "I do not know.")
 
-    kept: dict[str, list[bool]] = {"sentence": [], "swapped": []}
-    contradicted: dict[str, list[bool]] = {"sentence": [], "swapped": []}
+    kept: dict[str, list[bool]] = {kind: [] for kind in END_TO_END_KINDS}
+    contradicted: dict[str, list[bool]] = {kind: [] for kind in END_TO_END_KINDS}
     with ExitStack() as stack, httpx.Client(timeout=120) as client:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
         llm = stack.enter_context(serve(ScriptedLLM(reply).app()))
@@ -124,7 +131,7 @@ def _end_to_end(count: int, claims_from: str) -> dict[str, dict[str, float]]:
         }
         client.put(f"{url}/_search/pipeline/verify", json=pipeline).raise_for_status()
         for question in asked:
-            for kind in kept:
+            for kind in (k for k in kept if k in claims[question]):
                 replies.clear()
                 replies[question] = f"{claims[question][kind].rstrip('.')} [1]."
                 body = {

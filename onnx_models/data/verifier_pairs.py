@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -103,6 +104,17 @@ def _sentence_at(context: str, position: int) -> tuple[int, int] | None:
     return next(((s, e) for s, e in sentence_spans(context) if s <= position < e), None)
 
 
+_NUMBER = re.compile(r"(?<![\w.,])\d{1,4}(?!\w)(?![.,]\d)")
+
+
+def _number_changed(sentence: str) -> str | None:
+    """``sentence`` with its first number (a year, a day, a count) one more: what it says, misstated."""
+    found = _NUMBER.search(sentence)
+    if found is None:
+        return None
+    return f"{sentence[: found.start()]}{int(found.group()) + 1}{sentence[found.end() :]}"
+
+
 def _paragraph_pairs(paragraph: Paragraph, neighbours: Sequence[Paragraph], rng: random.Random) -> Iterator[Pair]:
     context = paragraph.context
     answers = {normalize_answer(q.answers[0]): q.answers[0] for q in paragraph.questions if q.answers}
@@ -124,6 +136,9 @@ def _paragraph_pairs(paragraph: Paragraph, neighbours: Sequence[Paragraph], rng:
             swapped = text[:at] + other + text[at + len(answer) :]
             yield Pair(evidence, swapped, CONTRADICTED, "swapped", question.text)
             yield Pair(evidence, answer_claim(question.text, other), CONTRADICTED, "question_wrong", question.text)
+        changed = _number_changed(text)
+        if changed is not None:  # no draw from ``rng``: the other kinds' pairs stay as they were
+            yield Pair(evidence, changed, CONTRADICTED, "number_changed", question.text)
         elsewhere = _other_window(context, start)
         if elsewhere is not None and answer not in elsewhere:
             yield Pair(elsewhere, answer_claim(question.text, answer), NEUTRAL, "question_elsewhere", question.text)
