@@ -226,6 +226,24 @@ def _above_the_hits(box: Locator, selector: str) -> bool:
 
 
 @needs_model
+def test_an_unverified_sentence_the_pipeline_shows_is_marked_not_checked(page: Page, stack: Stack) -> None:
+    """``cited_answer.unverified: show``: a sentence none of whose citations held up stays in the
+    answer, set apart as not checked while it streams and once answered, and the check says so."""
+    stack.oracle.stray = "The crowd sang loudly all night [1]."
+    pipeline = _put_answers(stack, "shows", mode="generative", min_confidence=0, unverified="show")
+    box = _ask(page, stack.url, QUESTION, pipeline=pipeline)
+    expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)
+    [flagged] = _seen(page)["answer"]["answer"]["flagged"]
+    assert (flagged["verdict"], flagged["shown"]) == ("unverified", True)
+    unverified = box.locator('.answer-text .sentence[data-verdict="unverified"]')
+    expect(unverified).to_have_text("The crowd sang loudly all night.")
+    expect(unverified).to_have_attribute("title", "not checked")
+    assert box.locator(".answer-text .chip").count() >= 1  # the checked sentence keeps its citation
+    box.locator("details.check > summary").click()
+    expect(box.locator('.check-flagged li[data-verdict="unverified"]')).to_contain_text("shown, not checked")
+
+
+@needs_model
 def test_an_answer_shows_its_confidence_and_the_snippet_comes_first(page: Page, stack: Stack) -> None:
     box = _ask(page, stack.url, QUESTION, pipeline=_put_answers(stack, "sure", mode="extractive", min_confidence=0))
     expect(box).to_have_attribute("state", "answered", timeout=ANSWER_TIMEOUT_MS)

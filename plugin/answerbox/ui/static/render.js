@@ -143,5 +143,16 @@ export function renderAnswerText(answer) {
   nodes.push(answer.text.slice(last));
   // Citations the text does not mark (an extractive answer is the quote itself) get chips after it.
   for (const [marker, cited] of byMarker) if (!seen.has(marker)) nodes.push(" ", chip(cited[0]));
-  return nodes;
+  const unverified = (answer.flagged || []).filter((f) => f.shown).map((f) => f.sentence);
+  return unverified.length ? nodes.flatMap((node) => (typeof node === "string" ? marked(node, unverified) : [node])) : nodes;
+}
+
+// A sentence shown though no citation of it held up (cited_answer.unverified: show) is set
+// apart as not checked, as it was while it streamed.
+function marked(text, sentences) {
+  const at = sentences.map((s) => [text.indexOf(s), s]).filter(([i]) => i >= 0).sort((a, b) => a[0] - b[0]);
+  if (!at.length) return [text];
+  const [i, sentence] = at[0];
+  const span = el("span", { class: "sentence", "data-verdict": "unverified", title: "not checked" }, sentence);
+  return [text.slice(0, i), span, ...marked(text.slice(i + sentence.length), sentences)];
 }
