@@ -7,17 +7,9 @@ import time
 
 from answerbox.processors.text.certainties import Certainty, certainty
 
-BLOCK = (
-    "Super Bowl 50 was an American football game. The game was played on February 7, 2016, at Levi's "
-    "Stadium in the San Francisco Bay Area at Santa Clara, California. The Denver Broncos defeated the "
-    "Carolina Panthers 24-10 to earn their third Super Bowl title."
-)
-PLAYED = (
-    "The game was played on February 7, 2016, at Levi's Stadium in the San Francisco Bay Area at "
-    "Santa Clara, California."
-)
+from tests.unit.processors.text.super_bowl import BLOCK, PLAYED, QUESTION
+
 AT = (BLOCK.index(PLAYED), BLOCK.index(PLAYED) + len(PLAYED))
-QUESTION = "Where did Super Bowl 50 take place?"
 
 
 def test_a_copy_is_entailed_a_misquote_or_a_misstated_quantity_contradicted() -> None:

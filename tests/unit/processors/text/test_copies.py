@@ -7,15 +7,7 @@ import pytest
 from answerbox.processors.text.bounded import MAX_SENTENCE_CHARS
 from answerbox.processors.text.copies import copied
 
-BLOCK = (
-    "Super Bowl 50 was an American football game. The game was played on February 7, 2016, at Levi's "
-    "Stadium in the San Francisco Bay Area at Santa Clara, California. The Denver Broncos defeated the "
-    "Carolina Panthers 24-10 to earn their third Super Bowl title."
-)
-PLAYED = (
-    "The game was played on February 7, 2016, at Levi's Stadium in the San Francisco Bay Area at "
-    "Santa Clara, California."
-)
+from tests.unit.processors.text.super_bowl import BLOCK, PLAYED
 
 
 @pytest.mark.parametrize(

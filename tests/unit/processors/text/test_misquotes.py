@@ -7,19 +7,7 @@ from __future__ import annotations
 import pytest
 from answerbox.processors.text.misquotes import misquoted
 
-BLOCK = (
-    "Super Bowl 50 was an American football game. The game was played on February 7, 2016, at Levi's "
-    "Stadium in the San Francisco Bay Area at Santa Clara, California. The Denver Broncos defeated the "
-    "Carolina Panthers 24-10 to earn their third Super Bowl title."
-)
-PLAYED = (
-    "The game was played on February 7, 2016, at Levi's Stadium in the San Francisco Bay Area at "
-    "Santa Clara, California."
-)
-QUESTION = "Where did Super Bowl 50 take place?"
-
-
-TITLE = "The Denver Broncos defeated the Carolina Panthers 24-10 to earn their third Super Bowl title."
+from tests.unit.processors.text.super_bowl import BLOCK, PLAYED, QUESTION, TITLE
 
 
 @pytest.mark.parametrize(

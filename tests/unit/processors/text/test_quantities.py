@@ -9,16 +9,8 @@ import time
 import pytest
 from answerbox.processors.text.quantities import misstated_quantity
 
-BLOCK = (
-    "Super Bowl 50 was an American football game. The game was played on February 7, 2016, at Levi's "
-    "Stadium in the San Francisco Bay Area at Santa Clara, California. The Denver Broncos defeated the "
-    "Carolina Panthers 24-10 to earn their third Super Bowl title."
-)
-PLAYED = (
-    "The game was played on February 7, 2016, at Levi's Stadium in the San Francisco Bay Area at "
-    "Santa Clara, California."
-)
-TITLE = "The Denver Broncos defeated the Carolina Panthers 24-10 to earn their third Super Bowl title."
+from tests.unit.processors.text.super_bowl import BLOCK, PLAYED, TITLE
+
 SALES = (
     "Sales rose 5% in 2019, to 2,400 units. The company has more than 300 employees. "
     "The plant opened before the war, in 1937. The track is 5 km long."
