@@ -17,6 +17,7 @@ from tests.conftest import AnswerboxFactory, bulk_index, completions
 from tests.support.books import MAPPINGS, answer_search, search
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.scripted_llm import ScriptedLLM
+from tests.support.super_bowl import BLOCK, PLAYED
 
 
 def by_id(opensearch: OpenSearch, index: str) -> dict[str, str]:
@@ -160,15 +161,6 @@ def test_a_sentence_copied_with_the_readers_answer_swapped_is_flagged_contradict
     ]
 
 
-GAME = (
-    "Super Bowl 50 was an American football game. The game was played on February 7, 2016, at Levi's "
-    "Stadium in the San Francisco Bay Area at Santa Clara, California. The Denver Broncos defeated the "
-    "Carolina Panthers 24-10 to earn their third Super Bowl title."
-)
-PLAYED = (
-    "The game was played on February 7, 2016, at Levi's Stadium in the San Francisco Bay Area at "
-    "Santa Clara, California."
-)
 WHEN = "When was Super Bowl 50 played?"
 
 
@@ -191,7 +183,7 @@ def _streamed(client: httpx.Client, url: str, **config: Any) -> list[tuple[str, 
 
 @pytest.fixture
 def games(opensearch: OpenSearch, generative: tuple[ScriptedLLM, str]) -> tuple[ScriptedLLM, str]:
-    bulk_index(opensearch, "games", [{"_id": "sb50", "text": GAME, "published": "2016-02-08"}], MAPPINGS)
+    bulk_index(opensearch, "games", [{"_id": "sb50", "text": BLOCK, "published": "2016-02-08"}], MAPPINGS)
     return generative
 
 

@@ -7,7 +7,7 @@ import time
 
 from answerbox.processors.text.certainties import Certainty, certainty
 
-from tests.unit.processors.text.super_bowl import BLOCK, PLAYED, QUESTION
+from tests.support.super_bowl import BLOCK, PLAYED, QUESTION
 
 AT = (BLOCK.index(PLAYED), BLOCK.index(PLAYED) + len(PLAYED))
 

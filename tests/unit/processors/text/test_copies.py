@@ -7,7 +7,7 @@ import pytest
 from answerbox.processors.text.bounded import MAX_SENTENCE_CHARS
 from answerbox.processors.text.copies import copied
 
-from tests.unit.processors.text.super_bowl import BLOCK, PLAYED
+from tests.support.super_bowl import BLOCK, PLAYED
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from answerbox.processors.text.misquotes import misquoted
 
-from tests.unit.processors.text.super_bowl import BLOCK, PLAYED, QUESTION, TITLE
+from tests.support.super_bowl import BLOCK, PLAYED, QUESTION, TITLE
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import time
 import pytest
 from answerbox.processors.text.quantities import misstated_quantity
 
-from tests.unit.processors.text.super_bowl import BLOCK, PLAYED, TITLE
+from tests.support.super_bowl import BLOCK, PLAYED, TITLE
 
 SALES = (
     "Sales rose 5% in 2019, to 2,400 units. The company has more than 300 employees. "

@@ -1,4 +1,4 @@
-"""The passage the text rules' tests read: Super Bowl 50's, as the SQuAD sample has it."""
+"""The passage the citation check's tests read: Super Bowl 50's, as the SQuAD sample has it."""
 
 from __future__ import annotations
 
