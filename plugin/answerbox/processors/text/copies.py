@@ -2,9 +2,9 @@
 
 Small LLMs answer by copying the sentence that holds the answer. When the claim's words are the
 sentence's, in order, and nothing else, the block says the claim: no verifier need read it.
-Case, punctuation and a few words that carry no fact (articles, forms of "be", common
-prepositions) may differ; every other word, negations, comparatives, pronouns and numbers
-included, must be the same, so a copy with one fact changed is no copy.
+Case, punctuation and a few words that carry no fact (articles, forms of "be", relative
+pronouns) may differ; every other word, prepositions, negations, comparatives, pronouns and
+numbers included, must be the same, so a copy with one fact changed is no copy.
 """
 
 from __future__ import annotations
@@ -15,13 +15,8 @@ from answerbox.processors.text.words import tokens
 __all__ = ["copied"]
 
 # Words a copy may add, drop or change without changing what it says. Kept short on purpose:
-# "not", "before", "more", "he" and "or" all change a fact.
-_NEUTRAL = frozenset(
-    """
-    a an the is are was were be been being am it its this that which who of in on at to for by with
-    from into as also has have had
-    """.split()
-)
+# "not", "before", "more", "he", "or", "from" and "to" all change a fact.
+_NEUTRAL = frozenset("a an the is are was were be been being am that which who also".split())
 _MIN_WORDS = 3  # "Yes." copies nothing
 
 

@@ -35,6 +35,8 @@ def test_a_copy_of_a_sentence_is_found_where_that_sentence_is(claim: str) -> Non
         "The game was played on February 7, 2016.",  # a part: not the whole sentence
         "The Denver Broncos lost to the Carolina Panthers 24-10 to earn their third Super Bowl title.",
         "Yes.",
+        "The game was played on February 7, 2016, from Levi's Stadium in the San Francisco Bay Area to "
+        "Santa Clara, California.",  # prepositions: "from" and "to" say where
     ],
 )
 def test_a_sentence_changed_or_cut_is_no_copy(claim: str) -> None:
