@@ -287,8 +287,9 @@ def _coverage(claim: str, question: str, evidence: Evidence) -> float:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
-    """How a claim is checked against a block: the verifier's entailment (or the evaluator's
-    score), the words it shares, and whether it misquotes a sentence of the block."""
+    """How a claim is checked against a block: what the rules settle (``certainties``: a copy,
+    a misquote, a quantity changed), else the verifier's entailment (or the evaluator's score)
+    and the words it shares."""
 
     question: str
     scorer: Scorer | None  # None: no model to score with
