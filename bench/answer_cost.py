@@ -36,7 +36,7 @@ import httpx
 from answerbox import app as answerbox_app
 from answerbox.core.config import Settings
 from answerbox.models import confidence, reader, session, windows
-from answerbox.pipeline import engine
+from answerbox.pipeline.run import engine
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 from starlette.responses import JSONResponse

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from answerbox.app import create_app
 from answerbox.core.config import Settings
-from answerbox.pipeline.registry import ProcessorRegistry
+from answerbox.pipeline.catalogue.registry import ProcessorRegistry
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 

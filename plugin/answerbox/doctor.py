@@ -20,9 +20,9 @@ from answerbox.core.contract import CONTRACT_VERSION
 from answerbox.core.errors import AnswerboxError, LLMError, ModelError, UpstreamError
 from answerbox.core.shipped import shipped
 from answerbox.opensearch import OpenSearchClients, translate
-from answerbox.pipeline.definition import PipelineDefinition
-from answerbox.pipeline.stats import PipelineStats
-from answerbox.pipeline.warm_up import WarmUp
+from answerbox.pipeline.catalogue.definition import PipelineDefinition
+from answerbox.pipeline.catalogue.warm_up import WarmUp
+from answerbox.pipeline.run.stats import PipelineStats
 from answerbox.services import Services
 
 __all__ = ["Doctor", "Finding", "diagnose", "health_body"]

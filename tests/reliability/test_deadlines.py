@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 import uvloop
-from answerbox.core.deadlines import within
+from answerbox.core.loop_timeouts import within
 
 
 async def _blocked(seconds: float, deadline: float) -> float:

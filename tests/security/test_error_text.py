@@ -26,7 +26,7 @@ def test_a_skipped_processor_is_told_in_a_fixed_sentence(
     url: str, client: httpx.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     body = {**QUERY, "search_pipeline": {"response_processors": [{"explode": {"tag": "x", "ignore_failure": True}}]}}
-    with caplog.at_level(logging.WARNING, logger="answerbox.pipeline.pipeline"):
+    with caplog.at_level(logging.WARNING, logger="answerbox.pipeline.run.pipeline"):
         response = client.post(f"{url}/books/_search?verbose_pipeline=true", json=body)
     assert response.status_code == 200, response.text
     assert "boom" not in response.text

@@ -14,7 +14,7 @@ from answerbox.pipeline.base import (
     ResponseProcessor,
     SearchRequest,
 )
-from answerbox.pipeline.registry import ProcessorRegistry
+from answerbox.pipeline.catalogue.registry import ProcessorRegistry
 from answerbox.processors.registry import default_registry
 
 # What the pipeline-selection tests index and search, with pipelines of these processors.

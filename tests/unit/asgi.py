@@ -19,7 +19,7 @@ import httpx
 import httpx2
 from answerbox.app import Transports, create_app
 from answerbox.core.config import Settings
-from answerbox.pipeline.registry import ProcessorRegistry
+from answerbox.pipeline.catalogue.registry import ProcessorRegistry
 from starlette.types import ASGIApp
 
 from tests.unit.fake_opensearch import FakeOpenSearch

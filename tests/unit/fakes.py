@@ -14,13 +14,13 @@ from answerbox.core.config import Limits
 from answerbox.core.errors import ConfigError
 from answerbox.opensearch import JSON, Caller, SearchBackend
 from answerbox.pipeline.base import PipelineContext, Processor, RequestProcessor, ResponseProcessor, SearchRequest
-from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.definition import PipelineDefinition
-from answerbox.pipeline.hits_asked import HitsAsked
-from answerbox.pipeline.pipeline import Pipeline
-from answerbox.pipeline.plan import plan_of
-from answerbox.pipeline.scope import ScopedSearch, SearchScope
-from answerbox.pipeline.stats import PipelineStats
+from answerbox.pipeline.caller_scope.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.catalogue.definition import PipelineDefinition
+from answerbox.pipeline.run.deadline import Deadline
+from answerbox.pipeline.run.hits_asked import HitsAsked
+from answerbox.pipeline.run.pipeline import Pipeline
+from answerbox.pipeline.run.plan import plan_of
+from answerbox.pipeline.run.stats import PipelineStats
 from answerbox.processors.registry import default_registry
 from answerbox.services import Services
 
@@ -111,7 +111,7 @@ def pipeline_context(clock: FakeClock | None = None, **overrides: Any) -> Pipeli
 
 
 async def _planned(processor: Processor[Any], request: SearchRequest, ctx: PipelineContext) -> bool:
-    """``processor``'s plan resolved as the engine resolves it when a search opens (``pipeline/plan.py``),
+    """``processor``'s plan resolved as the engine resolves it when a search opens (``pipeline/run/plan.py``),
     with no step after it; False, and the warning a run gives, when the search makes it pointless."""
     request_steps = [processor] if isinstance(processor, RequestProcessor) else []
     response_steps = [processor] if isinstance(processor, ResponseProcessor) else []

@@ -114,7 +114,7 @@ class Limits(_Section):
     max_context_size: int = Field(default=20, ge=1)  # generative_qa_parameters.context_size
     max_message_size: int = Field(default=50, ge=1)  # generative_qa_parameters.message_size
     max_llm_tokens: int = Field(default=1024, ge=1)  # any processor's max_tokens
-    # Admission (pipeline/admission.py): runs in flight at once, in all and per caller; past
+    # Admission (pipeline/limits/admission.py): runs in flight at once, in all and per caller; past
     # either, a 429. And the LLM calls one request (a search, an _msearch, a stream) may make.
     max_concurrent_runs: int = Field(default=64, ge=1)
     max_runs_per_caller: int = Field(default=16, ge=1)

@@ -393,7 +393,7 @@ class PlannedStep(BaseModel):
 
 class RunPlan(BaseModel):
     """What a search through a pipeline is set to do, resolved from the settings, the pipeline,
-    ``generative_qa_parameters`` and the model's manifest (``pipeline/plan.py``)."""
+    ``generative_qa_parameters`` and the model's manifest (``pipeline/run/plan.py``)."""
 
     model_config = ConfigDict(frozen=True)
 

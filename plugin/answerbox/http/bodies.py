@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from answerbox.core.config import Limits
-from answerbox.core.deadlines import within
 from answerbox.core.errors import ParseError, RequestTimeout, RequestTooLarge, UnsupportedContentType
+from answerbox.core.loop_timeouts import within
 
 __all__ = [
     "MAX_JSON_DEPTH",

@@ -23,7 +23,7 @@ from answerbox.core.ttl_cache import TTLCache
 from answerbox.doctor import Doctor, health_body
 from answerbox.http.rendering import OpenSearchJSON
 from answerbox.opensearch import Caller, translate
-from answerbox.pipeline.stats import PipelineStats
+from answerbox.pipeline.run.stats import PipelineStats
 
 __all__ = ["Monitoring"]
 

@@ -17,8 +17,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Message, Send
 
 from answerbox.core.config import Limits, OpenSearchSettings
-from answerbox.core.deadlines import within
 from answerbox.core.errors import AnswerboxError, InvalidRequest, RequestTimeout, UpstreamTimeout, UpstreamUnavailable
+from answerbox.core.loop_timeouts import within
 from answerbox.http.bodies import read_body
 from answerbox.http.upstream import UpstreamError, UpstreamPool, UpstreamResponse, UpstreamTimeoutError
 

@@ -1,5 +1,5 @@
 """The search-pipeline API as OpenSearch defines it: ``PUT/GET/DELETE /_search/pipeline/{id}``.
-``GET`` and ``DELETE`` reach the cluster's own pipelines too (``pipeline/cluster_pipelines.py``)."""
+``GET`` and ``DELETE`` reach the cluster's own pipelines too (``pipeline/catalogue/cluster_pipelines.py``)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from answerbox.core.errors import ResourceNotFound
 from answerbox.http.bodies import parsed, read_decoded, require_json
 from answerbox.http.rendering import OpenSearchJSON
 from answerbox.opensearch import Caller
-from answerbox.pipeline.cluster_pipelines import ClusterPipelines
-from answerbox.pipeline.definition import PipelineDefinition, validate_pipeline_id
-from answerbox.pipeline.plan import plan_of
-from answerbox.pipeline.resolver import PipelineResolver
-from answerbox.pipeline.store import PipelineStore
+from answerbox.pipeline.catalogue.cluster_pipelines import ClusterPipelines
+from answerbox.pipeline.catalogue.definition import PipelineDefinition, validate_pipeline_id
+from answerbox.pipeline.catalogue.resolver import PipelineResolver
+from answerbox.pipeline.catalogue.store import PipelineStore
+from answerbox.pipeline.run.plan import plan_of
 
 __all__ = ["PipelineAPI"]
 
@@ -49,7 +49,7 @@ class PipelineAPI:
     async def get(self, request: Request) -> Response:
         """OpenSearch's answer, the cluster's own pipelines beside answerbox's (which shadow one of
         the same id, as for a search); with ``?explain``, each of answerbox's pipelines' definition
-        beside its run plan (``pipeline/plan.py``): the values a search through it goes by, and
+        beside its run plan (``pipeline/run/plan.py``): the values a search through it goes by, and
         where each came from."""
         pattern = request.path_params.get("id", "*")
         caller = Caller.from_headers(request.headers)

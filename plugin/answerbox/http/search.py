@@ -21,9 +21,9 @@ from answerbox.http.disconnect import until_disconnected
 from answerbox.http.passthrough import Passthrough
 from answerbox.http.rendering import Rendering, accepts_gzip
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.caller_limits import CallerLimits
-from answerbox.pipeline.engine import SearchEngine
-from answerbox.pipeline.msearch import MsearchRunner
+from answerbox.pipeline.limits.request_limits import CallerLimits
+from answerbox.pipeline.run.engine import SearchEngine
+from answerbox.pipeline.run.msearch import MsearchRunner
 
 __all__ = ["SearchHandler"]
 

@@ -35,7 +35,7 @@ from answerbox.http.bodies import json_or_none, parsed, read_decoded, require_js
 from answerbox.http.disconnect import until_disconnected
 from answerbox.http.rendering import Rendering
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.engine import SearchEngine, SearchRun
+from answerbox.pipeline.run.engine import SearchEngine, SearchRun
 
 __all__ = ["AnswerStream"]
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from answerbox.core.config import LLMSettings
 from answerbox.core.errors import LLMError, LLMTimeout
-from answerbox.llm.call_limits import LLMSlots
+from answerbox.llm.call_slots import LLMSlots
 from answerbox.llm.structured import PROBE, Schema, StructuredMode, from_json, response_format
 from answerbox.prompts.library import PromptLibrary
 

@@ -11,8 +11,8 @@ import asyncio
 from typing import Protocol
 
 from answerbox.core.config import MemorySettings
+from answerbox.identities import Identities
 from answerbox.memory.cluster import ClusterMemory
-from answerbox.memory.identity import Identities
 from answerbox.memory.own_index import IndexMemory
 from answerbox.memory.records import Interaction, NewMessage
 from answerbox.opensearch import JSON, Caller, OpenSearchClients, translate

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from opensearchpy import AsyncOpenSearch
 
 from answerbox.core.errors import ResourceNotFound, UpstreamError
-from answerbox.memory.identity import Identities
+from answerbox.identities import Identities
 from answerbox.memory.records import Interaction, MemoryFields, MessageUpdate, NewMessage, Paging
 from answerbox.opensearch import JSON, Caller, ensure_index, translate
 

@@ -27,10 +27,10 @@ from answerbox.core.contract import (
 from answerbox.core.errors import AnswerboxError, ConfigError, validation_problems
 from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.caller_limits import ConfigContext
-from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.hits_asked import PLAIN_SEARCH, HitsAsked
-from answerbox.pipeline.scope import ScopedSearch
+from answerbox.pipeline.caller_scope.scope import ScopedSearch
+from answerbox.pipeline.limits.request_limits import ConfigContext
+from answerbox.pipeline.run.deadline import Deadline
+from answerbox.pipeline.run.hits_asked import PLAIN_SEARCH, HitsAsked
 
 if TYPE_CHECKING:
     from answerbox.services import Services
@@ -63,7 +63,7 @@ class Sourced(Generic[V]):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepPlan:
-    """What a step runs with, resolved once when the search opens (``pipeline/plan.py``). A
+    """What a step runs with, resolved once when the search opens (``pipeline/run/plan.py``). A
     processor's plan adds its values as ``Sourced`` fields (None: not part of this run); the run
     plan shows them, and the step reads nothing else that the settings, the model or the search decide."""
 
@@ -157,7 +157,7 @@ class PipelineContext:
     # The search's time: the running processor's share and every part of it (deadline.py).
     deadline: Deadline = field(default_factory=Deadline)
     listener: RunListener | None = None
-    # Each step's plan (``pipeline/plan.py``), resolved when the search opened.
+    # Each step's plan (``pipeline/run/plan.py``), resolved when the search opened.
     plans: dict[Processor[Any], StepPlan] = field(default_factory=dict)
 
     def plan(self, processor: Processor[Any], kind: type[P]) -> P:
@@ -219,7 +219,7 @@ class Processor(ABC, Generic[C]):
         ctx.report.warn(f"[{self.name}] {message}")
 
     async def plan(self, planning: Planning) -> StepPlan:
-        """What it runs with, each value with where it came from (``pipeline/plan.py``)."""
+        """What it runs with, each value with where it came from (``pipeline/run/plan.py``)."""
         return StepPlan()
 
     def writes_from_knowledge(self, plan: StepPlan) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from answerbox.pipeline.registry import ProcessorRegistry
+from answerbox.pipeline.catalogue.registry import ProcessorRegistry
 from answerbox.processors.chain_of_query import ChainOfQuery
 from answerbox.processors.cited_answer import CitedAnswer
 from answerbox.processors.conversation import Conversation

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 from answerbox.pipeline.base import JSON, PipelineContext, ProcessorConfig, ResponseProcessor, SearchRequest
-from answerbox.pipeline.registry import ProcessorRegistry
+from answerbox.pipeline.catalogue.registry import ProcessorRegistry
 
 from tests.support.processors import registry_with_test_processors
 from tests.unit.asgi import in_process, in_process_app, opensearch_error

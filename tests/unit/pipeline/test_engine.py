@@ -24,12 +24,12 @@ from answerbox.pipeline.base import (
     ResponseProcessor,
     SearchRequest,
 )
-from answerbox.pipeline.caller_limits import ConfigContext
-from answerbox.pipeline.engine import SearchEngine
-from answerbox.pipeline.msearch import MsearchRunner
-from answerbox.pipeline.pipeline import Pipeline
-from answerbox.pipeline.resolver import PipelineResolver
-from answerbox.pipeline.stats import PipelineStats
+from answerbox.pipeline.catalogue.resolver import PipelineResolver
+from answerbox.pipeline.limits.request_limits import ConfigContext
+from answerbox.pipeline.run.engine import SearchEngine
+from answerbox.pipeline.run.msearch import MsearchRunner
+from answerbox.pipeline.run.pipeline import Pipeline
+from answerbox.pipeline.run.stats import PipelineStats
 from answerbox.processors.query_expansion import LLMQueryExpansion
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 from answerbox.services import Services

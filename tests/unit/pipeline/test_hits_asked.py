@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from answerbox.pipeline.hits_asked import asks_no_hits, caller_sort, hits_kept_as_found, reads_scores
+from answerbox.pipeline.run.hits_asked import asks_no_hits, caller_sort, hits_kept_as_found, reads_scores
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,8 @@ from answerbox.pipeline.base import (
     ResponseProcessor,
     SearchRequest,
 )
-from answerbox.pipeline.pipeline import Pipeline
-from answerbox.pipeline.stats import PipelineStats
+from answerbox.pipeline.run.pipeline import Pipeline
+from answerbox.pipeline.run.stats import PipelineStats
 from answerbox.services import Services
 
 from tests.unit.fakes import FakeClock, pipeline_context
@@ -148,7 +148,7 @@ async def test_a_timed_out_processor_with_ignore_failure_is_skipped_and_the_next
 ) -> None:
     pipeline = _pipeline(Stall(_config("slow", ignore_failure=True), NO_SERVICES), Note(_config("next"), NO_SERVICES))
     ctx = pipeline_context()
-    with caplog.at_level(logging.WARNING, logger="answerbox.pipeline.pipeline"):
+    with caplog.at_level(logging.WARNING, logger="answerbox.pipeline.run.pipeline"):
         response = await pipeline.process_response(_request(), {"hits": {"hits": []}}, ctx)
     assert response == {"hits": {"hits": []}, "ran": ["note:next"]}
     (skipped,) = [w for w in ctx.report.warnings if w.startswith("processor [stall:slow]")]

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import cast
 
 from answerbox.core.config import Limits
-from answerbox.pipeline.pipeline import Pipeline
-from answerbox.pipeline.plan import plan_of
-from answerbox.pipeline.stats import PipelineStats
+from answerbox.pipeline.run.pipeline import Pipeline
+from answerbox.pipeline.run.plan import plan_of
+from answerbox.pipeline.run.stats import PipelineStats
 from answerbox.services import Services
 
 from tests.support.processors import LabelConfig, LabelHits, OnlyTitle, OnlyTitleConfig

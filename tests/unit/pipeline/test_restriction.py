@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from answerbox.opensearch import JSON
-from answerbox.pipeline.restriction import Unscopable, restriction_of
+from answerbox.pipeline.caller_scope.restriction import Unscopable, restriction_of
 
 QUESTION = "capital of Germany"
 SEARCHED = ["text"]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from answerbox.core.errors import OutOfScope, UpstreamError
 from answerbox.opensearch import JSON, Caller
-from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.caller_scope.scope import ScopedSearch, SearchScope
 
 from tests.unit.fakes import RecordingBackend
 

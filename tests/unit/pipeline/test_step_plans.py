@@ -1,5 +1,5 @@
 """Each step runs with its plan, not its config: given a plan that differs from what its config
-would resolve to, every processor does what the plan says (``pipeline/plan.py``)."""
+would resolve to, every processor does what the plan says (``pipeline/run/plan.py``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from answerbox.pipeline.base import (
     SearchRequest,
     Sourced,
 )
-from answerbox.pipeline.caller_limits import ConfigContext
+from answerbox.pipeline.limits.request_limits import ConfigContext
 from answerbox.processors.chain_of_query import ChainOfQuery
 from answerbox.processors.conversation import Conversation
 from answerbox.processors.query_expansion import LLMQueryExpansion

@@ -7,10 +7,10 @@ from typing import Any, cast
 
 import pytest
 from answerbox.llm import LLMClient
-from answerbox.pipeline import warm_up
-from answerbox.pipeline.resolver import PipelineResolver
-from answerbox.pipeline.store import PipelineStore
-from answerbox.pipeline.warm_up import WarmUp
+from answerbox.pipeline.catalogue import warm_up
+from answerbox.pipeline.catalogue.resolver import PipelineResolver
+from answerbox.pipeline.catalogue.store import PipelineStore
+from answerbox.pipeline.catalogue.warm_up import WarmUp
 
 
 class _NoPipelines:

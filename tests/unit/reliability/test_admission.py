@@ -16,9 +16,9 @@ import httpx
 import pytest
 from answerbox.core.config import Limits
 from answerbox.core.errors import RejectedExecution
-from answerbox.memory.identity import Identities
+from answerbox.identities import Identities
 from answerbox.opensearch import Caller
-from answerbox.pipeline.admission import Admission, caller_key
+from answerbox.pipeline.limits.admission import Admission, caller_key
 from starlette.requests import Request
 from starlette.responses import Response
 

@@ -20,8 +20,8 @@ from answerbox.core.contract import BranchFeedback, BranchParent, BranchReport, 
 from answerbox.core.errors import LLMError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.llm.client import Completion, Message
 from answerbox.llm.structured import Schema
-from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.scope import ScopedSearch
+from answerbox.pipeline.caller_scope.scope import ScopedSearch
+from answerbox.pipeline.run.deadline import Deadline
 from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
 from answerbox.processors.chain_of_query.entailment import node_supports
 from answerbox.processors.chain_of_query.node_evidence import gather_evidence, reference_excerpt

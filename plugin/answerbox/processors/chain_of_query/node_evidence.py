@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from answerbox.models import ReaderSpan
-from answerbox.pipeline.scope import ScopedSearch
+from answerbox.pipeline.caller_scope.scope import ScopedSearch
 from answerbox.processors.chain_of_query.parser import ChainNode
 from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hits_of, passages_of

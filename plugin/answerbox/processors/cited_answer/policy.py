@@ -43,7 +43,7 @@ Prefer = Literal["confident", "generative"]
 
 class AnswerRules(ProcessorConfig):
     """The config of a step that may answer (``cited_answer``, ``chain_of_query``); the pipeline's
-    ``answer`` section sets its rules once for all such steps (``pipeline/registry.py``)."""
+    ``answer`` section sets its rules once for all such steps (``pipeline/catalogue/registry.py``)."""
 
     # Below it the answer abstains; None: the model's, fitted for 85% precision.
     min_confidence: float | None = Field(default=None, ge=0, le=1)

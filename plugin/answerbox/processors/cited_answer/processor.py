@@ -41,7 +41,7 @@ from answerbox.pipeline.base import (
     StepPlan,
     first_set,
 )
-from answerbox.pipeline.caller_limits import LLMModel, LLMTokens, Override
+from answerbox.pipeline.limits.request_limits import LLMModel, LLMTokens, Override
 from answerbox.processors.cited_answer.citations import (
     ANSWER_SCHEMA,
     Check,
@@ -77,7 +77,7 @@ from answerbox.processors.cited_answer.policy import (
     choose,
     gate,
 )
-from answerbox.processors.cited_answer.sentences import SentenceHold
+from answerbox.processors.cited_answer.sentence_hold import SentenceHold
 from answerbox.processors.text.passages import hits_of
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ class CitedAnswer(ResponseProcessor[CitedAnswerConfig]):
         today = self.config.current_date or datetime.now(UTC).date()
         current = written_date(today)
         # The system message is our rules alone; the caller's instructions (its system_prompt
-        # joined in, pipeline/caller_limits.py) go in the user message, quoted and marked as
+        # joined in, pipeline/limits/request_limits.py) go in the user message, quoted and marked as
         # lower-priority data: any caller may set them.
         system = "\n".join(
             [

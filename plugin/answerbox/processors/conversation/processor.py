@@ -31,8 +31,8 @@ from answerbox.pipeline.base import (
     StepPlan,
     first_set,
 )
-from answerbox.pipeline.caller_limits import LLMModel, LLMTokens
-from answerbox.pipeline.pipeline import CONVERSATION
+from answerbox.pipeline.limits.request_limits import LLMModel, LLMTokens
+from answerbox.pipeline.run.pipeline import CONVERSATION
 from answerbox.processors.conversation.rules import Rewrite, content_words, entities, standalone
 from answerbox.processors.text.instructions import addresses_the_model
 

@@ -4,7 +4,7 @@ The LLM writes a passage (q2d), keywords (q2e) or a rationale (cot) for the ques
 zero-shot, from few-shot examples, or from the top hits of a first BM25 search (PRF); the
 clauses that ask the question are then rewritten as ``q×weight + expansion`` (see
 ``expanded_query``), never matching a document they did not match before. So a search that
-reads no score (a count, or one sorted by a field: ``pipeline/hits_asked.py``) goes on as written,
+reads no score (a count, or one sorted by a field: ``pipeline/run/hits_asked.py``) goes on as written,
 with no LLM call.
 Anything that goes wrong on the way (LLM down or slow, PRF search failing) leaves the
 query as the user wrote it and adds a warning: expansion may improve the hits, never lose them.
@@ -46,7 +46,7 @@ from answerbox.pipeline.base import (
     StepPlan,
     first_set,
 )
-from answerbox.pipeline.caller_limits import (
+from answerbox.pipeline.limits.request_limits import (
     BelowProcessorTimeout,
     ConfigContext,
     LLMModel,

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from answerbox.core.errors import LLMError
 from answerbox.llm import LLMClient
-from answerbox.pipeline.caller_limits import LLMTokens, Override
+from answerbox.pipeline.limits.request_limits import LLMTokens, Override
 from answerbox.processors.retrieval_evaluator.keywords import KEYWORDS_SCHEMA, fallback_keywords, read_keywords
 from answerbox.prompts.library import Prompt
 

@@ -49,7 +49,7 @@ weight serves any similarity. ``fusion_weight`` defaults to the manifest's
 ``rerank_fusion_weight``, chosen on training questions by ``python -m onnx_models.calibrate.fusion``
 (0 in a manifest without it: the evaluator alone). Ties keep the engine's order. A search
 with a ``sort`` of its own (``_score`` first included: its hits carry the sort values a caller
-pages on; ``pipeline/hits_asked.py``) is a listing: its hits are judged, but neither reranked
+pages on; ``pipeline/run/hits_asked.py``) is a listing: its hits are judged, but neither reranked
 nor dropped, with a warning. When the scored hits have no comparable engine scores (null or
 negative), they are reranked by the evaluator alone, with a warning. The verdict, the
 thresholds, ``drop_below_lower`` and the reported scores always use the evaluator's score,

@@ -16,12 +16,12 @@ from answerbox.core.contract import BranchFeedback, BranchParent, ChainReport, D
 from answerbox.core.errors import ConfigError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import PipelineContext, SearchRequest
-from answerbox.pipeline.caller_limits import ConfigContext
-from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.definition import PipelineDefinition
-from answerbox.pipeline.plan import plan_of
-from answerbox.pipeline.scope import ScopedSearch, SearchScope
-from answerbox.pipeline.stats import PipelineStats
+from answerbox.pipeline.caller_scope.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.catalogue.definition import PipelineDefinition
+from answerbox.pipeline.limits.request_limits import ConfigContext
+from answerbox.pipeline.run.deadline import Deadline
+from answerbox.pipeline.run.plan import plan_of
+from answerbox.pipeline.run.stats import PipelineStats
 from answerbox.processors.chain_of_query import ChainOfQuery
 from answerbox.processors.chain_of_query.parser import CHAIN_SCHEMA, FINAL_CONTENT_SCHEMA
 from answerbox.processors.cited_answer import CitedAnswer

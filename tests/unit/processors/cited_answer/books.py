@@ -12,8 +12,8 @@ from typing import Any
 from answerbox.core.contract import Answer, Citation
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import PipelineContext, SearchRequest
-from answerbox.pipeline.caller_limits import ConfigContext
-from answerbox.pipeline.deadline import Deadline
+from answerbox.pipeline.limits.request_limits import ConfigContext
+from answerbox.pipeline.run.deadline import Deadline
 from answerbox.processors.cited_answer import CitedAnswer
 
 from tests.unit.fake_services import FakeEvaluator, FakeReader, FakeServices, Reply, fake_models

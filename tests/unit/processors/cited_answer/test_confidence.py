@@ -12,7 +12,7 @@ import pytest
 from answerbox.core.contract import Answer, Candidate
 from answerbox.core.errors import ConfigError, LLMError
 from answerbox.models import Models
-from answerbox.pipeline.caller_limits import ConfigContext
+from answerbox.pipeline.limits.request_limits import ConfigContext
 from answerbox.processors.chain_of_query import ChainOfQuery
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 

@@ -12,10 +12,10 @@ from answerbox.memory.records import Interaction
 from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import Caller
 from answerbox.pipeline.base import PipelineContext, SearchRequest
-from answerbox.pipeline.caller_limits import ConfigContext
-from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.definition import PipelineDefinition
-from answerbox.pipeline.stats import PipelineStats
+from answerbox.pipeline.catalogue.definition import PipelineDefinition
+from answerbox.pipeline.limits.request_limits import ConfigContext
+from answerbox.pipeline.run.deadline import Deadline
+from answerbox.pipeline.run.stats import PipelineStats
 from answerbox.processors.conversation import Conversation
 from answerbox.processors.registry import default_registry
 

@@ -14,7 +14,7 @@ from answerbox.memory.records import Interaction
 from answerbox.memory.turn import ConversationTurn
 from answerbox.opensearch import Caller
 from answerbox.pipeline.base import PipelineContext, SearchRequest
-from answerbox.pipeline.caller_limits import ConfigContext
+from answerbox.pipeline.limits.request_limits import ConfigContext
 from answerbox.processors.conversation import Conversation
 from answerbox.processors.conversation.processor import _about
 from answerbox.processors.conversation.rules import standalone

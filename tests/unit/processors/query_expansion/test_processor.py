@@ -15,9 +15,9 @@ from answerbox.core.errors import ConfigError, LLMError, LLMTimeout, UpstreamErr
 from answerbox.core.query_text import question_of
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import PipelineContext, SearchRequest
-from answerbox.pipeline.caller_limits import CallerLimits, ConfigContext
-from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.caller_scope.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.limits.request_limits import CallerLimits, ConfigContext
+from answerbox.pipeline.run.deadline import Deadline
 from answerbox.processors.query_expansion import LLMQueryExpansion
 
 from tests.unit.fake_services import FakeServices, FakeSharedCache, LLMCall, Reply, Slow

@@ -13,9 +13,9 @@ from answerbox.core.contract import CorrectiveReport, HitScore, KnowledgeStrip, 
 from answerbox.core.errors import ConfigError, LLMError, ModelError, UpstreamError
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.base import PipelineContext, Planning, SearchRequest
-from answerbox.pipeline.caller_limits import ConfigContext
-from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.caller_scope.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.limits.request_limits import ConfigContext
+from answerbox.pipeline.run.deadline import Deadline
 from answerbox.processors.registry import default_registry
 from answerbox.processors.retrieval_evaluator import RetrievalEvaluator
 from answerbox.processors.retrieval_evaluator.keywords import KEYWORDS_SCHEMA

@@ -18,11 +18,11 @@ from opensearchpy import AsyncOpenSearch
 from answerbox.core.errors import InvalidRequest, UpstreamError
 from answerbox.core.ttl_cache import TTLCache
 from answerbox.opensearch import translate
-from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
-from answerbox.pipeline.pipeline import Pipeline
-from answerbox.pipeline.registry import ProcessorRegistry
-from answerbox.pipeline.stats import PipelineStats
-from answerbox.pipeline.store import PipelineStore
+from answerbox.pipeline.catalogue.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
+from answerbox.pipeline.catalogue.registry import ProcessorRegistry
+from answerbox.pipeline.catalogue.store import PipelineStore
+from answerbox.pipeline.run.pipeline import Pipeline
+from answerbox.pipeline.run.stats import PipelineStats
 
 if TYPE_CHECKING:
     from answerbox.services import Services

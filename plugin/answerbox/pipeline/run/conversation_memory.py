@@ -9,7 +9,7 @@ from answerbox.memory import Memory
 from answerbox.memory.turn import ConversationTurn, interaction
 from answerbox.opensearch import Caller
 from answerbox.pipeline.base import PipelineContext
-from answerbox.pipeline.pipeline import Pipeline
+from answerbox.pipeline.run.pipeline import Pipeline
 
 __all__ = ["recall", "remember", "turn_of"]
 

@@ -12,8 +12,8 @@ from contextlib import suppress
 
 from answerbox.core.errors import AnswerboxError
 from answerbox.llm import LLMClient
-from answerbox.pipeline.resolver import PipelineResolver
-from answerbox.pipeline.store import PipelineStore
+from answerbox.pipeline.catalogue.resolver import PipelineResolver
+from answerbox.pipeline.catalogue.store import PipelineStore
 
 __all__ = ["WarmUp"]
 

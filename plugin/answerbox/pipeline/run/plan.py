@@ -2,7 +2,7 @@
 
 The values a run goes by come from five places: answerbox's defaults, its settings, the
 model's manifest (moved by the pipeline's ``calibration``), the pipeline, and the search (its
-``ext.generative_qa_parameters``, and what it asks of its hits: ``pipeline/hits_asked.py``).
+``ext.generative_qa_parameters``, and what it asks of its hits: ``pipeline/run/hits_asked.py``).
 ``plan_of`` resolves each step's plan once (``Processor.plan``), last step first (a step may
 follow those after it); the steps run with these plans, and the run plan is rendered from
 them. A search with ``verbose_pipeline=true`` carries its plan in ``ext.answerbox.plan``;
@@ -22,8 +22,8 @@ from typing import Any, Literal
 from answerbox.core.config import Limits
 from answerbox.core.contract import GenerativeQAParameters, Planned, PlannedStep, RunPlan
 from answerbox.pipeline.base import Planning, Processor, StepPlan
-from answerbox.pipeline.hits_asked import PLAIN_SEARCH, HitsAsked
-from answerbox.pipeline.pipeline import Pipeline
+from answerbox.pipeline.run.hits_asked import PLAIN_SEARCH, HitsAsked
+from answerbox.pipeline.run.pipeline import Pipeline
 
 __all__ = ["Resolved", "plan_of"]
 

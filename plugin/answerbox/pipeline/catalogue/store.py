@@ -19,7 +19,7 @@ from answerbox.core.errors import ConfigError, UpstreamError
 from answerbox.core.ttl_cache import TTLCache
 from answerbox.core.wildcards import simple_match
 from answerbox.opensearch import Caller, ensure_index, translate
-from answerbox.pipeline.definition import PipelineDefinition
+from answerbox.pipeline.catalogue.definition import PipelineDefinition
 
 __all__ = ["PipelineStore"]
 

@@ -19,7 +19,7 @@ from answerbox.core.contract import GenerativeQAParameters
 from answerbox.core.errors import ConfigError, InvalidRequest, validation_problems
 from answerbox.core.query_text import question_of
 from answerbox.opensearch import JSON
-from answerbox.pipeline.definition import NATIVE_TYPES, PipelineDefinition
+from answerbox.pipeline.catalogue.definition import NATIVE_TYPES, PipelineDefinition
 
 __all__ = [
     "BelowProcessorTimeout",

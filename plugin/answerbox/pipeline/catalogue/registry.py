@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from answerbox.core.errors import ConfigError
 from answerbox.pipeline.base import Processor, RequestProcessor, ResponseProcessor
-from answerbox.pipeline.caller_limits import CallerLimits, ConfigContext
-from answerbox.pipeline.definition import ANSWER_RULES, NATIVE_TYPES, PipelineDefinition, ProcessorEntry
-from answerbox.pipeline.pipeline import CONVERSATION, Pipeline
-from answerbox.pipeline.stats import PipelineStats
+from answerbox.pipeline.catalogue.definition import ANSWER_RULES, NATIVE_TYPES, PipelineDefinition, ProcessorEntry
+from answerbox.pipeline.limits.request_limits import CallerLimits, ConfigContext
+from answerbox.pipeline.run.pipeline import CONVERSATION, Pipeline
+from answerbox.pipeline.run.stats import PipelineStats
 
 if TYPE_CHECKING:
     from answerbox.services import Services

@@ -10,11 +10,11 @@ from typing import Any
 
 from answerbox.core.errors import AnswerboxError, RejectedExecution
 from answerbox.opensearch import Caller
-from answerbox.pipeline.admission import caller_key
 from answerbox.pipeline.base import JSON, SearchRequest
-from answerbox.pipeline.engine import SearchEngine, SearchRun, upstream_params
-from answerbox.pipeline.pipeline import Pipeline
-from answerbox.pipeline.scope import SCOPE_PARAMS
+from answerbox.pipeline.caller_scope.scope import SCOPE_PARAMS
+from answerbox.pipeline.limits.admission import caller_key
+from answerbox.pipeline.run.engine import SearchEngine, SearchRun, upstream_params
+from answerbox.pipeline.run.pipeline import Pipeline
 
 __all__ = ["MsearchLine", "MsearchRunner"]
 

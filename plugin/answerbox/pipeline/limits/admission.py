@@ -24,8 +24,8 @@ from answerbox.core.config import Limits
 from answerbox.core.digest import json_digest
 from answerbox.core.errors import RejectedExecution
 from answerbox.core.work_owner import work_owner
-from answerbox.llm.call_limits import call_budget
-from answerbox.memory.identity import Identities
+from answerbox.identities import Identities
+from answerbox.llm.call_slots import call_budget
 from answerbox.opensearch import Caller
 from answerbox.prompts.sandbox import request_render_budget
 

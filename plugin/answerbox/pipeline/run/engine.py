@@ -17,16 +17,16 @@ from collections.abc import Callable, Mapping
 from answerbox.core.config import Settings
 from answerbox.memory import Memory
 from answerbox.opensearch import Caller, SearchBackend, with_pipeline
-from answerbox.pipeline.admission import Admission, caller_key
 from answerbox.pipeline.base import JSON, PipelineContext, RunListener, SearchRequest
-from answerbox.pipeline.caller_limits import CallerLimits
-from answerbox.pipeline.conversation_memory import recall, remember, turn_of
-from answerbox.pipeline.deadline import Deadline
-from answerbox.pipeline.hits_asked import HitsAsked
-from answerbox.pipeline.pipeline import Pipeline
-from answerbox.pipeline.plan import plan_of
-from answerbox.pipeline.resolver import PipelineResolver
-from answerbox.pipeline.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.caller_scope.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.catalogue.resolver import PipelineResolver
+from answerbox.pipeline.limits.admission import Admission, caller_key
+from answerbox.pipeline.limits.request_limits import CallerLimits
+from answerbox.pipeline.run.conversation_memory import recall, remember, turn_of
+from answerbox.pipeline.run.deadline import Deadline
+from answerbox.pipeline.run.hits_asked import HitsAsked
+from answerbox.pipeline.run.pipeline import Pipeline
+from answerbox.pipeline.run.plan import plan_of
 
 __all__ = ["SearchEngine", "SearchRun", "upstream_params"]
 

@@ -27,8 +27,8 @@ from answerbox.core.digest import json_digest
 from answerbox.core.errors import OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.core.wildcards import MAX_WILDCARDS, simple_match, wildcards
 from answerbox.opensearch import JSON, Caller, SearchBackend
-from answerbox.pipeline.restriction import Unscopable, restriction_of
-from answerbox.pipeline.source_filter import SourceFilter, covers
+from answerbox.pipeline.caller_scope.restriction import Unscopable, restriction_of
+from answerbox.pipeline.caller_scope.source_filter import SourceFilter, covers
 
 __all__ = ["SCOPE_PARAMS", "ScopedSearch", "SearchScope"]
 

@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 from answerbox.core.errors import ModelError, ProcessorError, failure_reason
 from answerbox.pipeline.base import JSON, PipelineContext, Processor, RequestProcessor, ResponseProcessor, SearchRequest
-from answerbox.pipeline.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
-from answerbox.pipeline.stats import Phase, PipelineStats
+from answerbox.pipeline.catalogue.definition import AD_HOC_PIPELINE_ID, PipelineDefinition
+from answerbox.pipeline.run.stats import Phase, PipelineStats
 
 __all__ = ["CONVERSATION", "Pipeline"]
 
@@ -151,7 +151,7 @@ class Pipeline:
         try:
             for processor, step in steps:
                 plan = ctx.plans.get(processor)
-                if plan is not None and plan.skipped:  # the search makes it pointless (``pipeline/plan.py``)
+                if plan is not None and plan.skipped:  # the search makes it pointless (``pipeline/run/plan.py``)
                     processor.warn(ctx, plan.skipped)
                     continue
                 value = await self._step(phase, ctx, processor, step, value)
