@@ -1,14 +1,18 @@
 """Where an extractive answer's time goes, and what it costs against an earlier commit, in one run.
 
     PYTHONPATH=plugin:. python -m bench.answer_cost [--questions 300] [--baseline-rev 44e4c7a]
-        [--clients 1 4 16 32] [--load-questions 120] [--models DIR]
+        [--clients 1 4 16 32] [--load-questions 120] [--models DIR] [--set squad|sample]
 
 ``--models DIR`` serves this tree with another model (a student, say) against the baseline
 with its own.
 
-osmem-server holds every SQuAD v1.1 dev paragraph; each question goes through the extractive
-pipeline a new user writes: ``retrieval_evaluator`` (top 10, rerank) then ``cited_answer``
-(size 5, no LLM).
+``--set sample`` (taken by itself when SQuAD v1.1 dev is not found) measures the same path on the
+shipped sample's paragraphs and questions (``deploy/embedded``, 346 SQuAD-dev paragraphs): its
+numbers are not comparable with a SQuAD-dev run's.
+
+osmem-server holds every SQuAD v1.1 dev paragraph (or the sample's), for both trees; each question
+goes through the extractive pipeline a new user writes: ``retrieval_evaluator`` (top 10, rerank)
+then ``cited_answer`` (size 5, no LLM).
 
 1. **Stages** (this tree, in process, one search at a time): each wrapped step's share of the
    answer's time: the search (OpenSearch's own ``took`` as answerbox timed it), tokenising and
@@ -41,8 +45,17 @@ from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 from starlette.responses import JSONResponse
 
-from bench.harness import REPO_ROOT, answerbox_serve, checkout, dev_paragraphs, index_paragraphs, quantile, serve
-from onnx_models.data.squad import sample_questions
+from bench.harness import (
+    REPO_ROOT,
+    answerbox_serve,
+    checkout,
+    dev_paragraphs,
+    index_paragraphs,
+    quantile,
+    sample_corpus,
+    serve,
+)
+from onnx_models.data.squad import Paragraph, sample_questions
 
 PIPELINE = {
     "response_processors": [
@@ -193,6 +206,17 @@ def throughput(urls: dict[str, str], questions: Sequence[str], clients: Sequence
         print(f"  {n:>2} clients  {shown}  ratio {this / base:.2f}")
 
 
+def load_set(name: str) -> tuple[str, list[Paragraph]]:
+    """The paragraphs ``--set`` names, and what they are: SQuAD v1.1 dev, else (when it is not
+    found, or asked for) the shipped sample's."""
+    if name == "squad":
+        try:
+            return "SQuAD v1.1 dev", dev_paragraphs()
+        except FileNotFoundError as missing:
+            print(f"no SQuAD v1.1 dev ({missing}): measuring on the shipped sample instead")
+    return "the shipped sample (deploy/embedded; not comparable with SQuAD dev)", sample_corpus()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=300)
@@ -202,10 +226,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=2025)
     parser.add_argument("--skip-stages", action="store_true")
     parser.add_argument("--models", type=Path, default=None, help="this tree serves the model in DIR")
+    parser.add_argument(
+        "--set", choices=["squad", "sample"], default="squad", help="SQuAD v1.1 dev, or the shipped sample"
+    )
     args = parser.parse_args(argv)
-    paragraphs = dev_paragraphs()
+    described, paragraphs = load_set(args.set)
     wanted = args.questions + args.load_questions * len(args.clients)
     sampled = [q.text for _, q in sample_questions(paragraphs, wanted, args.seed)]
+    if len(sampled) < wanted:
+        raise SystemExit(f"{described} has {len(sampled)} questions; this run asks {wanted}")
+    print(f"{described}: {len(paragraphs)} paragraphs indexed, {len(sampled)} questions asked")
     questions, unseen = sampled[: args.questions], sampled[args.questions :]
     with ExitStack() as stack:
         osmem = stack.enter_context(OsmemServer.start(japanese=False))
