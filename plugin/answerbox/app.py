@@ -152,18 +152,6 @@ def _scope_passthrough(scope: Scope) -> Passthrough:
     return _scope_parts(scope).passthrough
 
 
-async def _pipeline_get(request: Request) -> Response:
-    return await _parts(request).pipelines.get(request)
-
-
-async def _pipeline_put(request: Request) -> Response:
-    return await _parts(request).pipelines.put(request)
-
-
-async def _pipeline_delete(request: Request) -> Response:
-    return await _parts(request).pipelines.delete(request)
-
-
 async def _search(request: Request) -> Response:
     return await _parts(request).search.answer(request, request.path_params.get("index"))
 
@@ -172,27 +160,17 @@ async def _msearch(request: Request) -> Response:
     return await _parts(request).search.msearch(request, request.path_params.get("index"))
 
 
-async def _stream(request: Request) -> Response:
-    return await _parts(request).stream.stream(request)
+def _route(path: str, action: Callable[[_State, Request], Awaitable[Response]], methods: list[str]) -> Route:
+    """A route whose endpoint is ``action`` on the app's parts."""
 
+    async def endpoint(request: Request) -> Response:
+        return await action(_parts(request), request)
 
-async def _stats(request: Request) -> Response:
-    return await _parts(request).monitoring.stats(request)
-
-
-async def _health(request: Request) -> Response:
-    return await _parts(request).monitoring.health(request)
-
-
-async def _metrics(request: Request) -> Response:
-    return await _parts(request).monitoring.metrics(request)
+    return Route(path, endpoint, methods=methods)
 
 
 def _memory_route(path: str, action: Callable[[MemoryAPI, Request], Awaitable[Response]], methods: list[str]) -> Route:
-    async def endpoint(request: Request) -> Response:
-        return await action(_parts(request).memory, request)
-
-    return Route(path, endpoint, methods=methods)
+    return _route(path, lambda parts, request: action(parts.memory, request), methods)
 
 
 _MEMORY = "/_plugins/_ml/memory"
@@ -222,16 +200,16 @@ _ROUTES = [
     # route below matches what these do (``{index}`` is one path segment).
     Route("/{index}/_search", _search, methods=["GET", "POST"]),
     Route("/_search", _search, methods=["GET", "POST"]),
-    Route("/_search/pipeline", _pipeline_get, methods=["GET"]),
-    Route("/_search/pipeline/{id}", _pipeline_get, methods=["GET"]),
-    Route("/_search/pipeline/{id}", _pipeline_put, methods=["PUT"]),
-    Route("/_search/pipeline/{id}", _pipeline_delete, methods=["DELETE"]),
+    _route("/_search/pipeline", lambda parts, request: parts.pipelines.get(request), ["GET"]),
+    _route("/_search/pipeline/{id}", lambda parts, request: parts.pipelines.get(request), ["GET"]),
+    _route("/_search/pipeline/{id}", lambda parts, request: parts.pipelines.put(request), ["PUT"]),
+    _route("/_search/pipeline/{id}", lambda parts, request: parts.pipelines.delete(request), ["DELETE"]),
     Route("/_msearch", _msearch, methods=["GET", "POST"]),
     Route("/{index}/_msearch", _msearch, methods=["GET", "POST"]),
-    Route("/{index}/_answerbox/stream", _stream, methods=["POST"]),
-    Route("/_answerbox/stats/search_pipeline", _stats, methods=["GET"]),
-    Route("/_answerbox/health", _health, methods=["GET"]),
-    Route("/metrics", _metrics, methods=["GET"]),
+    _route("/{index}/_answerbox/stream", lambda parts, request: parts.stream.stream(request), ["POST"]),
+    _route("/_answerbox/stats/search_pipeline", lambda parts, request: parts.monitoring.stats(request), ["GET"]),
+    _route("/_answerbox/health", lambda parts, request: parts.monitoring.health(request), ["GET"]),
+    _route("/metrics", lambda parts, request: parts.monitoring.metrics(request), ["GET"]),
     *_MEMORY_ROUTES,
     *ui_routes(),
     # Last: everything answerbox does not handle goes to OpenSearch as it came.
