@@ -209,12 +209,7 @@ class _Connection(asyncio.Protocol):
     # --- used by the pool and the response -----------------------------------------------
 
     async def send(
-        self,
-        method: bytes,
-        head: bytes,
-        body: bytes | AsyncIterator[bytes],
-        *,
-        length: int | None,
+        self, method: bytes, head: bytes, body: bytes | AsyncIterator[bytes], *, length: int | None
     ) -> UpstreamResponse:
         """Write the request and wait for the answer's status and headers."""
         transport = self._transport
@@ -362,13 +357,7 @@ class UpstreamPool:
     """Keep-alive connections to one origin, at most ``limit`` open at once."""
 
     def __init__(
-        self,
-        url: str,
-        *,
-        ssl_context: ssl.SSLContext | None,
-        limit: int,
-        connect_timeout: float,
-        read_timeout: float,
+        self, url: str, *, ssl_context: ssl.SSLContext | None, limit: int, connect_timeout: float, read_timeout: float
     ) -> None:
         parts = urlsplit(url)
         if parts.hostname is None:
@@ -401,12 +390,7 @@ class UpstreamPool:
         while True:
             connection, reused = await self._check_out()
             try:
-                return await connection.send(
-                    verb,
-                    head,
-                    b"" if body is None else body,
-                    length=length,
-                )
+                return await connection.send(verb, head, b"" if body is None else body, length=length)
             except UpstreamClosed:
                 connection.abandon()
                 # A kept-alive connection the server closed just as it was reused: once more, fresh.

@@ -104,9 +104,7 @@ class IndexMemory:
         await self._memory(caller, memory_id)
         await translate(
             self._service.delete_by_query(
-                index=self.index,
-                body={"query": _filters([_term("memory_id", memory_id)])},
-                params={"refresh": "true"},
+                index=self.index, body={"query": _filters([_term("memory_id", memory_id)])}, params={"refresh": "true"}
             )
         )
         await translate(self._service.delete(index=self.index, id=memory_id, params={"refresh": "true"}))

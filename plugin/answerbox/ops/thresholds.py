@@ -97,9 +97,7 @@ async def collect(
     outcomes = []
     for item in labelled:
         response = await client.post(
-            f"/{index}/_search",
-            params={"search_pipeline": pipeline},
-            json={"query": {"match": {field: item.question}}},
+            f"/{index}/_search", params={"search_pipeline": pipeline}, json={"query": {"match": {field: item.question}}}
         )
         if response.status_code != 200:
             raise ConfigError(f"the search for {item.question!r} failed ({response.status_code}): {response.text}")

@@ -117,12 +117,7 @@ class Conversation(RequestProcessor[ConversationConfig]):
         )
 
     async def _by_llm(
-        self,
-        question: str,
-        history: list[Interaction],
-        rules: Rewrite,
-        llm: tuple[str, float],
-        ctx: PipelineContext,
+        self, question: str, history: list[Interaction], rules: Rewrite, llm: tuple[str, float], ctx: PipelineContext
     ) -> str | None:
         """The LLM's standalone question (``llm``: its model and timeout), or None (the rules' stands) with a
         warning why."""

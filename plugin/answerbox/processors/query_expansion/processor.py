@@ -27,11 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from answerbox.core.contract import (
-    ExpansionMethod,
-    ExpansionMode,
-    QueryExpansionReport,
-)
+from answerbox.core.contract import ExpansionMethod, ExpansionMode, QueryExpansionReport
 from answerbox.core.digest import json_digest
 from answerbox.core.errors import ConfigError, LLMError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.core.query_text import find_text_clauses, question_clauses, replace_text_clauses
@@ -54,11 +50,7 @@ from answerbox.pipeline.limits.request_limits import (
     Override,
     StoredOnly,
 )
-from answerbox.processors.query_expansion.expanded_query import (
-    Combine,
-    clean_expansion,
-    expanded_clause,
-)
+from answerbox.processors.query_expansion.expanded_query import Combine, clean_expansion, expanded_clause
 from answerbox.processors.text.instructions import addresses_the_model
 from answerbox.processors.text.passages import hits_of
 

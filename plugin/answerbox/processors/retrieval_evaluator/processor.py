@@ -93,13 +93,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from answerbox.core.contract import (
-    CorrectiveReport,
-    HitScore,
-    KnowledgeStrip,
-    RetrievalAction,
-    RetrievalReport,
-)
+from answerbox.core.contract import CorrectiveReport, HitScore, KnowledgeStrip, RetrievalAction, RetrievalReport
 from answerbox.core.errors import ConfigError, ModelError, OutOfScope, UpstreamError, UpstreamUnavailable
 from answerbox.pipeline.base import (
     JSON,
@@ -413,11 +407,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
         return response
 
     async def _score_in_passes(
-        self,
-        evaluator: Evaluator,
-        question: str,
-        passages: Sequence[Sequence[Passage]],
-        plan: EvaluatorPlan,
+        self, evaluator: Evaluator, question: str, passages: Sequence[Sequence[Passage]], plan: EvaluatorPlan
     ) -> _Scores:
         """The engine's ``first_pass`` best hits, then the rest of the scored hits only when none of the first
         reaches the stop: reading them is half a search's model work, and a hit the engine ranks high that
