@@ -17,7 +17,6 @@ from answerbox.core.errors import ParseError, RequestTimeout, RequestTooLarge, U
 from answerbox.core.loop_timeouts import within
 
 __all__ = [
-    "MAX_JSON_DEPTH",
     "MAX_JSON_VALUES",
     "decoded",
     "json_or_none",

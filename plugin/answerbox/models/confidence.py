@@ -23,17 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from answerbox.core.errors import ModelError
 
 __all__ = [
-    "GENERATIVE_FEATURES",
     "SNIPPET_FEATURES",
     "AnswerCalibrator",
-    "ConfidenceModel",
     "GenerativeSignals",
     "Recalibration",
-    "Signals",
     "SnippetSignals",
     "logit",
     "platt",
-    "sigmoid",
     "signals_record",
 ]
 

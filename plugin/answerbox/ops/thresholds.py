@@ -40,7 +40,6 @@ __all__ = [
     "Outcome",
     "answered_at",
     "collect",
-    "current_calibration",
     "ece",
     "fit_recalibration",
     "lowest_threshold",

@@ -48,19 +48,14 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from answerbox.core.errors import ConfigError
 
 __all__ = [
-    "MAX_INT_BITS",
-    "MAX_RENDERED_CHARS",
     "MAX_VALUE_CHARS",
     "RENDER_BUDGET_S",
     "BoundedSandbox",
-    "RenderTimeout",
     "budget_of",
-    "oneline",
     "prompt_environment",
     "render",
     "request_render_budget",
     "spend",
-    "time_budget",
 ]
 
 # The largest string, sequence or rendered value a template may make: a prompt's own limit.
