@@ -83,7 +83,7 @@ class IndexMemory:
         return {"memory_id": await self._write(doc)}
 
     async def get(self, caller: Caller, memory_id: str) -> JSON:
-        source = await self._memory(caller, memory_id)
+        source = await self._owned(caller, memory_id, "memory")
         return {"memory_id": memory_id, **{name: source.get(name) for name in _MEMORY_FIELDS}}
 
     async def memories(self, caller: Caller, paging: Paging) -> JSON:
@@ -97,11 +97,11 @@ class IndexMemory:
         return _page("memories", memories, paging, more)
 
     async def update(self, caller: Caller, memory_id: str, fields: MemoryFields) -> JSON:
-        await self._memory(caller, memory_id)
+        await self._owned(caller, memory_id, "memory")
         return await self._update(memory_id, {"name": fields.name or "", "updated_time": _now()})
 
     async def delete(self, caller: Caller, memory_id: str) -> JSON:
-        await self._memory(caller, memory_id)
+        await self._owned(caller, memory_id, "memory")
         await translate(
             self._service.delete_by_query(
                 index=self.index, body={"query": _filters([_term("memory_id", memory_id)])}, params={"refresh": "true"}
@@ -113,7 +113,7 @@ class IndexMemory:
     # --- messages ---------------------------------------------------------------------------
 
     async def add_message(self, caller: Caller, memory_id: str, message: NewMessage) -> JSON:
-        memory = await self._memory(caller, memory_id)
+        memory = await self._owned(caller, memory_id, "memory")
         if message.parent_message_id is not None:
             parent = await self._message(caller, message.parent_message_id)
             if parent["memory_id"] != memory_id:
@@ -135,7 +135,7 @@ class IndexMemory:
 
     async def messages(self, caller: Caller, memory_id: str, paging: Paging) -> JSON:
         """A memory's messages, newest first (its traces are not among them)."""
-        await self._memory(caller, memory_id)
+        await self._owned(caller, memory_id, "memory")
         filters = [_term("kind", "message"), _term("memory_id", memory_id)]
         hits, more = await self._search(caller, filters, ("order", "desc"), paging, without="parent_message_id")
         return _page("messages", [_message_body(hit) for hit in hits], paging, more)
@@ -161,32 +161,24 @@ class IndexMemory:
 
     # --- the index ----------------------------------------------------------------------------
 
-    async def _memory(self, caller: Caller, memory_id: str) -> JSON:
-        source = await self._owned(caller, memory_id, "memory")
-        if source is None:
-            raise ResourceNotFound(f"Memory [{memory_id}] not found")
-        return source
-
     async def _message(self, caller: Caller, message_id: str) -> JSON:
-        source = await self._owned(caller, message_id, "message")
-        if source is None:
-            raise ResourceNotFound(f"Message [{message_id}] not found")
-        return _message_body({"_id": message_id, "_source": source})
+        return _message_body({"_id": message_id, "_source": await self._owned(caller, message_id, "message")})
 
-    async def _owned(self, caller: Caller, doc_id: str, kind: str) -> JSON | None:
-        """The document's source when it is a ``kind`` this caller may see; else None, whatever the reason."""
+    async def _owned(self, caller: Caller, doc_id: str, kind: str) -> JSON:
+        """The document's source when it is a ``kind`` this caller may see; else not found, whatever the reason."""
         await self._ensure()
         try:
             found = await translate(self._client.get(index=self.index, id=doc_id, headers=caller.as_dict()))
         except UpstreamError as exc:
             if exc.status != 404:
                 raise
-            return None
+            found = None
         source = found.get("_source") if isinstance(found, dict) and found.get("found") else None
-        if not isinstance(source, dict) or source.get("kind") != kind:
-            return None
-        user = await self._identities.user(caller)
-        return source if user is None or source.get("user") == user else None
+        if isinstance(source, dict) and source.get("kind") == kind:
+            user = await self._identities.user(caller)
+            if user is None or source.get("user") == user:
+                return source
+        raise ResourceNotFound(f"{kind.capitalize()} [{doc_id}] not found")
 
     async def _search(
         self, caller: Caller, filters: list[JSON], sort: tuple[str, str], paging: Paging, *, without: str | None = None
