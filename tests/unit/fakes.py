@@ -83,7 +83,7 @@ class RecordingBackend(SearchBackend):
 def scoped_search(
     backend: SearchBackend | None = None, *, index: str | None = "docs", body: JSON | None = None
 ) -> ScopedSearch:
-    scope = SearchScope.of(caller=Caller(), index=index, body=body or {}, params={}, native=None)
+    scope = SearchScope.of(caller=Caller(), index=index, body=body or {}, params={}, native=None, unscopable=None)
     return ScopedSearch(backend or RecordingBackend(), scope)
 
 

@@ -48,7 +48,7 @@ class SearchHandler:
         if _body_in_url(params):
             return await self._passthrough.forward(http_request, raw)
         # A plain search (most of a cluster's traffic) goes on unparsed: no pipeline can apply to it.
-        if not may_name_pipeline(text) and not await self._engine.resolver.may_apply_unnamed(index, params):
+        if not may_name_pipeline(text) and not await self._engine.may_apply_unnamed(index, params):
             return await self._passthrough.forward(http_request, raw)
         run, rendering = None, Rendering()
         body = await parsed(text, json_or_none)

@@ -1,13 +1,13 @@
 """hits_asked: which searches ask for no hits, which carry a sort of their own (a processor keeps
-their order), in every form OpenSearch takes ``size`` and ``sort`` in, body and URL, and which
-read their hits' scores."""
+their order), in every form OpenSearch takes ``size`` and ``sort`` in, body and URL, which read
+their hits' scores, how many hits they read, and which no processor's search can be held to."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from answerbox.pipeline.run.hits_asked import asks_no_hits, caller_sort, hits_kept_as_found, reads_scores
+from answerbox.pipeline.run.hits_asked import HitsAsked
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ def test_a_body_s_sort(sort: Any, first: str | None) -> None:
     body: dict[str, Any] = {"query": {"match_all": {}}}
     if sort is not None:
         body["sort"] = sort
-    assert caller_sort(body, {}) == first
+    assert HitsAsked.of(body, {}).sort == first
 
 
 @pytest.mark.parametrize(
@@ -37,13 +37,13 @@ def test_a_body_s_sort(sort: Any, first: str | None) -> None:
     [("year:desc", "year"), ("year", "year"), ("_score:desc,_id", "_score"), ("year:sideways,_id", "_id"), ("", None)],
 )
 def test_the_url_s_sort_where_the_body_has_none(param: str, first: str | None) -> None:
-    assert caller_sort({"query": {"match_all": {}}}, {"sort": param}) == first
-    assert caller_sort({"sort": []}, {"sort": param}) == first
+    assert HitsAsked.of({"query": {"match_all": {}}}, {"sort": param}).sort == first
+    assert HitsAsked.of({"sort": []}, {"sort": param}).sort == first
 
 
 def test_the_url_s_sort_comes_after_the_body_s() -> None:
     # OpenSearch adds the URL's sort keys after the body's.
-    assert caller_sort({"sort": [{"year": "asc"}]}, {"sort": "_score"}) == "year"
+    assert HitsAsked.of({"sort": [{"year": "asc"}]}, {"sort": "_score"}).sort == "year"
 
 
 @pytest.mark.parametrize(
@@ -64,15 +64,36 @@ def test_the_url_s_sort_comes_after_the_body_s() -> None:
     ],
 )
 def test_which_searches_read_their_scores(body: dict[str, Any], params: dict[str, str], reads: bool) -> None:
-    assert reads_scores(body, params) is reads
+    assert HitsAsked.of(body, params).scores is reads
 
 
 @pytest.mark.parametrize(
-    ("body", "params", "none"),
-    [({"size": 0}, {}, True), ({}, {"size": "0"}, True), ({"size": 0}, {"size": "3"}, False), ({}, {}, False)],
+    ("body", "params", "window"),
+    [
+        ({}, {}, 10),
+        ({"size": 3, "from": 20}, {}, 23),
+        ({"size": 3}, {"size": "7", "from": "1"}, 8),
+        ({"size": -1, "from": 5}, {}, 5),
+        ({"size": "many"}, {}, None),
+        ({"from": [1]}, {}, None),
+    ],
 )
-def test_which_searches_ask_for_no_hits(body: dict[str, Any], params: dict[str, str], none: bool) -> None:
-    assert asks_no_hits(body, params) is none
+def test_how_many_hits_a_search_reads(body: dict[str, Any], params: dict[str, str], window: int | None) -> None:
+    # limits.max_search_size bounds it; a value that is no number is left to OpenSearch's own error.
+    assert HitsAsked.of(body, params).window == window
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ({"query": {"match_all": {}}}, None),
+        ({"pit": {"id": "abc"}}, "the search reads a point in time"),
+        ({"min_score": 0.5}, "the search keeps hits by min_score"),
+    ],
+)
+def test_which_searches_no_processor_search_can_be_held_to(body: dict[str, Any], why: str | None) -> None:
+    found = HitsAsked.of(body, {}).unscopable
+    assert found == why if why is None else found is not None and found.startswith(why)
 
 
 @pytest.mark.parametrize(
@@ -83,10 +104,12 @@ def test_which_searches_ask_for_no_hits(body: dict[str, Any], params: dict[str, 
         ({"size": 5}, {"scroll": "1m"}, "the search opens a scroll"),
         ({"size": 0}, {"scroll": "1m"}, "the search asks for no hits (size 0)"),
         ({"size": 5}, {"size": "0"}, "the search asks for no hits (size 0)"),
+        ({"size": 0}, {"size": "3"}, None),
+        ({"size": -1}, {}, None),
     ],
 )
 def test_which_searches_keep_their_hits_as_found(body: dict[str, Any], params: dict[str, str], why: str | None) -> None:
-    found = hits_kept_as_found(body, params)
+    found = HitsAsked.of(body, params).kept_as_found
     if why is None:
         assert found is None
     else:

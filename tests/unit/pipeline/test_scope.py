@@ -8,6 +8,7 @@ import pytest
 from answerbox.core.errors import OutOfScope, UpstreamError
 from answerbox.opensearch import JSON, Caller
 from answerbox.pipeline.caller_scope.scope import ScopedSearch, SearchScope
+from answerbox.pipeline.run.hits_asked import HitsAsked
 
 from tests.unit.fakes import RecordingBackend
 
@@ -26,7 +27,12 @@ def _scope(
     headers: dict[str, str] | None = None,
 ) -> SearchScope:
     return SearchScope.of(
-        caller=Caller.from_headers(headers or {}), index=index, body=body or {}, params=params or {}, native=NATIVE
+        caller=Caller.from_headers(headers or {}),
+        index=index,
+        body=body or {},
+        params=params or {},
+        native=NATIVE,
+        unscopable=HitsAsked.of(body or {}, params or {}).unscopable,
     )
 
 

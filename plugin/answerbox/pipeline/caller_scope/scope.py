@@ -8,7 +8,8 @@ pipeline, every restriction of the query wherever it stands (``restriction.py``)
 the body and the URL (``source_filter.py``) —
 to every target, so no processor can forget one of them. A search whose restrictions a filter
 cannot carry (``min_score``), or that reads a point in time (``pit``: its indices are the point
-in time's, named by no path), gives its processors no searches at all: ``OutOfScope``.
+in time's, named by no path; both read in ``pipeline/run/hits_asked.py``), gives its processors
+no searches at all: ``OutOfScope``.
 
 What the caller's target itself binds travels with nothing: a filtered alias's filter, a routed
 alias's routing apply only through that alias. So a processor's search of another index (CRAG's
@@ -84,7 +85,10 @@ class SearchScope:
         body: Mapping[str, Any],
         params: Mapping[str, str],
         native: JSON | None,
+        unscopable: str | None,
     ) -> SearchScope:
+        """The scope of the caller's search of ``index`` with ``body`` and ``params``; ``unscopable``:
+        why no filter can keep a processor's search within it (``HitsAsked.unscopable``)."""
         source = SourceFilter.of(body, params)
         return cls(
             caller=caller,
@@ -93,7 +97,7 @@ class SearchScope:
             params={name: params[name] for name in SCOPE_PARAMS if name in params},
             query=body.get("query"),
             lucene=_lucene(params),
-            unscopable=_unscopable(body),
+            unscopable=unscopable,
             post_filter=body.get("post_filter"),
             source_enabled=source.enabled,
             includes=source.includes,
@@ -151,17 +155,6 @@ class SearchScope:
         ]
         parts += [self.source_enabled, self.includes, self.excludes]
         return json_digest(parts)
-
-
-def _unscopable(body: Mapping[str, Any]) -> str | None:
-    """Why no filter can keep a processor's search within the caller's, or None."""
-    if body.get("pit") is not None:
-        # Its indices are the point in time's, named by no path: a processor's search of the
-        # caller's target would read every index the caller can.
-        return "the search reads a point in time, whose indices no other search can be held to"
-    if body.get("min_score") is not None:
-        return "the search keeps hits by min_score"
-    return None
 
 
 def _lucene(params: Mapping[str, str]) -> JSON | None:

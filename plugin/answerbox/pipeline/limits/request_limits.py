@@ -156,19 +156,13 @@ class CallerLimits:
         if searches > most:
             raise InvalidRequest(f"_msearch holds {searches} searches, above limits.max_msearch_searches ({most})")
 
-    def check_size(self, body: JSON, params: Mapping[str, str]) -> None:
-        """``from`` + ``size`` within ``limits.max_search_size``: answerbox reads every hit it asks for."""
+    def check_size(self, window: int | None) -> None:
+        """``from`` + ``size`` (``window``; None: not numbers, which OpenSearch's own error says)
+        within ``limits.max_search_size``: answerbox reads every hit it asks for."""
         most = self._settings.limits.max_search_size
-        asked = 0
-        for name, default in (("from", 0), ("size", 10)):
-            value: Any = params.get(name, body.get(name, default))
-            try:
-                asked += max(int(value), 0)
-            except (TypeError, ValueError):
-                return  # OpenSearch's own error says what is wrong with it
-        if asked > most:
+        if window is not None and window > most:
             raise InvalidRequest(
-                f"[from] + [size] is {asked}, above limits.max_search_size ({most}) "
+                f"[from] + [size] is {window}, above limits.max_search_size ({most}) "
                 "for a search pipeline answerbox runs"
             )
 

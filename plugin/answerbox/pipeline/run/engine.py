@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 
 from answerbox.core.config import Settings
 from answerbox.memory import Memory
@@ -42,46 +43,34 @@ def upstream_params(params: Mapping[str, str]) -> dict[str, str]:
 
 
 class SearchRun:
-    """One search's run through its pipeline; ``ctx`` holds its report and time."""
+    """One search's run through its pipeline, as ``SearchEngine.start`` opened it: ``ctx`` holds
+    its plan, report and time."""
 
     def __init__(
         self,
-        engine: SearchEngine,
         pipeline: Pipeline,
         request: SearchRequest,
+        ctx: PipelineContext,
         *,
+        asked: HitsAsked,
+        backend: SearchBackend,
+        memory: Memory,
         verbose: bool,
-        listener: RunListener | None,
     ) -> None:
-        self._engine = engine
         self.pipeline = pipeline
         self.request = request
+        self.ctx = ctx
         self.verbose = verbose
-        qa = engine.limits.generative_qa(request.body, native_rag=pipeline.native_rag)
-        turn = turn_of(pipeline, qa)
-        if turn is not None:
-            self.pipeline = pipeline.for_conversation()
-        self.ctx = PipelineContext(
-            pipeline_id=pipeline.id,
-            question=engine.limits.question(request.body, request.params),
-            search=engine.scoped(pipeline, request),
-            generative_qa=qa,
-            conversation=turn,
-            deadline=Deadline(engine.clock),
-            listener=listener,
-        )
+        self._asked = asked
+        self._backend = backend
+        self._memory = memory
 
     async def prepare(self) -> SearchRequest:
         """The request processors; returns the request in the form OpenSearch must receive."""
-        asked = HitsAsked.of(self.request.body, self.request.params)
-        resolved = await plan_of(self.pipeline, self.ctx.generative_qa, self._engine.settings.limits, asked)
-        self.ctx.plans = resolved.plans
-        if self.verbose:
-            self.ctx.report.plan = resolved.plan
-        await recall(self.ctx, self._engine.memory, self.request.caller)
+        await recall(self.ctx, self._memory, self.request.caller)
         self.request = await self.pipeline.process_request(self.request, self.ctx)
         # The response processors' own searches see what the search as sent sees.
-        self.ctx.search = self._engine.scoped(self.pipeline, self.request)
+        self.ctx.search = _scoped(self._backend, self.pipeline, self.request, self._asked)
         return self._upstream()
 
     async def respond(self, response: JSON, *, search_ms: float) -> JSON:
@@ -98,14 +87,14 @@ class SearchRun:
             return self._rendered(response)
         ranked = (lambda current: listener.ranked(self._rendered(current))) if listener is not None else None
         response = await self.pipeline.process_response(self.request, response, self.ctx, ranked=ranked)
-        await remember(self.ctx, self._engine.memory, self.request.caller)
+        await remember(self.ctx, self._memory, self.request.caller)
         return self._rendered(response)
 
     async def run(self) -> JSON:
         upstream = await self.prepare()
         clock = self.ctx.deadline.clock
         started = clock()
-        response = await self._engine.backend.search(
+        response = await self._backend.search(
             index=upstream.index, body=upstream.body, params=upstream.params, caller=upstream.caller
         )
         return await self.respond(response, search_ms=(clock() - started) * 1000)
@@ -161,13 +150,21 @@ class SearchEngine:
         settings: Settings,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        self.resolver = resolver
-        self.backend = backend
-        self.memory = memory
-        self.settings = settings
+        self._resolver = resolver
+        self._backend = backend
+        self._memory = memory
+        self._settings = settings
         self.limits = CallerLimits(settings)
-        self.clock = clock  # every run's Deadline reads it
-        self.admission = Admission(settings.limits)
+        self._clock = clock  # every run's Deadline reads it
+        self._admission = Admission(settings.limits)
+
+    async def pipeline_for(self, index: str | None, body: JSON, params: Mapping[str, str]) -> Pipeline | None:
+        """The answerbox pipeline a search names (or its index's default); None: OpenSearch's alone."""
+        return await self._resolver.resolve(index, body, dict(params))
+
+    async def may_apply_unnamed(self, index: str | None, params: Mapping[str, str]) -> bool:
+        """Whether a search of ``index`` that names no pipeline in its body may still run one."""
+        return await self._resolver.may_apply_unnamed(index, params)
 
     async def open(
         self,
@@ -180,14 +177,14 @@ class SearchEngine:
     ) -> SearchRun | None:
         """The search's run through the pipeline it names (or its index's default); None when no
         answerbox pipeline applies, and the search is OpenSearch's alone."""
-        pipeline = await self.resolver.resolve(index, body, dict(params))
+        pipeline = await self.pipeline_for(index, body, params)
         if pipeline is None:
             return None
         # Before the run's clock starts: a model load is never inside a search's budget.
         await pipeline.warm_up()
-        return self.start(pipeline, index=index, body=body, params=params, caller=caller, listener=listener)
+        return await self.start(pipeline, index=index, body=body, params=params, caller=caller, listener=listener)
 
-    def start(
+    async def start(
         self,
         pipeline: Pipeline,
         *,
@@ -197,22 +194,67 @@ class SearchEngine:
         caller: Caller,
         listener: RunListener | None = None,
     ) -> SearchRun:
-        """The search's run through ``pipeline``, its clock started; the caller's limits checked."""
-        self.limits.check_size(body, params)
+        """The search's run through ``pipeline``, the caller's limits checked, its clock started
+        and its plan resolved: what it asks of its hits is read here, once."""
+        asked = HitsAsked.of(body, params)
+        self.limits.check_size(asked.window)
         request = SearchRequest(index=index, body=body, params=dict(params), caller=caller)
-        return SearchRun(self, pipeline, request, verbose=params.get("verbose_pipeline") == "true", listener=listener)
+        qa = self.limits.generative_qa(body, native_rag=pipeline.native_rag)
+        turn = turn_of(pipeline, qa)
+        if turn is not None:
+            pipeline = pipeline.for_conversation()
+        ctx = PipelineContext(
+            pipeline_id=pipeline.id,
+            question=self.limits.question(body, params),
+            search=_scoped(self._backend, pipeline, request, asked),
+            generative_qa=qa,
+            conversation=turn,
+            deadline=Deadline(self._clock),
+            listener=listener,
+        )
+        resolved = await plan_of(pipeline, qa, self._settings.limits, asked)
+        ctx.plans = resolved.plans
+        verbose = params.get("verbose_pipeline") == "true"
+        if verbose:
+            ctx.report.plan = resolved.plan
+        return SearchRun(
+            pipeline, request, ctx, asked=asked, backend=self._backend, memory=self._memory, verbose=verbose
+        )
+
+    @asynccontextmanager
+    async def admitted(self, caller: Caller, runs: int = 1) -> AsyncIterator[int]:
+        """Room for ``runs`` runs of ``caller``: as many as there is room for, at least one (else a
+        429); yields how many were taken."""
+        key = await caller_key(caller, self._memory.identities)
+        taken = max(1, min(runs, self._admission.room(key)))
+        with self._admission.admitted(key, runs=taken):
+            yield taken
 
     async def run(self, run: SearchRun) -> JSON:
         """``run`` once admitted (else a 429)."""
-        with self.admission.admitted(await caller_key(run.request.caller, self.memory.identities)):
+        async with self.admitted(run.request.caller):
             return await run.run()
 
-    def scoped(self, pipeline: Pipeline, request: SearchRequest) -> ScopedSearch:
-        scope = SearchScope.of(
-            caller=request.caller,
-            index=request.index,
-            body=request.body,
-            params=request.params,
-            native=pipeline.inline_native,
+    async def msearch(
+        self, searches: list[tuple[JSON, JSON]], params: Mapping[str, str], caller: Caller
+    ) -> tuple[JSON, float]:
+        """One upstream ``_msearch`` of ``searches`` (none: no call), and its time in ms."""
+        started = self._clock()
+        answer = (
+            await self._backend.msearch(searches=searches, params=upstream_params(params), caller=caller, inline=False)
+            if searches
+            else {"responses": []}
         )
-        return ScopedSearch(self.backend, scope)
+        return answer, (self._clock() - started) * 1000
+
+
+def _scoped(backend: SearchBackend, pipeline: Pipeline, request: SearchRequest, asked: HitsAsked) -> ScopedSearch:
+    scope = SearchScope.of(
+        caller=request.caller,
+        index=request.index,
+        body=request.body,
+        params=request.params,
+        native=pipeline.inline_native,
+        unscopable=asked.unscopable,
+    )
+    return ScopedSearch(backend, scope)

@@ -1,5 +1,6 @@
-"""What a search asks of its hits: any at all (``size``), all of them page by page (``scroll``),
-in whose order (``sort``), and whether it reads their scores.
+"""What a search asks of its hits, read once when it opens (``HitsAsked.of``): how many (``from``
+and ``size``), all of them page by page (``scroll``), in whose order (``sort``), whether it reads
+their scores, and whether a processor's own search can be held to it (``pit``, ``min_score``).
 
 OpenSearch's ``sort`` (body: a key, ``{key: order}``, ``{key: {"order": ...}}`` or a list of
 them; URL: ``key[:asc|:desc],...``, added after the body's) is the caller's own order, ``_score``
@@ -14,41 +15,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "PLAIN_SEARCH",
-    "HitsAsked",
-    "asks_no_hits",
-    "caller_sort",
-    "hits_kept_as_found",
-    "opens_scroll",
-    "reads_scores",
-]
+__all__ = ["PLAIN_SEARCH", "HitsAsked"]
 
 
-def asks_no_hits(body: Mapping[str, Any], params: Mapping[str, str]) -> bool:
-    """Whether the search's ``size`` (the URL's, else the body's) is 0: a count, or aggregations."""
-    size = params.get("size", body.get("size"))
+def _count(body: Mapping[str, Any], params: Mapping[str, str], name: str, default: int) -> int | None:
+    """The URL's ``name``, else the body's, else ``default``; None when it is no number (OpenSearch's
+    own error says what is wrong with it)."""
     try:
-        return size is not None and int(size) == 0
+        return int(params.get(name, body.get(name, default)))
     except (TypeError, ValueError):
-        return False
-
-
-def opens_scroll(params: Mapping[str, str]) -> bool:
-    """Whether the search opens a scroll (``?scroll=1m``, a URL parameter only): an export of every
-    hit, whose later pages (``_search/scroll``) no pipeline sees."""
-    return bool(params.get("scroll"))
-
-
-def hits_kept_as_found(body: Mapping[str, Any], params: Mapping[str, str]) -> str | None:
-    """Why no response processor may touch the search's hits, or None when one may: a search for no
-    hits would be answered from hits its caller does not see; a scroll's first page, reranked or
-    thinned, would no longer match its later pages, and an export would lose the hits dropped."""
-    if asks_no_hits(body, params):
-        return "the search asks for no hits (size 0)"
-    if opens_scroll(params):
-        return "the search opens a scroll (an export whose later pages pass no pipeline)"
-    return None
+        return None
 
 
 def _body_first(sort: Any) -> str | None:
@@ -71,35 +47,53 @@ def _url_first(sort: str | None) -> str | None:
     return None
 
 
-def caller_sort(body: Mapping[str, Any], params: Mapping[str, str]) -> str | None:
-    """The first key of the search's own sort (the body's, else the URL's); None when it has none
-    and its hits come in the engine's relevance order."""
-    return _body_first(body.get("sort")) or _url_first(params.get("sort"))
+def _kept_as_found(size: int | None, params: Mapping[str, str]) -> str | None:
+    # A search for no hits would be answered from hits its caller does not see; a scroll's first
+    # page, reranked or thinned, would no longer match its later pages (``_search/scroll``, which
+    # no pipeline sees), and an export would lose the hits dropped.
+    if size == 0:
+        return "the search asks for no hits (size 0)"
+    if params.get("scroll"):
+        return "the search opens a scroll (an export whose later pages pass no pipeline)"
+    return None
 
 
-def reads_scores(body: Mapping[str, Any], params: Mapping[str, str]) -> bool:
-    """Whether anything the search answers depends on its hits' scores: False for a count (``size``
-    0 and no aggregations) and for a search sorted by something else than ``_score`` first without
-    ``track_scores``."""
-    if asks_no_hits(body, params) and not (body.get("aggs") or body.get("aggregations")):
-        return False
-    first = caller_sort(body, params)
-    tracked = str(params.get("track_scores", body.get("track_scores", False))).lower() == "true"
-    return first in (None, "_score") or tracked
+def _unscopable(body: Mapping[str, Any]) -> str | None:
+    if body.get("pit") is not None:
+        # Its indices are the point in time's, named by no path: a processor's search of the
+        # caller's target would read every index the caller can.
+        return "the search reads a point in time, whose indices no other search can be held to"
+    if body.get("min_score") is not None:
+        return "the search keeps hits by min_score"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class HitsAsked:
-    """What one search asks of its hits, read once when it opens; each step's plan follows it.
-    The default is a plain search: hits in relevance order, their scores read."""
+    """What one search asks of its hits; each step's plan and the caller's scope follow it.
+    The default is a plain search: ten hits in relevance order, their scores read."""
 
     kept_as_found: str | None = None  # why no response step may touch its hits (size 0, a scroll)
-    sort: str | None = None  # the first key of its own sort
-    scores: bool = True  # whether anything it answers reads its hits' scores
+    sort: str | None = None  # the first key of its own sort; None: the engine's relevance order
+    # Whether anything it answers reads its hits' scores: not a count (size 0, no aggregations),
+    # nor a search sorted by something else than _score first without track_scores.
+    scores: bool = True
+    window: int | None = 10  # from + size: the hits it reads (None: not numbers)
+    unscopable: str | None = None  # why no filter can keep a processor's search within it
 
     @classmethod
     def of(cls, body: Mapping[str, Any], params: Mapping[str, str]) -> HitsAsked:
-        return cls(hits_kept_as_found(body, params), caller_sort(body, params), reads_scores(body, params))
+        size, start = _count(body, params, "size", 10), _count(body, params, "from", 0)
+        sort = _body_first(body.get("sort")) or _url_first(params.get("sort"))
+        aggregates = bool(body.get("aggs") or body.get("aggregations"))
+        tracked = str(params.get("track_scores", body.get("track_scores", False))).lower() == "true"
+        return cls(
+            kept_as_found=_kept_as_found(size, params),
+            sort=sort,
+            scores=(size != 0 or aggregates) and (sort in (None, "_score") or tracked),
+            window=None if size is None or start is None else max(start, 0) + max(size, 0),
+            unscopable=_unscopable(body),
+        )
 
 
 PLAIN_SEARCH = HitsAsked()  # a search that asks nothing special of its hits (``?explain``: no search)

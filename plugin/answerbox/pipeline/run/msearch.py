@@ -12,8 +12,7 @@ from answerbox.core.errors import AnswerboxError, RejectedExecution
 from answerbox.opensearch import Caller
 from answerbox.pipeline.base import JSON, SearchRequest
 from answerbox.pipeline.caller_scope.scope import SCOPE_PARAMS
-from answerbox.pipeline.limits.admission import caller_key
-from answerbox.pipeline.run.engine import SearchEngine, SearchRun, upstream_params
+from answerbox.pipeline.run.engine import SearchEngine, SearchRun
 from answerbox.pipeline.run.pipeline import Pipeline
 
 __all__ = ["MsearchLine", "MsearchRunner"]
@@ -33,7 +32,7 @@ class MsearchLine:
 
 
 class MsearchRunner:
-    """An ``_msearch``'s lines through ``engine``: its resolver, admission, backend and clock."""
+    """An ``_msearch``'s lines through ``engine``: each resolved, started and admitted by it."""
 
     def __init__(self, engine: SearchEngine) -> None:
         self._engine = engine
@@ -46,7 +45,7 @@ class MsearchRunner:
         targets = [_line_index(header, index) for header, _ in pairs]
         pipelines = await asyncio.gather(
             *(
-                self._engine.resolver.resolve(t, body, {**params, **_header_pipeline(h)})
+                self._engine.pipeline_for(t, body, {**params, **_header_pipeline(h)})
                 for (h, body), t in zip(pairs, targets, strict=True)
             )
         )
@@ -63,27 +62,22 @@ class MsearchRunner:
         """Whether any line of an ``_msearch`` none of whose lines names a pipeline may still run
         one: by the URL's parameter, or its target's default. False: its bodies go on unparsed."""
         targets = {_line_index(header, index) for header in headers}
-        applies = await asyncio.gather(*(self._engine.resolver.may_apply_unnamed(t, params) for t in targets))
+        applies = await asyncio.gather(*(self._engine.may_apply_unnamed(t, params) for t in targets))
         return any(applies)
 
     async def run(self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller) -> JSON:
         """Each line with a pipeline is its own run; one upstream ``_msearch`` serves them all.
         A line's failure is that line's error object, as OpenSearch answers."""
-        admission = self._engine.admission
-        key = await caller_key(caller, self._engine.memory.identities)
         piped = [i for i, line in enumerate(lines) if line.pipeline is not None]
         # Each line that runs a pipeline is one run: as many as there is room for run, the rest
         # are each refused with a 429, as OpenSearch refuses lines past its search queue. With
         # no room at all the whole _msearch is refused, as a search would be.
-        taken = max(1, min(len(piped), admission.room(key)))
-        refused = frozenset(piped[taken:])
-        with admission.admitted(key, runs=taken):
-            return await self._run(lines, params=params, caller=caller, refused=refused)
+        async with self._engine.admitted(caller, runs=len(piped)) as taken:
+            return await self._run(lines, params=params, caller=caller, refused=frozenset(piped[taken:]))
 
     async def _run(
         self, lines: list[MsearchLine], *, params: Mapping[str, str], caller: Caller, refused: frozenset[int]
     ) -> JSON:
-        engine = self._engine
         runs: list[SearchRun | None] = []
         results: list[JSON | None] = []
         for i, line in enumerate(lines):
@@ -93,7 +87,9 @@ class MsearchRunner:
             elif line.pipeline is not None:
                 try:
                     scoped = {**params, **_header_scope(line.header)}
-                    run = engine.start(line.pipeline, index=line.index, body=line.body, params=scoped, caller=caller)
+                    run = await self._engine.start(
+                        line.pipeline, index=line.index, body=line.body, params=scoped, caller=caller
+                    )
                 except AnswerboxError as exc:
                     error = exc.to_body()
             runs.append(run)
@@ -104,14 +100,7 @@ class MsearchRunner:
             if isinstance(prepared, dict):
                 results[i] = prepared
         searches = [_upstream_line(lines[i], runs[i], upstream[i]) for i in live]
-        started = engine.clock()
-        # Every line may have failed already: then there is nothing to ask OpenSearch.
-        answer = (
-            await engine.backend.msearch(searches=searches, params=upstream_params(params), caller=caller, inline=False)
-            if searches
-            else {"responses": []}
-        )
-        took = (engine.clock() - started) * 1000
+        answer, took = await self._engine.msearch(searches, params, caller)
         responses = dict(zip(live, answer["responses"], strict=True))
         finished = await asyncio.gather(*(_responded(runs[i], responses[i], took) for i in live))
         for i, response in zip(live, finished, strict=True):

@@ -105,7 +105,7 @@ def _context(
     request = SearchRequest(
         index="wiki", body=body or {"query": {"match": {"text": QUESTION}}}, params={}, caller=ALICE
     )
-    scope = SearchScope.of(caller=ALICE, index="wiki", body=request.body, params={}, native=None)
+    scope = SearchScope.of(caller=ALICE, index="wiki", body=request.body, params={}, native=None, unscopable=None)
     ctx = pipeline_context(
         question=QUESTION,
         search=ScopedSearch(backend or node_hits(TOP), scope),

@@ -97,7 +97,12 @@ def _context(
 ) -> PipelineContext:
     """The run's context as the engine makes it: the question from the body, the caller's scope."""
     scope = SearchScope.of(
-        caller=request.caller, index=request.index, body=request.body, params=request.params, native=None
+        caller=request.caller,
+        index=request.index,
+        body=request.body,
+        params=request.params,
+        native=None,
+        unscopable=None,
     )
     return pipeline_context(
         question=question_of(request.body, request.params),

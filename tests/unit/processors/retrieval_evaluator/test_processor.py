@@ -104,7 +104,7 @@ def _context(
     index: str = "wiki",
 ) -> tuple[SearchRequest, PipelineContext]:
     request = SearchRequest(index=index, body=body or {"query": {"match": {"text": question}}}, params={}, caller=ALICE)
-    scope = SearchScope.of(caller=ALICE, index=index, body=request.body, params={}, native=None)
+    scope = SearchScope.of(caller=ALICE, index=index, body=request.body, params={}, native=None, unscopable=None)
     ctx = pipeline_context(
         question=question,
         search=ScopedSearch(backend or RecordingBackend(), scope),
