@@ -79,7 +79,6 @@ class MicroBatcher(Generic[T, R]):
         max_batch: int,
         max_wait_s: float,
         max_pending: int = 4096,
-        max_pending_per_owner: int | None = None,
         name: str = "model",
     ) -> None:
         if max_batch < 1:
@@ -90,7 +89,7 @@ class MicroBatcher(Generic[T, R]):
         self._max_batch = max_batch
         self._max_wait_s = max_wait_s
         self._max_pending = max_pending
-        self._max_per_owner = max_pending_per_owner or max(max_pending // 4, 1)
+        self._max_per_owner = max(max_pending // 4, 1)
         self._owned: Counter[str | None] = Counter()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"answerbox-{name}")
         self._pending: list[tuple[T, asyncio.Future[R], float]] = []

@@ -170,26 +170,15 @@ def _show(response: dict[str, Any]) -> None:
         print(f"  {hit['_score']:.3f}  {hit['_id']}  {hit['_source']['text'][:90]}...")
     shown = answer.get("candidate") or answer
     kind = "Possible answer, below min_confidence" if answer.get("candidate") else "Answer"
-    about = ", ".join(
-        x
-        for x in (
-            shown.get("mode", "none"),
-            _confidence(shown.get("confidence")),
-            answer.get("llm") and f"LLM {answer['llm']}",
-        )
-        if x
-    )
-    print(f"\n{kind} ({about}): {shown.get('text')}")
+    confidence, llm = shown.get("confidence"), answer.get("llm")
+    about = [shown.get("mode", "none"), confidence is not None and f"confidence {confidence:.2f}", llm and f"LLM {llm}"]
+    print(f"\n{kind} ({', '.join(x for x in about if x)}): {shown.get('text')}")
     for citation in shown.get("citations", []):
         print(
             f"  [{citation['marker']}] {citation['_id']} {citation['quote'][:80]!r} support={citation.get('support')}"
         )
     print("\next.answerbox:")
     print(json.dumps(report, indent=2)[:4000])
-
-
-def _confidence(value: float | None) -> str:
-    return f"confidence {value:.2f}" if value is not None else ""
 
 
 def run_demo(*, port: int, query: str, keep_running: bool, with_llm: bool, llm_port: int = 8081) -> int:
