@@ -168,11 +168,7 @@ class Settings(BaseSettings):
     def load(cls, path: Path | None = None, **overrides: Any) -> Settings:
         """Read ``path`` (or ``$ANSWERBOX_CONFIG``) as YAML, then apply the environment."""
         path = path or (Path(os.environ["ANSWERBOX_CONFIG"]) if os.environ.get("ANSWERBOX_CONFIG") else None)
-        data: dict[str, Any] = {}
-        if path is not None:
-            loaded = yaml.safe_load(path.read_text()) or {}
-            if not isinstance(loaded, dict):
-                raise ValueError(f"{path}: the configuration file must hold a mapping, got {type(loaded).__name__}")
-            data = loaded
-        data.update(overrides)
-        return cls(**data)
+        data = (yaml.safe_load(path.read_text()) or {}) if path is not None else {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: the configuration file must hold a mapping, got {type(data).__name__}")
+        return cls(**{**data, **overrides})

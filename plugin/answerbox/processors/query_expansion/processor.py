@@ -308,9 +308,7 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         documents this caller was allowed to read, so its expansion is keyed by everything
         that chose those documents; a hit then also skips the PRF search.
         """
-        scope: list[Any] = []
-        if self.config.mode == "prf":
-            scope = [ctx.search.scope.key(), request.body.get("query")]
+        scope = [ctx.search.scope.key(), request.body.get("query")] if self.config.mode == "prf" else []
         return json_digest(
             [
                 request.caller.credentials,
