@@ -48,8 +48,8 @@ from answerbox.app import create_app
 from answerbox.core.config import ModelSettings, Settings
 from answerbox.models.manifest import MANIFEST_FILE, ModelManifest
 from answerbox.ops.embedded import SAMPLE_PIPELINE
-from answerbox.processors.cited_answer.citations import parse_claims
-from answerbox.processors.cited_answer.evidence import EvidenceFields, evidence_from_hits, number
+from answerbox.processors.answering.evidence import EvidenceFields, evidence_from_hits, number
+from answerbox.processors.text.claims import parse_claims
 from osmem_server import OsmemServer
 
 from bench.harness import (

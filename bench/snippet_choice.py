@@ -32,8 +32,8 @@ from answerbox.app import create_app
 from answerbox.core.config import Settings
 from answerbox.models import Models
 from answerbox.models.reader import best_span
-from answerbox.processors.cited_answer.evidence import Evidence
-from answerbox.processors.cited_answer.extractive import Snippet
+from answerbox.processors.answering.evidence import Evidence
+from answerbox.processors.answering.extractive import Snippet
 from osmem_server import OsmemServer
 
 from bench.harness import SQUAD_INDEX, dev_paragraphs, match_body, serve

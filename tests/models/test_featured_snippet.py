@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from answerbox.models import Models
-from answerbox.processors.cited_answer.evidence import Evidence, EvidenceFields, evidence_from_hits
-from answerbox.processors.cited_answer.extractive import featured_snippet
+from answerbox.processors.answering.evidence import Evidence, EvidenceFields, evidence_from_hits
+from answerbox.processors.answering.extractive import featured_snippet
 
 QUESTION = "Which team won Super Bowl 50?"
 TEXTS = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 from answerbox.core.config import ModelSettings
 from answerbox.models.manifest import ModelManifest
 from answerbox.models.windows import WindowTokenizer, load_tokenizer
-from answerbox.processors.cited_answer.citations import parse_claims
+from answerbox.processors.text.claims import parse_claims
 from answerbox.processors.text.sentences import sentence_spans
 
 DOTS = "Spice is mined on Arrakis" + "." * 60_000

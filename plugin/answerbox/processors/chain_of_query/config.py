@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from answerbox.pipeline.limits.request_limits import LLMTokens
-from answerbox.processors.cited_answer.policy import AnswerRules
+from answerbox.processors.answering.policy import AnswerRules
 
 __all__ = ["ChainOfQueryConfig"]
 

@@ -16,8 +16,7 @@ from answerbox.models import Models
 from answerbox.processors.chain_of_query.node_evidence import NodeEvidence
 from answerbox.processors.chain_of_query.parser import ChainNode
 from answerbox.processors.chain_of_query.verify import NodeRecord, NodeSupport
-from answerbox.processors.cited_answer.citations import parse_claims
-from answerbox.processors.text.claims import answer_claim, entailments
+from answerbox.processors.text.claims import answer_claim, entailments, parse_claims
 
 __all__ = ["REFERENCE_CHARS", "content_entailed", "node_supports"]
 

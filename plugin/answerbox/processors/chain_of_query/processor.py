@@ -26,12 +26,7 @@ from answerbox.core.contract import (
 from answerbox.core.errors import ModelError
 from answerbox.models.confidence import signals_record
 from answerbox.pipeline.base import JSON, PipelineContext, Planning, ResponseProcessor, SearchRequest, Sourced, StepPlan
-from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult
-from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
-from answerbox.processors.chain_of_query.entailment import content_entailed
-from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
-from answerbox.processors.chain_of_query.verify import NodeRecord, ignored_corrections
-from answerbox.processors.cited_answer.evidence import (
+from answerbox.processors.answering.evidence import (
     EVIDENCE_SIZE,
     READING_CHARS,
     SNIPPET_CHARS,
@@ -40,8 +35,13 @@ from answerbox.processors.cited_answer.evidence import (
     evidence_from_references,
     in_context,
 )
-from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
-from answerbox.processors.cited_answer.policy import AnswerPlan, answer_plan, asks_llm, gate
+from answerbox.processors.answering.extractive import beside_the_snippet, featured_snippet
+from answerbox.processors.answering.policy import AnswerPlan, answer_plan, asks_llm, gate
+from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult
+from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
+from answerbox.processors.chain_of_query.entailment import content_entailed
+from answerbox.processors.chain_of_query.parser import citation_markers, final_answer
+from answerbox.processors.chain_of_query.verify import NodeRecord, ignored_corrections
 from answerbox.processors.text.normalize import contains_answer
 from answerbox.processors.text.passages import hits_of
 from answerbox.processors.text.spans import Span

@@ -1,6 +1,6 @@
-"""Citations in a generated answer: parse ``[1,2]`` / ``[1][3]``, resolve them to evidence, check them.
+"""Citations in a generated answer: each claim's ``[1,2]`` / ``[1][3]`` markers resolved to evidence and checked.
 
-A claim is one sentence of the answer with the markers that follow it. Each (claim, marker)
+Each (claim, marker) of the answer (``answerbox.processors.text.claims``: a sentence and its markers)
 is checked: the claim verifier (``answerbox.models.verifier``) reads the cited block and the
 claim is supported only when a window of the block entails it (``support`` is that
 probability), and flagged ``contradicted`` when one contradicts it, quoting that sentence;
@@ -37,23 +37,21 @@ from pydantic import BaseModel
 from answerbox.core.contract import Citation, Verdict
 from answerbox.llm.structured import STRING, Schema, array, from_json, object_schema
 from answerbox.models.loader import Models
-from answerbox.processors.cited_answer.evidence import Evidence
+from answerbox.processors.answering.evidence import Evidence
 from answerbox.processors.text.certainties import Certainty, certainty
-from answerbox.processors.text.claims import Entailment, entailments
+from answerbox.processors.text.claims import Claim, Entailment, entailments
 from answerbox.processors.text.spans import Span
 from answerbox.processors.text.words import FUNCTION_WORDS, terms
 
 __all__ = [
     "ANSWER_SCHEMA",
     "Check",
-    "Claim",
     "ClaimVerdict",
     "Scorer",
     "StreamedAnswer",
     "Support",
     "Verdict",
     "citation_of",
-    "parse_claims",
     "read_answer",
     "rewrite",
     "scorer_of",
@@ -61,14 +59,6 @@ __all__ = [
     "words",
 ]
 
-_GROUP = r"\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\]"
-_MARKERS = re.compile(_GROUP)
-_NUMBER = re.compile(r"\d+")
-_SPACE_BEFORE_STOP = re.compile(r" ([.!?,;:])")  # left where a marker stood before the stop
-# A sentence ends at . ! ? (plus any markers placed after the stop) before whitespace or the end.
-# The stop run starts where a run starts and is never given back, so a long run of dots
-# costs one scan, not one per dot (which was quadratic).
-_CLAIM = re.compile(rf"\S.*?(?:(?<![.!?])[.!?]++(?:\s*{_GROUP})*(?=\s|$)|$)", re.DOTALL)
 # The field labels of an evidence block (templates/cited_answer/freshprompt.j2) at a line's start.
 _ECHOED_FIELD = re.compile(
     r"^[ \t]*(?:(?:source|date|title|highlight)[ \t]*:[^\n]*(?:\n|$)|snippet[ \t]*:[ \t]*)", re.MULTILINE
@@ -198,7 +188,7 @@ class StreamedAnswer:
 
 
 def _salvaged(match: re.Match[str]) -> _JSONSentence:
-    blocks = [int(n) for n in _NUMBER.findall(match["blocks"] or "")]
+    blocks = [int(n) for n in (match["blocks"] or "").replace(",", " ").split()]
     return _JSONSentence(text=json.loads(f'"{match["text"]}"'), blocks=blocks)
 
 
@@ -210,43 +200,6 @@ def without_echoed_fields(answer: str) -> str:
 
 def words(text: str) -> set[str]:
     return terms(text, _STOPWORDS)
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """One bracket in the answer, ``answer[start:end]``, and the numbers inside it."""
-
-    start: int
-    end: int
-    markers: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    start: int
-    end: int
-    text: str
-    groups: tuple[Group, ...]
-
-    @property
-    def markers(self) -> list[int]:
-        return list(dict.fromkeys(m for g in self.groups for m in g.markers))
-
-    @property
-    def plain(self) -> str:
-        """The sentence without its markers: what the cited text must support."""
-        return _SPACE_BEFORE_STOP.sub(r"\1", " ".join(_MARKERS.sub(" ", self.text).split()))
-
-
-def parse_claims(answer: str) -> list[Claim]:
-    claims = []
-    for match in _CLAIM.finditer(answer):
-        groups = tuple(
-            Group(match.start() + g.start(), match.start() + g.end(), tuple(int(n) for n in _NUMBER.findall(g.group())))
-            for g in _MARKERS.finditer(match.group())
-        )
-        claims.append(Claim(match.start(), match.end(), match.group(), groups))
-    return claims
 
 
 @dataclass(frozen=True, slots=True)

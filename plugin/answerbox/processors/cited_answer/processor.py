@@ -6,7 +6,7 @@ unsupported ones are removed, and an answer left with no supported claim abstain
 reader's best span (a featured snippet) comes first: with no LLM, when it fails, or when the
 snippet is confident enough (``skip_llm_above``), it is the answer. Every answer carries its
 calibrated ``confidence`` (``answerbox.models.confidence``); below ``min_confidence`` it
-abstains and is kept as ``answer.candidate``. Which answer is returned: ``policy``.
+abstains and is kept as ``answer.candidate``. Which answer is returned: ``answering.policy``.
 """
 
 from __future__ import annotations
@@ -42,20 +42,7 @@ from answerbox.pipeline.base import (
     first_set,
 )
 from answerbox.pipeline.limits.request_limits import LLMModel, LLMTokens, Override
-from answerbox.processors.cited_answer.citations import (
-    ANSWER_SCHEMA,
-    Check,
-    Claim,
-    ClaimVerdict,
-    StreamedAnswer,
-    citation_of,
-    parse_claims,
-    read_answer,
-    rewrite,
-    scorer_of,
-    without_echoed_fields,
-)
-from answerbox.processors.cited_answer.evidence import (
+from answerbox.processors.answering.evidence import (
     EVIDENCE_SIZE,
     READING_CHARS,
     SNIPPET_CHARS,
@@ -65,8 +52,8 @@ from answerbox.processors.cited_answer.evidence import (
     in_context,
     written_date,
 )
-from answerbox.processors.cited_answer.extractive import beside_the_snippet, featured_snippet
-from answerbox.processors.cited_answer.policy import (
+from answerbox.processors.answering.extractive import beside_the_snippet, featured_snippet
+from answerbox.processors.answering.policy import (
     AnswerPlan,
     AnswerRules,
     Mode,
@@ -77,7 +64,19 @@ from answerbox.processors.cited_answer.policy import (
     choose,
     gate,
 )
+from answerbox.processors.cited_answer.citations import (
+    ANSWER_SCHEMA,
+    Check,
+    ClaimVerdict,
+    StreamedAnswer,
+    citation_of,
+    read_answer,
+    rewrite,
+    scorer_of,
+    without_echoed_fields,
+)
 from answerbox.processors.cited_answer.sentence_hold import SentenceHold
+from answerbox.processors.text.claims import Claim, parse_claims
 from answerbox.processors.text.passages import hits_of
 
 if TYPE_CHECKING:
@@ -98,7 +97,7 @@ _SAMPLE = Evidence(index="i", id="d", field="text", excerpts=(), rank=0, marker=
 
 
 class CitedAnswerConfig(AnswerRules):
-    # Which answer the search returns: the table in ``policy``.
+    # Which answer the search returns: the table in ``answering.policy``.
     mode: Mode = "auto"
     prefer: Prefer = "confident"
     fields: EvidenceFields = EvidenceFields()

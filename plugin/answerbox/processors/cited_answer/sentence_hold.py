@@ -9,7 +9,7 @@ no one checked.
 
 from __future__ import annotations
 
-from answerbox.processors.cited_answer.citations import parse_claims
+from answerbox.processors.text.claims import parse_claims
 
 __all__ = ["SentenceHold"]
 

@@ -1,4 +1,5 @@
-"""What the claim verifier reads, and its verdict on a whole passage.
+"""Claims: an answer's sentences, each with the ``[1,2]`` / ``[1][3]`` markers that follow it
+(``parse_claims``); what the claim verifier reads of a passage, and its verdict on the whole one.
 
 A passage is read in windows of whole sentences (``evidence_windows``); a (passage, claim)
 pair's ``entailed`` is its best window's, its ``contradicted`` the most contradicting window's,
@@ -9,17 +10,65 @@ time looks like one seen in training.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from answerbox.models.verifier import ClaimVerifier
 from answerbox.processors.text.sentences import sentence_spans
 
-__all__ = ["EVIDENCE_CHARS", "Entailment", "answer_claim", "entailments", "evidence_windows"]
+__all__ = ["EVIDENCE_CHARS", "Claim", "Entailment", "answer_claim", "entailments", "evidence_windows", "parse_claims"]
 
 # A window of whole sentences up to this long (a longer sentence is a window alone, cut by the
 # tokenizer): with a claim it fits the verifier's 128 tokens, what keeps a claim near 5 ms.
 EVIDENCE_CHARS = 400
+
+# A bracket of citation markers: [1], [1, 2], [1; 3].
+_GROUP = r"\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\]"
+_MARKERS = re.compile(_GROUP)
+_NUMBER = re.compile(r"\d+")
+_SPACE_BEFORE_STOP = re.compile(r" ([.!?,;:])")  # left where a marker stood before the stop
+# A sentence ends at . ! ? (plus any markers placed after the stop) before whitespace or the end.
+# The stop run starts where a run starts and is never given back, so a long run of dots
+# costs one scan, not one per dot (which was quadratic).
+_CLAIM = re.compile(rf"\S.*?(?:(?<![.!?])[.!?]++(?:\s*{_GROUP})*(?=\s|$)|$)", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One bracket in the answer, ``answer[start:end]``, and the numbers inside it."""
+
+    start: int
+    end: int
+    markers: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    start: int
+    end: int
+    text: str
+    groups: tuple[Group, ...]
+
+    @property
+    def markers(self) -> list[int]:
+        return list(dict.fromkeys(m for g in self.groups for m in g.markers))
+
+    @property
+    def plain(self) -> str:
+        """The sentence without its markers: what the cited text must support."""
+        return _SPACE_BEFORE_STOP.sub(r"\1", " ".join(_MARKERS.sub(" ", self.text).split()))
+
+
+def parse_claims(answer: str) -> list[Claim]:
+    claims = []
+    for match in _CLAIM.finditer(answer):
+        groups = tuple(
+            Group(match.start() + g.start(), match.start() + g.end(), tuple(int(n) for n in _NUMBER.findall(g.group())))
+            for g in _MARKERS.finditer(match.group())
+        )
+        claims.append(Claim(match.start(), match.end(), match.group(), groups))
+    return claims
 
 
 def evidence_windows(text: str, max_chars: int = EVIDENCE_CHARS) -> list[tuple[int, int]]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from answerbox.processors.cited_answer.citations import Check, Support, parse_claims
-from answerbox.processors.cited_answer.evidence import Evidence
+from answerbox.processors.answering.evidence import Evidence
+from answerbox.processors.cited_answer.citations import Check, Support
+from answerbox.processors.text.claims import parse_claims
 from answerbox.processors.text.spans import Span
 
 GAME = (

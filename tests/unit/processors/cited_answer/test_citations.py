@@ -5,12 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from answerbox.processors.cited_answer.citations import (
-    StreamedAnswer,
-    parse_claims,
-    read_answer,
-    without_echoed_fields,
-)
+from answerbox.processors.cited_answer.citations import StreamedAnswer, read_answer, without_echoed_fields
+from answerbox.processors.text.claims import parse_claims
 
 
 def test_a_json_answer_is_written_back_as_cited_sentences() -> None:

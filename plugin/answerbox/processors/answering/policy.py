@@ -1,5 +1,5 @@
-"""Which answer a ``cited_answer`` search returns: the reader's snippet, the LLM's checked
-answer, or an abstention. The processor gathers the answers; these pure functions choose.
+"""Which answer a step that answers returns: the reader's snippet, the LLM's checked answer, or an abstention.
+The processors (``cited_answer``, ``chain_of_query``) gather the answers; these pure functions choose.
 
 ==========  ===================================================  =============================================
 mode        when                                                 the answer

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from answerbox.core.contract import Answer
 from answerbox.models.confidence import GenerativeSignals, SnippetSignals
-from answerbox.processors.cited_answer.evidence import Evidence
+from answerbox.processors.answering.evidence import Evidence
 from answerbox.processors.text.normalize import normalize_answer
 from answerbox.processors.text.words import QUESTION_WORDS, terms
 

@@ -1,4 +1,4 @@
-"""``cited_answer``'s answer policy: one row per rule of ``policy``'s table, the answer
+"""The answer policy: one row per rule of ``policy``'s table, the answer
 chosen from a reader's snippet and an LLM's checked answer with no services at all."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from answerbox.core.contract import Answer, Candidate, FlaggedClaim
 from answerbox.models.confidence import AnswerCalibrator
 from answerbox.pipeline.base import Planning
-from answerbox.processors.cited_answer.policy import (
+from answerbox.processors.answering.policy import (
     AnswerPlan,
     AnswerPolicy,
     AnswerRules,

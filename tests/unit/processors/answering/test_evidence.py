@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from answerbox.core.contract import KnowledgeStrip
-from answerbox.processors.cited_answer.evidence import (
+from answerbox.processors.answering.evidence import (
     EvidenceFields,
     evidence_from_hits,
     evidence_from_references,
