@@ -16,13 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from answerbox.core.contract import (
-    Answer,
-    ChainCitation,
-    ChainReport,
-    Citation,
-    PassagePiece,
-)
+from answerbox.core.contract import Answer, ChainCitation, ChainReport, Citation, PassagePiece
 from answerbox.core.errors import ModelError
 from answerbox.models.confidence import signals_record
 from answerbox.pipeline.base import JSON, PipelineContext, Planning, ResponseProcessor, SearchRequest, Sourced, StepPlan

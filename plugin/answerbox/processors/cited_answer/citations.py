@@ -106,8 +106,7 @@ def _entailment(found: Entailment, contradicted_above: float) -> Support:
 
 # FreshPrompt asks for concise answers: the caps only stop a small model that repeats itself.
 ANSWER_SCHEMA = Schema(
-    "cited_answer",
-    object_schema(sentences=array(object_schema(text=STRING, blocks=array({"type": "integer"}, 3)), 8)),
+    "cited_answer", object_schema(sentences=array(object_schema(text=STRING, blocks=array({"type": "integer"}, 3)), 8))
 )
 
 

@@ -20,13 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from answerbox.core.contract import (
-    Answer,
-    AnswerMode,
-    CheckedSentence,
-    FlaggedClaim,
-    FlagReason,
-)
+from answerbox.core.contract import Answer, AnswerMode, CheckedSentence, FlaggedClaim, FlagReason
 from answerbox.core.errors import ConfigError, LLMError, LLMTimeout, ModelError
 from answerbox.llm.client import Completion, Message
 from answerbox.models.confidence import AnswerCalibrator, signals_record
