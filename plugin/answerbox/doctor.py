@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any, Generic, Literal, TypeVar
 
 from answerbox import __version__
@@ -33,6 +34,7 @@ _PROBE_ID = "_answerbox-doctor-probe"
 _TIMEOUT_S = 10.0
 _RECENT_S = 5.0  # how long the outbound checks' findings are shared: well under a probe's period
 T = TypeVar("T")
+_CLUSTER_HEALTH = "check the cluster's health"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,58 +127,49 @@ class Doctor:
         ]
 
     async def _opensearch(self) -> Finding:
-        url = self._settings.opensearch.url
+        url, found = self._settings.opensearch.url, partial(Finding, "opensearch")
         try:
             info = await asyncio.wait_for(translate(self._clients.service.info()), _TIMEOUT_S)
         except UpstreamError as exc:
             if exc.status in (401, 403):
-                return Finding(
-                    "opensearch",
+                return found(
                     "fail",
                     f"{url} refused the service credentials ({exc.status})",
                     "set opensearch.service_username and service_password to a user OpenSearch knows",
                 )
-            return Finding(
-                "opensearch",
-                "fail",
-                f"{url} answered {exc.status}",
-                "check opensearch.url points at the cluster's REST port",
+            return found(
+                "fail", f"{url} answered {exc.status}", "check opensearch.url points at the cluster's REST port"
             )
         except (AnswerboxError, TimeoutError):
-            return Finding(
-                "opensearch",
+            return found(
                 "fail",
                 f"{url} cannot be reached",
                 "start OpenSearch or set opensearch.url (and its TLS settings) to where it listens",
             )
         version = info.get("version", {}).get("number", "unknown") if isinstance(info, dict) else "unknown"
-        return Finding("opensearch", "ok", f"{url} answers, version {version}")
+        return found("ok", f"{url} answers, version {version}")
 
     async def _rights(self, index: str) -> Finding:
         """Deleting a document no index holds: OpenSearch's security answers 403 without the
         write right, else 404; nothing changes either way."""
+        found = partial(Finding, f"rights on {index}")
         try:
             await asyncio.wait_for(translate(self._clients.service.delete(index=index, id=_PROBE_ID)), _TIMEOUT_S)
         except UpstreamError as exc:
             if exc.status in (401, 403):
-                return Finding(
-                    f"rights on {index}",
+                return found(
                     "fail",
                     f"the service user may not write {index} ({exc.status})",
                     "grant the service role crud on the index (deploy/ADMIN.md, a secured cluster)",
                 )
             if exc.status != 404:
-                return Finding(
-                    f"rights on {index}", "fail", f"OpenSearch answered {exc.status}", "check the cluster's health"
-                )
+                return found("fail", f"OpenSearch answered {exc.status}", _CLUSTER_HEALTH)
         except (AnswerboxError, TimeoutError):
-            return Finding(
-                f"rights on {index}", "fail", "OpenSearch did not answer the probe", "check the cluster's health"
-            )
-        return Finding(f"rights on {index}", "ok", "the service user may read and write it")
+            return found("fail", "OpenSearch did not answer the probe", _CLUSTER_HEALTH)
+        return found("ok", "the service user may read and write it")
 
     async def _pipelines(self) -> Finding:
-        index = self._settings.opensearch.pipeline_index
+        index, found = self._settings.opensearch.pipeline_index, partial(Finding, "stored pipelines")
         try:
             result = await asyncio.wait_for(
                 translate(self._clients.service.search(index=index, body={"size": 10000, "query": {"match_all": {}}})),
@@ -184,15 +177,10 @@ class Doctor:
             )
         except UpstreamError as exc:
             if exc.status == 404:
-                return Finding("stored pipelines", "ok", "none stored yet")
-            return Finding(
-                "stored pipelines",
-                "fail",
-                f"they cannot be read ({exc.status})",
-                f"grant the service role read on {index}",
-            )
+                return found("ok", "none stored yet")
+            return found("fail", f"they cannot be read ({exc.status})", f"grant the service role read on {index}")
         except (AnswerboxError, TimeoutError):
-            return Finding("stored pipelines", "fail", "OpenSearch did not answer", "check the cluster's health")
+            return found("fail", "OpenSearch did not answer", _CLUSTER_HEALTH)
         broken = []
         hits = result["hits"]["hits"]
         for hit in hits:
@@ -202,19 +190,17 @@ class Doctor:
             except (AnswerboxError, KeyError, TypeError, ValueError) as exc:
                 broken.append(f"{hit['_id']} ({getattr(exc, 'reason', exc)})")
         if broken:
-            return Finding(
-                "stored pipelines",
+            return found(
                 "fail",
                 f"{len(broken)} of {len(hits)} no longer validate: {'; '.join(broken)}",
                 "PUT each again with this version's options",
             )
-        return Finding("stored pipelines", "ok", f"{len(hits)} stored, all valid for answerbox {__version__}")
+        return found("ok", f"{len(hits)} stored, all valid for answerbox {__version__}")
 
     async def _llm(self) -> Finding:
-        llm = self._services.llm
+        llm, found = self._services.llm, partial(Finding, "llm")
         if not llm.configured:
-            return Finding(
-                "llm",
+            return found(
                 "warn",
                 "no LLM is configured: answers are the reader's, expansion and chains are off",
                 "set llm.base_url to an OpenAI-compatible endpoint",
@@ -223,37 +209,31 @@ class Doctor:
         try:
             listed = await asyncio.wait_for(llm.models(), _TIMEOUT_S)
         except (LLMError, TimeoutError):
-            return Finding(
-                "llm", "fail", f"{url} does not answer", "start the LLM server or set llm.base_url to where it listens"
+            return found(
+                "fail", f"{url} does not answer", "start the LLM server or set llm.base_url to where it listens"
             )
         if model not in listed:
-            return Finding(
-                "llm",
+            return found(
                 "fail",
                 f"{url} does not serve {model!r} (it lists {', '.join(listed) or 'none'})",
                 "set llm.model to one it lists",
             )
         if not await llm.structured(timeout_s=_TIMEOUT_S):
-            return Finding(
-                "llm",
+            return found(
                 "warn",
                 f"{model} at {url} answers, without structured output",
                 "chains and citations fall back to free text; a server with JSON-schema output (vLLM, "
                 "llama.cpp) does better",
             )
-        return Finding("llm", "ok", f"{model} at {url} answers, with structured output")
+        return found("ok", f"{model} at {url} answers, with structured output")
 
     async def _models(self) -> Finding:
+        variant = self._settings.models.variant
         try:
             models = await self._services.models()
         except ModelError as exc:
-            return Finding(
-                "models",
-                "fail",
-                exc.reason,
-                f"point models.dir at an exported model (manifest.json, tokenizer, "
-                f"model.{self._settings.models.variant}.onnx)",
-            )
+            fix = f"point models.dir at an exported model (manifest.json, tokenizer, model.{variant}.onnx)"
+            return Finding("models", "fail", exc.reason, fix)
         manifest = models.manifest
         fitted = (
             "a fitted answer calibrator"
@@ -261,9 +241,7 @@ class Doctor:
             else "no answer calibrator (confidence is the evaluator's)"
         )
         return Finding(
-            "models",
-            "ok",
-            f"{models.directory} ({manifest.task}, {self._settings.models.variant}) on {models.provider}, {fitted}",
+            "models", "ok", f"{models.directory} ({manifest.task}, {variant}) on {models.provider}, {fitted}"
         )
 
     def _templates(self) -> Finding:
