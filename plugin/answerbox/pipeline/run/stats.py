@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 import socket
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -34,18 +34,24 @@ class _Counter:
     failed: int = 0
 
     def as_json(self) -> dict[str, int]:
-        return {
-            "count": self.count,
-            "time_in_millis": round(self.time_in_millis),
-            "current": self.current,
-            "failed": self.failed,
-        }
+        return {**asdict(self), "time_in_millis": round(self.time_in_millis)}
 
 
 @dataclass
 class _ProcessorStats:
     type: str
     stats: _Counter
+
+
+def _metrics(
+    registry: CollectorRegistry, pipeline: list[str], processor: list[str]
+) -> tuple[Counter, Counter, Histogram]:
+    """Phase runs by ``pipeline`` labels, processor failures and latency by ``processor`` labels."""
+    return (
+        Counter("answerbox_pipeline_runs", "Pipeline phase runs", [*pipeline, "phase"], registry=registry),
+        Counter("answerbox_processor_failures", "Processor failures", [*processor, "ignored"], registry=registry),
+        Histogram("answerbox_processor_seconds", "Processor latency", processor, registry=registry),
+    )
 
 
 class PipelineStats:
@@ -62,28 +68,11 @@ class PipelineStats:
         )
         # One registry per app, so several apps (tests) never collide on metric names.
         self.registry = CollectorRegistry()
-        self._runs = Counter(
-            "answerbox_pipeline_runs", "Pipeline phase runs", ["pipeline", "phase"], registry=self.registry
-        )
-        self._failures = Counter(
-            "answerbox_processor_failures",
-            "Processor failures",
-            ["pipeline", "processor", "ignored"],
-            registry=self.registry,
-        )
-        self._latency = Histogram(
-            "answerbox_processor_seconds", "Processor latency", ["pipeline", "processor"], registry=self.registry
-        )
+        self._runs, self._failures, self._latency = _metrics(self.registry, ["pipeline"], ["pipeline", "processor"])
         # The same, summed over pipelines, processors by type: what no credentials are needed for.
         self.summary_registry = CollectorRegistry()
-        self._summary_runs = Counter(
-            "answerbox_pipeline_runs", "Pipeline phase runs", ["phase"], registry=self.summary_registry
-        )
-        self._summary_failures = Counter(
-            "answerbox_processor_failures", "Processor failures", ["type", "ignored"], registry=self.summary_registry
-        )
-        self._summary_latency = Histogram(
-            "answerbox_processor_seconds", "Processor latency", ["type"], registry=self.summary_registry
+        self._summary_runs, self._summary_failures, self._summary_latency = _metrics(
+            self.summary_registry, [], ["type"]
         )
 
     def start(self, pipeline: str, phase: Phase) -> None:
