@@ -62,7 +62,6 @@ __all__ = [
 MAX_VALUE_CHARS = 200_000
 # The largest integer: ample for any arithmetic a prompt does, and quick to print.
 MAX_INT_BITS = 4096
-MAX_RENDERED_CHARS = MAX_VALUE_CHARS
 RENDER_BUDGET_S = 0.2  # a real prompt renders in well under a millisecond
 # What a template's own code may get wrong: each is the template's fault, never the server's.
 _TEMPLATE_FAULTS = (
@@ -226,13 +225,7 @@ def _check_method(method: Any, args: tuple[Any, ...]) -> None:
         return
     if name in _PADDING and args and _is_int(args[0]):
         _check(args[0], f"{name}({args[0]})")
-    elif (
-        name == "replace"
-        and isinstance(owner, str)
-        and len(args) >= 2
-        and isinstance(args[0], str)
-        and isinstance(args[1], str)
-    ):
+    elif name == "replace" and isinstance(owner, str) and len(args) >= 2 and all(isinstance(a, str) for a in args[:2]):
         _check(_replaced_size(owner, args[0], args[1], args[2] if len(args) > 2 else -1), "replace()")
     elif name == "join" and isinstance(owner, str) and args:
         _check(_joined_size(owner, args[0]), "join()")
@@ -351,10 +344,6 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return super().call(__context, __obj, *args, **kwargs)
 
 
-def oneline(text: Any) -> str:
-    return " ".join(str(text).split())
-
-
 def prompt_environment(loader: jinja2.BaseLoader | None = None) -> BoundedSandbox:
     """The sandbox prompts compile in, in the server and in the prompt worker. ``loader`` is for
     the shipped templates: a pipeline's own text includes, imports and extends nothing."""
@@ -362,7 +351,7 @@ def prompt_environment(loader: jinja2.BaseLoader | None = None) -> BoundedSandbo
     # Text from documents (and from the reader's spans) goes into prompts through this filter:
     # on one line, it cannot start a line that poses as a new block, a question or an answer
     # of the prompt's own format.
-    environment.filters["oneline"] = oneline
+    environment.filters["oneline"] = lambda text: " ".join(str(text).split())
     return environment
 
 
@@ -375,8 +364,8 @@ def render(name: str, template: jinja2.Template, variables: Mapping[str, Any]) -
         with time_budget(RENDER_BUDGET_S):
             for chunk in template.generate(**variables):
                 size += len(chunk)
-                if size > MAX_RENDERED_CHARS:
-                    raise ConfigError(f"prompt [{name}] renders to more than {MAX_RENDERED_CHARS} characters")
+                if size > MAX_VALUE_CHARS:
+                    raise ConfigError(f"prompt [{name}] renders to more than {MAX_VALUE_CHARS} characters")
                 chunks.append(chunk)
     except jinja2.UndefinedError as exc:
         raise ConfigError(f"prompt [{name}]: {exc.message}") from exc
