@@ -130,14 +130,8 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         if ignored:
             said = "; ".join(f"{r.llm_answer!r}, corrected to {r.answer!r}" for r in ignored)
             self.warn(ctx, f"the final content states what IR corrected ({said}); the chain abstained")
-        report = _report(
-            question,
-            result,
-            theta,
-            self.config.max_reference_chars,
-            refuted=entailed is False or bool(ignored),
-            lexical=entailed is None,
-        )
+        refuted, lexical = entailed is False or bool(ignored), entailed is None
+        report = _report(question, result, theta, self.config.max_reference_chars, refuted=refuted, lexical=lexical)
         ctx.report.chain = report
         if plan.answers:  # through the answer's policy, as cited_answer's
             ctx.report.answer = gate(

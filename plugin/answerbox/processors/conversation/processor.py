@@ -143,9 +143,8 @@ class Conversation(RequestProcessor[ConversationConfig]):
             self.warn(ctx, f"the rules made the question standalone: the LLM failed: {exc.reason}")
             return None
         reply = from_json(_Reply, completion.text) if structured else None
-        text = " ".join((reply.question if reply is not None else completion.text.split("\n")[0]).split())[
-            :_MAX_QUESTION
-        ]
+        said = reply.question if reply is not None else completion.text.split("\n")[0]
+        text = " ".join(said.split())[:_MAX_QUESTION]
         if not _about(text, question, rules):
             self.warn(ctx, "the rules made the question standalone: the LLM's rewrite was not about this question")
             return None

@@ -309,15 +309,9 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
         that chose those documents; a hit then also skips the PRF search.
         """
         scope = [ctx.search.scope.key(), request.body.get("query")] if self.config.mode == "prf" else []
+        model = ctx.plan(self, ExpansionPlan).model.value
         return json_digest(
-            [
-                request.caller.credentials,
-                ctx.plan(self, ExpansionPlan).model.value,
-                self._prompt.sha256,
-                self._config_digest,
-                question,
-                scope,
-            ]
+            [request.caller.credentials, model, self._prompt.sha256, self._config_digest, question, scope]
         )
 
     def _prf_fields(self, request: SearchRequest) -> list[str]:
