@@ -18,8 +18,6 @@ from answerbox.core.shipped import shipped
 
 __all__ = ["LLMSettings", "Limits", "MemorySettings", "ModelSettings", "OpenSearchSettings", "Settings"]
 
-# Source checkouts and editable installs keep models and templates beside the package.
-
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")

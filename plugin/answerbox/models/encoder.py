@@ -78,8 +78,7 @@ class PassageEncoder:
         ids, mask, types = pad_windows(windows)
         outputs = self._session.run({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
         relevance = _relevance(outputs, mask)
-        starts = outputs.get("start_logits")
-        ends = outputs.get("end_logits")
+        starts, ends = outputs.get("start_logits"), outputs.get("end_logits")
         return [
             WindowOutput(
                 window=w,
