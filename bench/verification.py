@@ -11,9 +11,11 @@
 3. ms per claim: batches of ``BATCH`` claims, each against one short evidence window, p50.
 4. End to end: answerbox over osmem-server, a stored ``cited_answer`` pipeline (generative,
    ``min_confidence`` 0, block [1] the gold paragraph), and a scripted LLM that answers with
-   the paragraph's own sentence, that sentence with one fact swapped or a number changed, or
-   the question's statement with the right or a wrong answer (``END_TO_END_KINDS``): the share
-   of answers that keep their citation, and of those flagged ``contradicted``, per kind. The sentences are the held-out
+   the paragraph's own sentence, that sentence with one fact swapped, a number or a month changed,
+   a direction flipped, two names exchanged or another paragraph's sentence appended, or the
+   question's statement with the right or a wrong answer (``END_TO_END_KINDS``): the share of
+   answers that keep their citation, and of those flagged ``contradicted``, per kind, and whether
+   that share should be high or low (``kept_should_be``). The sentences are the held-out
    training articles' (``--claims heldout``), or the embedded default's sample of SQuAD dev
    (``--claims sample``: reporting only, and it runs without the tarball).
 
@@ -86,13 +88,26 @@ def _true_and_swapped(claims_from: str) -> tuple[list[Paragraph], list[Pair]]:
     return paragraphs, contrastive_pairs(default_tarball())["choose"]
 
 
-# What the scripted LLM answers with: the paragraph's own sentence; it with the answer swapped
-# for another of the paragraph's, or with its first number one more; the question's statement
-# with the right answer, and with another answer of the paragraph (Q+A statements).
-END_TO_END_KINDS = ("sentence", "swapped", "number_changed", "question", "question_wrong")
+# What the scripted LLM answers with, and whether an answer that keeps it with its citation is
+# right: the paragraph's own sentence (kept: right); it with the answer swapped for another of the
+# paragraph's, its first number one more, its first month the next, its first direction word the
+# opposite, or two of its names exchanged (kept: wrong, each is contradicted); it with a sentence of
+# another paragraph appended (kept: wrong, the block says half of it); the question's statement with
+# the right answer (kept: right), and with another answer of the paragraph (kept: wrong).
+END_TO_END_KINDS = {
+    "sentence": True,
+    "swapped": False,
+    "number_changed": False,
+    "date_changed": False,
+    "comparative_flipped": False,
+    "roles_exchanged": False,
+    "clause_appended": False,
+    "question": True,
+    "question_wrong": False,
+}
 
 
-def _end_to_end(count: int, claims_from: str) -> dict[str, dict[str, float]]:
+def _end_to_end(count: int, claims_from: str) -> dict[str, dict[str, Any]]:
     """The share of answers that keep their citation, and of those flagged contradicted, for
     true and for swapped sentences."""
     paragraphs, made = _true_and_swapped(claims_from)
@@ -147,6 +162,7 @@ def _end_to_end(count: int, claims_from: str) -> dict[str, dict[str, float]]:
         "questions": {"asked": len(asked)},
         "kept": {kind: round(sum(v) / len(v), 4) for kind, v in kept.items() if v},
         "contradicted": {kind: round(sum(v) / len(v), 4) for kind, v in contradicted.items() if v},
+        "kept_should_be": {kind: "high" if right else "low" for kind, right in END_TO_END_KINDS.items() if kept[kind]},
     }
 
 

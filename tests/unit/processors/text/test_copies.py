@@ -34,6 +34,9 @@ def test_a_copy_of_a_sentence_is_found_where_that_sentence_is(claim: str) -> Non
         PLAYED.replace("Santa Clara, California", "Denver"),  # a name
         "The game was played on February 7, 2016.",  # a part: not the whole sentence
         "The Denver Broncos lost to the Carolina Panthers 24-10 to earn their third Super Bowl title.",
+        # every word kept, two names exchanged: the words out of order say the opposite
+        "The Carolina Panthers defeated the Denver Broncos 24-10 to earn their third Super Bowl title.",
+        PLAYED.replace("on February", "before February"),  # a direction word for a preposition
         "Yes.",
         "The game was played on February 7, 2016, from Levi's Stadium in the San Francisco Bay Area to "
         "Santa Clara, California.",  # prepositions: "from" and "to" say where
