@@ -199,11 +199,9 @@ def judge(scores: Sequence[float], upper: float, lower: float) -> Verdict:
     return Verdict.AMBIGUOUS
 
 
+# What a verdict does, given whether the corrective search ran; any other pair only refines.
 _ACTIONS: dict[tuple[Verdict, bool], RetrievalAction] = {
-    (Verdict.CORRECT, True): "refine",
-    (Verdict.CORRECT, False): "refine",
     (Verdict.AMBIGUOUS, True): "refine+corrective_search",
-    (Verdict.AMBIGUOUS, False): "refine",
     (Verdict.INCORRECT, True): "corrective_search",
     (Verdict.INCORRECT, False): "discard",
 }
@@ -359,23 +357,14 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
                 searches = verdict is Verdict.INCORRECT or (
                     verdict is Verdict.AMBIGUOUS and plan.ambiguous.value == "refine+corrective_search"
                 )
+                seen = {hit_key(h) for h in scored}
                 internal, corrective = await asyncio.gather(
                     self._refine(models.evaluator, question, judged, lower, plan, ctx)
                     if verdict is not Verdict.INCORRECT
-                    else _no_strips(),
-                    self._corrective(
-                        config,
-                        prompt,
-                        models.evaluator,
-                        question,
-                        request,
-                        {hit_key(h) for h in scored},
-                        lower,
-                        plan,
-                        ctx,
-                    )
+                    else asyncio.sleep(0, result=[]),
+                    self._corrective(config, prompt, models.evaluator, question, request, seen, lower, plan, ctx)
                     if searches and config is not None and prompt is not None
-                    else _no_corrective(),
+                    else asyncio.sleep(0, result=_Corrective()),
                 )
         except ModelError as exc:
             self.warn(ctx, f"the retrieval evaluator failed; hits are unchanged: {exc.reason}")
@@ -397,7 +386,7 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             upper=upper,
             lower=lower,
             scores=_score_list(scored, scores),
-            action=_ACTIONS[verdict, searches and self.config.corrective is not None],
+            action=_ACTIONS.get((verdict, searches and self.config.corrective is not None), "refine"),
             knowledge=internal + corrective.strips,
             corrective_query=corrective.query,
             corrective=corrective.details,
@@ -537,11 +526,3 @@ class RetrievalEvaluator(ResponseProcessor[RetrievalEvaluatorConfig]):
             if self.config.keep_previous_score:
                 hit["_previous_score"] = hit.get("_score")
             hit["_score"] = score
-
-
-async def _no_strips() -> list[KnowledgeStrip]:
-    return []
-
-
-async def _no_corrective() -> _Corrective:
-    return _Corrective()
