@@ -97,44 +97,33 @@ def _tokens(query: str) -> frozenset[str]:
 _PAST_DEADLINE_S = 1.0
 
 
+@dataclass(kw_only=True)
 class ChainRun:
-    def __init__(
-        self,
-        services: Services,
-        config: ChainOfQueryConfig,
-        *,
-        index: str | None,
-        theta: float,
-        answer_margin: float,
-        search: ScopedSearch,
-        question: str,
-        deadline: Deadline,
-        llm_timeout_s: float,
-    ) -> None:
-        """``index`` is where nodes are checked, ``theta`` the reader's gate and ``answer_margin``
-        its margin for an LLM's answer, all resolved (the config's, else the search's index and
-        the manifest's); ``llm_timeout_s`` is each LLM call's own timeout, as the run plan
-        resolved it."""
-        self._services = services
-        self._config = config
-        self._index = index
-        self._theta = theta
-        self._answer_margin = answer_margin
-        self._search = search
-        self._question = question
-        self._deadline = deadline
-        self._llm_timeout_s = llm_timeout_s
-        self._result = RunResult()
-        self._structured = False  # whether the LLM is asked for JSON (set once, before the first round)
+    """``index`` is where nodes are checked, ``theta`` the reader's gate and ``answer_margin``
+    its margin for an LLM's answer, all resolved (the config's, else the search's index and
+    the manifest's); ``llm_timeout_s`` is each LLM call's own timeout, as the run plan
+    resolved it."""
+
+    services: Services
+    config: ChainOfQueryConfig
+    index: str | None
+    theta: float
+    answer_margin: float
+    search: ScopedSearch
+    question: str
+    deadline: Deadline
+    llm_timeout_s: float
+    _result: RunResult = field(default_factory=RunResult, init=False)
+    _structured: bool = field(default=False, init=False)  # the LLM is asked for JSON (set before round 1)
 
     async def run(self) -> RunResult:
         try:
-            async with asyncio.timeout(self._deadline.left()):
+            async with asyncio.timeout(self.deadline.left()):
                 await self._rounds()
                 await self._trace()
         except TimeoutError:
             self._fail(
-                Stop.BUDGET, f"the time budget of {self._deadline.seconds:g}s ran out in round {len(self._result.tree)}"
+                Stop.BUDGET, f"the time budget of {self.deadline.seconds:g}s ran out in round {len(self._result.tree)}"
             )
         except LLMError as exc:
             self._fail(Stop.FAILED, f"the LLM failed: {exc.reason}")
@@ -149,13 +138,13 @@ class ChainRun:
         self._result.warnings.append(f"{reason}; nothing unverified is presented as verified")
 
     async def _rounds(self) -> None:
-        self._structured = await self._services.llm.structured(timeout_s=self._llm_timeout())
-        prompt = await self._services.prompts.get(_TEMPLATES + "coq.j2").arender(
-            question=self._question, json=self._structured
+        self._structured = await self.services.llm.structured(timeout_s=self._llm_timeout())
+        prompt = await self.services.prompts.get(_TEMPLATES + "coq.j2").arender(
+            question=self.question, json=self._structured
         )
         messages: list[Message] = [{"role": "user", "content": prompt}]
         parent: tuple[int, int] | None = None
-        for round_ in range(1, self._config.r_max + 1):
+        for round_ in range(1, self.config.r_max + 1):
             # A JSON reply is bounded by its schema, and the stop strings could cut it inside a string.
             reply = await self._complete(messages, None if self._structured else _COQ_STOP, CHAIN_SCHEMA)
             chain = read_chain(reply.text, self._structured)
@@ -166,7 +155,7 @@ class ChainRun:
                     f"round {round_}: the LLM wrote no [Query] and no [Final Content]; "
                     "the question was searched as an unsolved query"
                 )
-            question_only = ParsedChain(nodes=(ChainNode(self._question, None),), final_content=None)
+            question_only = ParsedChain(nodes=(ChainNode(self.question, None),), final_content=None)
             branch = Branch(
                 round=round_,
                 parent=parent,
@@ -199,17 +188,17 @@ class ChainRun:
                 fresh.append(position)
         nodes = [chain.nodes[p] for p in fresh]
         evidence = await gather_evidence(
-            self._services, self._search, index=self._index, field=self._config.text_field, nodes=nodes
+            self.services, self.search, index=self.index, field=self.config.text_field, nodes=nodes
         )
-        supports = await node_supports(await self._services.models(), nodes, evidence)
+        supports = await node_supports(await self.services.models(), nodes, evidence)
         for position, found, support in zip(fresh, evidence, supports, strict=True):
             record = judge_node(
                 chain.nodes[position],
                 found,
-                theta=self._theta,
+                theta=self.theta,
                 round_=round_,
                 support=support,
-                answer_margin=self._answer_margin,
+                answer_margin=self.answer_margin,
             )
             self._result.records.append(record)
             if record.action is not Action.PASS:
@@ -221,15 +210,15 @@ class ChainRun:
         ta, tb = _tokens(a), _tokens(b)
         if ta == tb:
             return True
-        return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= self._config.duplicate_overlap
+        return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= self.config.duplicate_overlap
 
     def _processed(self, query: str) -> NodeRecord | None:
         return next((r for r in self._result.records if self._same(r.query, query)), None)
 
     async def _feedback(self, record: NodeRecord) -> str:
-        reference = reference_excerpt(record.evidence, self._config.max_reference_chars) if record.evidence else ""
-        return await self._services.prompts.get(_TEMPLATES + _FEEDBACK[record.action]).arender(
-            query=record.query, answer=record.answer or "", question=self._question, reference=reference
+        reference = reference_excerpt(record.evidence, self.config.max_reference_chars) if record.evidence else ""
+        return await self.services.prompts.get(_TEMPLATES + _FEEDBACK[record.action]).arender(
+            query=record.query, answer=record.answer or "", question=self.question, reference=reference
         )
 
     async def _trace(self) -> None:
@@ -244,8 +233,8 @@ class ChainRun:
         ]
         if not steps:
             return
-        prompt = await self._services.prompts.get(_TEMPLATES + "tracing.j2").arender(
-            question=self._question,
+        prompt = await self.services.prompts.get(_TEMPLATES + "tracing.j2").arender(
+            question=self.question,
             steps=[{"query": r.query, "answer": r.answer} for r in steps],
             json=self._structured,
         )
@@ -258,12 +247,12 @@ class ChainRun:
     def _llm_timeout(self) -> float:
         # The LLM's own timeout still applies; past the chain's deadline, the run's own timeout
         # cuts the call (and names the budget as the cause), not the LLM client's.
-        return min(self._llm_timeout_s, self._deadline.left() + _PAST_DEADLINE_S)
+        return min(self.llm_timeout_s, self.deadline.left() + _PAST_DEADLINE_S)
 
     async def _complete(self, messages: list[Message], stop: tuple[str, ...] | None, schema: Schema) -> Completion:
-        completion = await self._services.llm.complete(
+        completion = await self.services.llm.complete(
             messages,
-            max_tokens=self._config.max_tokens,
+            max_tokens=self.config.max_tokens,
             stop=stop,
             timeout_s=self._llm_timeout(),
             schema=schema if self._structured else None,

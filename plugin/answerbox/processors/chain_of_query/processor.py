@@ -109,9 +109,9 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         theta, margin = plan.theta.value, plan.answer_margin.value
         # Its share of the pipeline's time, less a margin for tracing and the report.
         deadline = ctx.deadline.within(min(plan.budget_s.value, ctx.deadline.for_work()))
-        chain = ChainRun(
-            self.services,
-            self.config,
+        result = await ChainRun(
+            services=self.services,
+            config=self.config,
             index=self.config.index or request.index,
             theta=theta,
             answer_margin=margin,
@@ -119,8 +119,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             question=question,
             deadline=deadline,
             llm_timeout_s=plan.llm_timeout_s.value,
-        )
-        result = await chain.run()
+        ).run()
         for warning in result.warnings:
             self.warn(ctx, warning)
         entailed = await content_entailed(models, result.final_content, result.path) if result.final_content else None
