@@ -10,7 +10,9 @@ what they can, off the event loop: a claim that copies a sentence of the block i
 (``support`` 1.0, no model call), and one that copies it with a name, a number or the reader's
 answer to the question changed, or restates it with a quantity changed (a date, a number, a
 unit, more/less, before/after), is flagged ``contradicted``, quoting that sentence, with a
-verifier or without. Every verdict is one of three (:attr:`ClaimVerdict.verdict`):
+verifier or without; one whose names come in another order than its sentence's, or that answers
+the question otherwise than the reader in that block, stays ``unverified`` unless the verifier
+entails it (``text.doubts``). Every verdict is one of three (:attr:`ClaimVerdict.verdict`):
 ``entailed``, ``contradicted`` or ``unverified``. Without a verifier,
 the evaluator's score of the claim against the block stands in for the entailment, as before
 it: that tells whether the block is *about* the claim, not whether it says it. A block that
@@ -41,7 +43,7 @@ from answerbox.processors.answering.evidence import Evidence
 from answerbox.processors.text.certainties import Certainty, certainty
 from answerbox.processors.text.claims import Claim, Entailment, entailments
 from answerbox.processors.text.spans import Span
-from answerbox.processors.text.words import FUNCTION_WORDS, terms
+from answerbox.processors.text.words import CLAIM_STOPWORDS, terms
 
 __all__ = [
     "ANSWER_SCHEMA",
@@ -63,10 +65,9 @@ __all__ = [
 _ECHOED_FIELD = re.compile(
     r"^[ \t]*(?:(?:source|date|title|highlight)[ \t]*:[^\n]*(?:\n|$)|snippet[ \t]*:[ \t]*)", re.MULTILINE
 )
+
+
 # Function words carry no claim: a sentence is not "unsupported" for saying "the" or "is".
-_STOPWORDS = FUNCTION_WORDS | frozenset("according answer question today".split())
-
-
 @dataclass(frozen=True, slots=True)
 class Support:
     """A block's support of a claim: P(entailment), or the evaluator's score without a verifier."""
@@ -74,6 +75,7 @@ class Support:
     score: float
     contradicted: bool = False  # a window of the block contradicts the claim
     window: tuple[int, int] | None = None  # the block's characters the verdict rests on
+    about: bool = False  # the evaluator's: what the block is about, not what it says
 
 
 # Scores a claim against each block's text.
@@ -86,7 +88,7 @@ def scorer_of(models: Models) -> Scorer:
     if verifier is None:
 
         async def about(claim: str, texts: Sequence[str]) -> list[Support]:
-            return [Support(score) for score in await evaluator.score(claim, texts)]
+            return [Support(score, about=True) for score in await evaluator.score(claim, texts)]
 
         return about
     contradicted_above = verifier.thresholds.contradicted_above
@@ -198,7 +200,7 @@ def without_echoed_fields(answer: str) -> str:
 
 
 def words(text: str) -> set[str]:
-    return terms(text, _STOPWORDS)
+    return terms(text, CLAIM_STOPWORDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,10 +265,13 @@ class Check:
         certain: Certainty | None = None,
     ) -> ClaimVerdict:
         contradicted = False
+        # A doubt stands unless the verifier reads the claim: a relevance score cannot lift it.
+        if certain is not None and certain.verdict == "unverified" and support is not None and not support.about:
+            certain = None
         if block.instructs:
             supported = False  # an obeyed instruction looks supported by the block that gives it
         elif certain is not None:
-            supported, contradicted = certain.entailed, not certain.entailed
+            supported, contradicted = certain.entailed, certain.verdict == "contradicted"
         elif support is None:
             supported = not self.required
         else:
@@ -297,7 +302,7 @@ class Check:
         for i, certain in enumerate(settled):
             support = scored.get(i)
             if certain is not None and (certain.entailed or support is None):
-                support = Support(1.0 if certain.entailed else 0.0, not certain.entailed, certain.sentence)
+                support = Support(float(certain.entailed), certain.verdict == "contradicted", certain.sentence)
             found.append((support, certain))
         return found
 

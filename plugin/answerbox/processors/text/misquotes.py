@@ -30,7 +30,7 @@ from difflib import SequenceMatcher
 from answerbox.processors.text.bounded import claim_text, sentences
 from answerbox.processors.text.words import FUNCTION_WORDS, terms, tokens
 
-__all__ = ["misquoted"]
+__all__ = ["facts_of", "misquoted", "names_in", "split_sentences"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,32 +52,32 @@ _NUMBER_WORDS = frozenset(
 )
 
 
-def _split(text: str) -> list[tuple[tuple[int, int], list[str]]]:
+def split_sentences(text: str) -> list[tuple[tuple[int, int], list[str]]]:
     """Each sentence of ``text``: where it is, and its words as written (bounded: ``bounded``)."""
     return [(sentence.span, tokens(sentence.text)) for sentence in sentences(text)]
 
 
-def _names(sentences: list[tuple[tuple[int, int], list[str]]]) -> set[str]:
+def names_in(sentences: list[tuple[tuple[int, int], list[str]]]) -> set[str]:
     """The words written with a capital inside their sentence (``Paris``, ``iPhone``,
     ``post-World``); a sentence's first word tells nothing."""
     found = {w.lower() for _, words in sentences for w in words[1:] if not w.islower()}
     return {w for w in found if not w.isdigit()} - FUNCTION_WORDS
 
 
-def _facts(words: list[str], names: set[str]) -> set[str]:
+def facts_of(words: list[str], names: set[str]) -> set[str]:
     return {w for w in words if any(c.isdigit() for c in w) or w in names or w in _NUMBER_WORDS}
 
 
 def _sentence(span: tuple[int, int], written: list[str], names: set[str]) -> _Sentence:
     words = [w.lower() for w in written]
-    return _Sentence(span, words, set(words) - FUNCTION_WORDS, _facts(words, names))
+    return _Sentence(span, words, set(words) - FUNCTION_WORDS, facts_of(words, names))
 
 
 def misquoted(claim: str, block: str, question: str = "", answer: str = "") -> tuple[int, int] | None:
     """Where in ``block`` the sentence is that ``claim`` misquotes, or None when it does not."""
     claim = claim_text(claim)
-    split = _split(block)
-    names = _names(split) | _names(_split(claim))
+    split = split_sentences(block)
+    names = names_in(split) | names_in(split_sentences(claim))
     asked = terms(question)
     words = [w.lower() for w in tokens(claim)]
     content = set(words) - FUNCTION_WORDS
@@ -88,7 +88,7 @@ def misquoted(claim: str, block: str, question: str = "", answer: str = "") -> t
     shared = 2 * len(content & said.content)
     if shared < len(content) or shared < len(said.content):
         return None  # the claim does not restate one sentence
-    claim_facts = _facts(words, names) - asked
+    claim_facts = facts_of(words, names) - asked
     # Where the block says every fact of the claim together, no changed name or number is a
     # misquote; where it says every content word, nothing is.
     by_facts = not any(claim_facts <= set(s.words) for s in sentences)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FINAL_ANSWER", "FUNCTION_WORDS", "QUESTION_WORDS", "terms", "tokens"]
+__all__ = ["CLAIM_STOPWORDS", "FINAL_ANSWER", "FUNCTION_WORDS", "QUESTION_WORDS", "terms", "tokens"]
 
 # English function words: they carry no claim and make no keyword. Each user adds words of
 # its own domain (a question's "name" or "kind", an answer's "according").
@@ -22,6 +22,8 @@ FUNCTION_WORDS = frozenset(
 
 # A question's own framing words say what it asks for, not what about.
 QUESTION_WORDS = FUNCTION_WORDS | frozenset("s name named called kind type many much tell give list describe".split())
+# What a claim says besides its facts: "according to [1]", "the answer to ... is".
+CLAIM_STOPWORDS = FUNCTION_WORDS | frozenset("according answer question today".split())
 
 _TOKEN = re.compile(r"\w+(?:['’.-]\w+)*")
 

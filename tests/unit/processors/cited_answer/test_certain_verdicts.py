@@ -1,6 +1,7 @@
 """Check: what the rules settle comes before the model. A copy is entailed with no model call; a
-quantity changed is contradicted whatever the model scores; what they leave open is the
-model's. Every verdict is entailed, contradicted or unverified."""
+quantity changed is contradicted whatever the model scores; a doubt (names exchanged) stays
+unverified whatever the evaluator scores, and only a verifier can entail it; what they leave
+open is the model's. Every verdict is entailed, contradicted or unverified."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from answerbox.processors.answering.evidence import Evidence
 from answerbox.processors.cited_answer.citations import Check, Support
 from answerbox.processors.text.claims import parse_claims
 from answerbox.processors.text.spans import Span
+
+from tests.support.super_bowl import BLOCK as SB
+from tests.support.super_bowl import TITLE
 
 GAME = (
     "Super Bowl 50 was an American football game. The game was played on February 7, 2016, at Levi's "
@@ -22,14 +26,16 @@ BLOCK = Evidence(
 
 
 class Scorer:
-    """Scores every claim 0.9 against every block, and remembers what it was asked."""
+    """Scores every claim 0.9 against every block, and remembers what it was asked; ``about``:
+    as the evaluator does (relevance), else as the verifier (entailment)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, about: bool = False) -> None:
         self.asked: list[str] = []
+        self._about = about
 
     async def __call__(self, claim: str, texts: Sequence[str]) -> list[Support]:
         self.asked.append(claim)
-        return [Support(0.9) for _ in texts]
+        return [Support(0.9, about=self._about) for _ in texts]
 
 
 def _check(scorer: Scorer | None) -> Check:
@@ -60,3 +66,16 @@ async def test_what_the_rules_leave_open_is_the_models_and_without_one_unverifie
     (copy, open_) = await _check(None).cited(parse_claims(f"{PLAYED} [1] {claim[0].text}"), {1: BLOCK})
     assert (copy.verdict, copy.support) == ("entailed", 1.0)  # no model needed
     assert (open_.verdict, open_.support) == ("unverified", None)
+
+
+async def test_names_exchanged_stay_unverified_under_a_relevance_score_but_a_verifier_may_entail() -> None:
+    won = Evidence(
+        index="i", id="sb50", field="text", excerpts=(Span("i", "sb50", "text", 0, len(SB), SB),), rank=0, marker=1
+    )
+    claim = parse_claims("The Carolina Panthers defeated the Denver Broncos [1].")
+    (about,) = await _check(Scorer(about=True)).cited(claim, {1: won})
+    assert (about.verdict, about.support) == ("unverified", 0.9)
+    assert about.quote is not None
+    assert about.quote.text == TITLE
+    (verifier,) = await _check(Scorer()).cited(claim, {1: won})
+    assert verifier.verdict == "entailed"  # the rules doubt; the verifier reads it

@@ -1,0 +1,106 @@
+"""Claims that share their words with a block yet may say something else: unverified.
+
+Without the claim verifier, the citation check reads a relevance score and the words a claim
+shares with its block: what the claim is *about*, not what it *says*. Three kinds of claim
+pass that and still misstate the block; the rules make them ``unverified`` (not contradicted:
+no rule can tell what the block says instead), and a verifier, where one is loaded, decides them:
+
+- *roles exchanged*: every content word of the claim is in one sentence of the block, but two
+  of its names or numbers stand on the other sides of a word between them ("The Panthers
+  defeated the Broncos" against "The Broncos defeated the Panthers");
+- *a clause appended*: the claim copies a sentence of the block word for word and adds words
+  the block holds nowhere (", and ..." of another passage);
+- *another answer*: the claim restates the question (two thirds of its content words) and
+  answers it with words that share none with the reader's answer in this block ("The answer
+  to 'who won' is Carolina Panthers" where the reader reads "Denver Broncos").
+
+Words of the question are never counted as reordered: a claim may restate what was asked.
+"""
+
+from __future__ import annotations
+
+from answerbox.processors.text.bounded import MAX_BLOCK_CHARS, claim_text, sentences
+from answerbox.processors.text.copies import MIN_WORDS, said_words
+from answerbox.processors.text.misquotes import facts_of, names_in, split_sentences
+from answerbox.processors.text.words import CLAIM_STOPWORDS, FUNCTION_WORDS, QUESTION_WORDS, terms, tokens
+
+__all__ = ["doubted"]
+
+
+def _once(words: list[str]) -> dict[str, int]:
+    """Each word that occurs once in ``words``, by its position: a repeated one places nothing."""
+    seen: dict[str, int] = {}
+    for at, word in enumerate(words):
+        seen[word] = -1 if word in seen else at
+    return {word: at for word, at in seen.items() if at >= 0}
+
+
+def _exchanged(words: list[str], said: list[str], facts: set[str], relation: set[str]) -> bool:
+    """Whether two facts stand on the other sides of a word of ``relation`` in ``words`` than in
+    ``said`` ("A defeated B" for "B defeated A"); a fact moved past no such word ("on May 1 at X"
+    for "at X on May 1") exchanges nothing."""
+    claim, sentence = _once(words), _once(said)
+    placed = [(claim[f], sentence[f]) for f in facts if f in claim and f in sentence]
+    between = [(claim[w], sentence[w]) for w in relation if w in claim and w in sentence]
+    return any(
+        c_a < c_w < c_b and s_b < s_w < s_a
+        for c_a, s_a in placed
+        for c_b, s_b in placed
+        if c_a < c_b and s_b < s_a
+        for c_w, s_w in between
+    )
+
+
+def _reordered(claim: str, block: str, question: str) -> tuple[int, int] | None:
+    written = tokens(claim)
+    words = [w.lower() for w in written]
+    content = set(words) - FUNCTION_WORDS
+    names = names_in(split_sentences(block)) | names_in([((0, 0), written)])
+    asked = terms(question)
+    facts = facts_of(words, names) - asked
+    if len(facts) < 2:
+        return None
+    for sentence in sentences(block):
+        said = [w.lower() for w in tokens(sentence.text)]
+        if content <= set(said) and _exchanged(words, said, facts, content - facts - asked):
+            return sentence.span
+    return None
+
+
+def _within(part: list[str], whole: list[str]) -> int | None:
+    """Where ``part`` stands in ``whole`` word for word, or None."""
+    return next((i for i in range(len(whole) - len(part) + 1) if whole[i : i + len(part)] == part), None)
+
+
+def _appended(claim: str, block: str, question: str) -> tuple[int, int] | None:
+    said = said_words(claim)
+    asked, held = terms(question), terms(block[:MAX_BLOCK_CHARS])
+    for sentence in sentences(block):
+        own = said_words(sentence.text)
+        at = _within(own, said) if len(own) >= MIN_WORDS and not sentence.clipped else None
+        if at is not None and set(said[:at] + said[at + len(own) :]) - FUNCTION_WORDS - asked - held:
+            return sentence.span
+    return None
+
+
+def _other_answer(claim: str, block: str, question: str, answer: str) -> tuple[int, int] | None:
+    asked, answered = terms(question, QUESTION_WORDS), terms(answer)
+    said = terms(claim, CLAIM_STOPWORDS)
+    if len(asked) < 2 or not answered or 3 * len(asked & said) < 2 * len(asked):
+        return None
+    stated = said - terms(question, CLAIM_STOPWORDS)
+    if not stated or stated & answered:
+        return None
+    found = sentences(block)  # quoted where the reader found its answer
+    return next((s.span for s in found if answered <= terms(s.text)), found[0].span if found else (0, 0))
+
+
+def doubted(claim: str, block: str, question: str = "", answer: str = "") -> tuple[int, int] | None:
+    """The sentence of ``block`` that ``claim`` may misstate though it shares its words, or None;
+    ``answer``: the reader's answer to ``question`` in the block."""
+    claim = claim_text(claim)
+    return (
+        _reordered(claim, block, question)
+        or _appended(claim, block, question)
+        or _other_answer(claim, block, question, answer)
+    )
