@@ -30,7 +30,7 @@ from answerbox.processors.answering.evidence import (
     in_context,
 )
 from answerbox.processors.answering.extractive import beside_the_snippet, featured_snippet
-from answerbox.processors.answering.policy import AnswerPlan, answer_plan, asks_llm, gate
+from answerbox.processors.answering.policy import AnswerPlan, abstention, answer_plan, asks_llm, gate
 from answerbox.processors.chain_of_query.chain_run import ChainRun, RunResult
 from answerbox.processors.chain_of_query.config import ChainOfQueryConfig
 from answerbox.processors.chain_of_query.entailment import content_entailed
@@ -161,9 +161,7 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
         Its confidence is the generative calibrator's: the chain's text is the LLM's, checked
         by the reader, so it is scored as an LLM's checked answer over the chain's references."""
         if report.abstained or report.final_content is None:
-            return Answer(
-                text=self.config.abstain_text, mode="chain", abstained=True, reason="chain_unverified", llm="used"
-            )
+            return abstention(self.config.abstain_text, "chain", "chain_unverified", llm="used")
         citations = [
             Citation(marker=c.marker, index=c.index, id=c.id, field=c.field, start=c.start, end=c.end, quote=c.quote)
             for c in report.citations
@@ -178,12 +176,11 @@ class ChainOfQuery(ResponseProcessor[ChainOfQueryConfig]):
             snippet=snippet.answer.text if snippet is not None else "",
             snippet_confidence=calibrator.probability(snippet.signals) if snippet is not None else 0.0,
         )
-        confidence = calibrator.confidence(signals)
         return Answer(
             text=report.final_content,
             citations=citations,
             mode="chain",
-            confidence=confidence,
+            confidence=calibrator.confidence(signals),
             llm="used",
             signals=signals_record(signals),
         )

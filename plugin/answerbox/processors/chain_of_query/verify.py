@@ -42,12 +42,8 @@ class Action(StrEnum):
     NOT_FOUND = "not_found"  # an unsolved query IR found no answer for
 
 
-_SOURCE: dict[Action, ChainSource] = {
-    Action.PASS: "llm",
-    Action.CORRECT: "corrected",
-    Action.COMPLETE: "completed",
-    Action.NOT_FOUND: "llm",
-}
+# Where a node's answer came from; one that kept the LLM's (a pass, or nothing found) has "llm".
+_SOURCE: dict[Action, ChainSource] = {Action.CORRECT: "corrected", Action.COMPLETE: "completed"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +91,7 @@ class NodeRecord:
             reader_answer=span.text if span is not None else None,
             confidence=round(span.confidence, 4) if span is not None else None,
             answer=self.answer,
-            source=_SOURCE[self.action],
+            source=_SOURCE.get(self.action, "llm"),
             action=self.action.value,
             verified=self.verified,
             reference=self.evidence.found.wire(TextSpan) if self.evidence is not None else None,
