@@ -232,23 +232,21 @@ class LLMQueryExpansion(RequestProcessor[QueryExpansionConfig]):
             method=self.config.method, mode=self.config.mode, prompt=self._prompt.name
         )
         key = self._cache_key(question, request, ctx)
-        tier: Literal["memory", "index"] = "memory"
+        tier: Literal["memory", "index", "in_flight"] = "memory"
         cached = self._cache.get(key)
         if cached is None and self.config.shared_cache:
             cached, tier = await self.services.shared_cache.get(key), "index"
             if cached is not None:
                 self._cache.put(key, cached)
+        pending = self._in_flight.get(key)
+        if cached is None and pending is not None:
+            # An identical search is asking the LLM right now: one call serves both.
+            cached, tier = await asyncio.shield(pending), "in_flight"
+            if not cached:
+                return self._fall_back(report, ctx, "the identical search it waited for got no expansion")
         if cached is not None:
             report.expansion, report.cached, report.cache = cached, True, tier
             return cached
-        pending = self._in_flight.get(key)
-        if pending is not None:
-            # An identical search is asking the LLM right now: one call serves both.
-            text = await asyncio.shield(pending)
-            if not text:
-                return self._fall_back(report, ctx, "the identical search it waited for got no expansion")
-            report.expansion, report.cached, report.cache = text, True, "in_flight"
-            return text
         pending = self._in_flight[key] = asyncio.get_running_loop().create_future()
         text = ""
         try:
