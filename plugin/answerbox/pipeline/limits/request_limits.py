@@ -21,15 +21,7 @@ from answerbox.core.query_text import question_of
 from answerbox.opensearch import JSON
 from answerbox.pipeline.catalogue.definition import NATIVE_TYPES, PipelineDefinition
 
-__all__ = [
-    "BelowProcessorTimeout",
-    "CallerLimits",
-    "ConfigContext",
-    "LLMModel",
-    "LLMTokens",
-    "Override",
-    "StoredOnly",
-]
+__all__ = ["BelowProcessorTimeout", "CallerLimits", "ConfigContext", "LLMModel", "LLMTokens", "Override", "StoredOnly"]
 
 T = TypeVar("T")
 
