@@ -76,7 +76,7 @@ class FakeResolver(PipelineResolver):
     def __init__(self, pipeline: Pipeline | None) -> None:  # no store, registry or cluster
         self.pipeline = pipeline
 
-    async def resolve(self, index: str | None, body: dict[str, Any], params: dict[str, str]) -> Pipeline | None:
+    async def resolve(self, index: str | None, body: dict[str, Any], params: Mapping[str, str]) -> Pipeline | None:
         return self.pipeline
 
 

@@ -53,7 +53,7 @@ class PipelineResolver:
         self._defaults: TTLCache[tuple[str | None]] = TTLCache(_MAX_CACHED, cache_s)
         self._built: dict[tuple[str, str], Pipeline] = {}
 
-    async def resolve(self, index: str | None, body: dict[str, Any], params: dict[str, str]) -> Pipeline | None:
+    async def resolve(self, index: str | None, body: dict[str, Any], params: Mapping[str, str]) -> Pipeline | None:
         chosen = body.get("search_pipeline", params.get("search_pipeline"))
         if isinstance(chosen, dict):
             return await self.build(AD_HOC_PIPELINE_ID, PipelineDefinition.parse(chosen))

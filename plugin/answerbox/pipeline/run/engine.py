@@ -150,21 +150,16 @@ class SearchEngine:
         settings: Settings,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        self._resolver = resolver
         self._backend = backend
         self._memory = memory
         self._settings = settings
         self.limits = CallerLimits(settings)
         self._clock = clock  # every run's Deadline reads it
         self._admission = Admission(settings.limits)
-
-    async def pipeline_for(self, index: str | None, body: JSON, params: Mapping[str, str]) -> Pipeline | None:
-        """The answerbox pipeline a search names (or its index's default); None: OpenSearch's alone."""
-        return await self._resolver.resolve(index, body, dict(params))
-
-    async def may_apply_unnamed(self, index: str | None, params: Mapping[str, str]) -> bool:
-        """Whether a search of ``index`` that names no pipeline in its body may still run one."""
-        return await self._resolver.may_apply_unnamed(index, params)
+        # All http/ and msearch ask of the resolver: the pipeline a search names or its index's default
+        # (None: OpenSearch's alone), and whether one naming none in its body may still run one.
+        self.pipeline_for = resolver.resolve
+        self.may_apply_unnamed = resolver.may_apply_unnamed
 
     async def open(
         self,
