@@ -144,14 +144,6 @@ def _scope_parts(scope: Scope) -> _State:
     return parts
 
 
-def _search_handler(scope: Scope) -> SearchHandler:
-    return _scope_parts(scope).search
-
-
-def _scope_passthrough(scope: Scope) -> Passthrough:
-    return _scope_parts(scope).passthrough
-
-
 async def _search(request: Request) -> Response:
     return await _parts(request).search.answer(request, request.path_params.get("index"))
 
@@ -249,8 +241,8 @@ def create_app(
             Middleware(
                 FastLanes,
                 shapes=_SHAPES,
-                search_of=_search_handler,
-                passthrough_of=_scope_passthrough,
+                search_of=lambda scope: _scope_parts(scope).search,
+                passthrough_of=lambda scope: _scope_parts(scope).passthrough,
                 on_error=_answerbox_error,
             ),
         ],
