@@ -7,7 +7,8 @@ no rule can tell what the block says instead), and a verifier, where one is load
 
 - *roles exchanged*: every content word of the claim is in one sentence of the block, but two
   of its names or numbers stand on the other sides of a word between them ("The Panthers
-  defeated the Broncos" against "The Broncos defeated the Panthers");
+  defeated the Broncos" against "The Broncos defeated the Panthers"; a word repeated in either
+  places nothing);
 - *a clause appended*: the claim copies a sentence of the block word for word and adds words
   the block holds nowhere (", and ..." of another passage);
 - *another answer*: the claim restates the question (two thirds of its content words) and
@@ -35,19 +36,19 @@ def _once(words: list[str]) -> dict[str, int]:
     return {word: at for word, at in seen.items() if at >= 0}
 
 
-def _exchanged(words: list[str], said: list[str], facts: set[str], relation: set[str]) -> bool:
-    """Whether two facts stand on the other sides of a word of ``relation`` in ``words`` than in
-    ``said`` ("A defeated B" for "B defeated A"); a fact moved past no such word ("on May 1 at X"
-    for "at X on May 1") exchanges nothing."""
+def _exchanged(words: list[str], said: list[str], facts: set[str]) -> bool:
+    """Whether two facts stand on the other sides of a word between them in ``words`` than in
+    ``said`` ("A defeated B" for "B defeated A"); a phrase moved past no word that stays between
+    ("on May 1 at X" for "at X on May 1") exchanges nothing."""
     claim, sentence = _once(words), _once(said)
-    placed = [(claim[f], sentence[f]) for f in facts if f in claim and f in sentence]
-    between = [(claim[w], sentence[w]) for w in relation if w in claim and w in sentence]
+    both = [(claim[w], sentence[w]) for w in claim.keys() & sentence.keys()]
+    placed = [(c, s) for c, s in both if words[c] in facts]
     return any(
         c_a < c_w < c_b and s_b < s_w < s_a
         for c_a, s_a in placed
         for c_b, s_b in placed
         if c_a < c_b and s_b < s_a
-        for c_w, s_w in between
+        for c_w, s_w in both
     )
 
 
@@ -62,7 +63,7 @@ def _reordered(claim: str, block: str, question: str) -> tuple[int, int] | None:
         return None
     for sentence in sentences(block):
         said = [w.lower() for w in tokens(sentence.text)]
-        if content <= set(said) and _exchanged(words, said, facts, content - facts - asked):
+        if content <= set(said) and _exchanged(words, said, facts):
             return sentence.span
     return None
 
