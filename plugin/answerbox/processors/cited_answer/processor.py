@@ -468,6 +468,14 @@ def _unverified(verdicts: Sequence[ClaimVerdict]) -> set[Claim]:
     }
 
 
+_WHY_FLAGGED: dict[FlagReason, str] = {
+    "no_evidence": "citation [{marker}] matches no evidence",
+    "instructions": "block [{marker}] gives the model instructions, so it supports nothing",
+    "unchecked": "citation [{marker}] could not be checked",
+    "contradicted": "block [{marker}] says otherwise ({quote!r})",
+}
+
+
 def _flag(
     verdicts: Sequence[ClaimVerdict], warn: Callable[[str], None], *, entailment: bool, shown: set[Claim]
 ) -> list[FlaggedClaim]:
@@ -498,21 +506,12 @@ def _flag(
             shown=verdict.claim in shown,
         )
         done = "shown unchecked" if claim.shown else "removed from"
-        if reason == "no_evidence":
-            warn(f"citation [{claim.marker}] matches no evidence; {done}: {claim.sentence!r}")
-        elif reason == "instructions":
-            warn(
-                f"block [{claim.marker}] gives the model instructions, so it supports nothing; "
-                f"{done}: {claim.sentence!r}"
-            )
-        elif reason == "unchecked":
-            warn(f"citation [{claim.marker}] could not be checked; {done}: {claim.sentence!r}")
-        elif reason == "contradicted":
-            warn(f"block [{claim.marker}] says otherwise ({claim.quote!r}); {done}: {claim.sentence!r}")
+        if reason in _WHY_FLAGGED:
+            why = _WHY_FLAGGED[reason].format(marker=claim.marker, quote=claim.quote)
+        elif verdict.certain is not None:  # a doubt (text/doubts.py) the evaluator's score cannot lift
+            why = f"block [{claim.marker}] holds the sentence's words but may not say it"
         else:
-            warn(
-                f"citation [{claim.marker}] does not support the sentence"
-                f" (support {verdict.support:.2f}); {done}: {claim.sentence!r}"
-            )
+            why = f"citation [{claim.marker}] does not support the sentence (support {verdict.support:.2f})"
+        warn(f"{why}; {done}: {claim.sentence!r}")
         flagged.append(claim)
     return flagged

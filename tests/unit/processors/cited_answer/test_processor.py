@@ -543,3 +543,17 @@ async def test_with_the_verifier_a_citation_stands_only_where_its_block_entails_
         "[cited_answer] block [1] says otherwise ('Dune is a 1965 science fiction novel by Frank Herbert.'); "
         "removed from: 'Dune was published in 1966.'"
     )
+
+
+async def test_an_answer_the_reader_does_not_read_in_its_block_is_unverified_whatever_its_relevance() -> None:
+    # Every word is in block [1], which the evaluator rates as relevant; but the reader reads
+    # "Frank Herbert" there, and the claim answers the question with another name of the block.
+    reply = 'The answer to "Who wrote Dune?" is Chilton Books [1].'
+    answer, ctx = await answer_of(answerer(answer_services(reply)))
+    assert answer.text == "Frank Herbert"  # no sentence held up: the snippet
+    assert [(f.marker, f.reason) for f in answer.flagged] == [(1, "unsupported")]
+    assert ctx.report.warnings == [
+        "[cited_answer] block [1] holds the sentence's words but may not say it; removed from: "
+        "'The answer to \"Who wrote Dune?\" is Chilton Books.'",
+        "[cited_answer] no claim of the LLM's answer held up; answering extractively",
+    ]
