@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from answerbox.models.verifier import ClaimVerifier
-from answerbox.processors.text.sentences import sentence_spans
+from answerbox.processors.text.sentences import is_abbreviation, sentence_spans
 
 __all__ = ["EVIDENCE_CHARS", "Claim", "Entailment", "answer_claim", "entailments", "evidence_windows", "parse_claims"]
 
@@ -62,12 +62,21 @@ class Claim:
 
 def parse_claims(answer: str) -> list[Claim]:
     claims = []
+    start: int | None = None
     for match in _CLAIM.finditer(answer):
+        end = match.end()
+        # "C. J. Anderson ran [1].": an initial's or an abbreviation's dot ends no claim, as it
+        # ends no sentence (``sentence_spans``), unless markers follow it.
+        if end < len(answer) and answer[end - 1] == "." and is_abbreviation(answer, end - 1):
+            start = match.start() if start is None else start
+            continue
+        start, begin = None, match.start() if start is None else start
+        text = answer[begin:end]
         groups = tuple(
-            Group(match.start() + g.start(), match.start() + g.end(), tuple(int(n) for n in _NUMBER.findall(g.group())))
-            for g in _MARKERS.finditer(match.group())
+            Group(begin + g.start(), begin + g.end(), tuple(int(n) for n in _NUMBER.findall(g.group())))
+            for g in _MARKERS.finditer(text)
         )
-        claims.append(Claim(match.start(), match.end(), match.group(), groups))
+        claims.append(Claim(begin, end, text, groups))
     return claims
 
 

@@ -12,6 +12,8 @@ rates it as high as the true sentence. This finds that case by alignment, with n
 - the claim misquotes that sentence when, aligned word by word, a stretch of the claim whose
   content words are all facts the sentence does not hold stands where the sentence holds a fact
   the claim does not, and no sentence of the block holds every fact of the claim;
+- or when it copies a sentence word for word but for one number, whatever else the sentence
+  says ("106 receptions ... another 106 yards" for "105 receptions ... another 106 yards");
 - or when such a stretch, made of facts the sentence does not hold or of words the block says
   elsewhere (the passage's other answers: "hands on" for "gold medal"), stands where the
   sentence holds words of ``answer`` (the reader's answer to the question in this block) that
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from answerbox.processors.text.bounded import claim_text, sentences
+from answerbox.processors.text.copies import said_words
 from answerbox.processors.text.words import FUNCTION_WORDS, terms, tokens
 
 __all__ = ["facts_of", "misquoted", "names_in", "split_sentences"]
@@ -73,9 +76,27 @@ def _sentence(span: tuple[int, int], written: list[str], names: set[str]) -> _Se
     return _Sentence(span, words, set(words) - FUNCTION_WORDS, facts_of(words, names))
 
 
+def _number(word: str) -> bool:
+    return any(c.isdigit() for c in word) or word in _NUMBER_WORDS
+
+
+def _one_number_changed(claim: str, block: str) -> tuple[int, int] | None:
+    """A copy of a sentence (as ``copies`` reads one) but for one number: changed, though the
+    sentence may say the claim's number elsewhere ("106 receptions ... another 106 yards")."""
+    said = said_words(claim)
+    for sentence in sentences(block):
+        own = said_words(sentence.text)
+        changed = [(a, b) for a, b in zip(said, own, strict=False) if a != b]
+        if len(own) == len(said) and len(changed) == 1 and all(map(_number, changed[0])):
+            return sentence.span
+    return None
+
+
 def misquoted(claim: str, block: str, question: str = "", answer: str = "") -> tuple[int, int] | None:
     """Where in ``block`` the sentence is that ``claim`` misquotes, or None when it does not."""
     claim = claim_text(claim)
+    if (copied_but_one := _one_number_changed(claim, block)) is not None:
+        return copied_but_one
     split = split_sentences(block)
     names = names_in(split) | names_in(split_sentences(claim))
     asked = terms(question)

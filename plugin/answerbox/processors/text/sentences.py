@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 
-__all__ = ["sentence_spans"]
+__all__ = ["is_abbreviation", "sentence_spans"]
 
 _LOOKBACK = 24
 _CLOSERS = "\"'”’)]"
@@ -30,7 +30,7 @@ _ABBREVIATIONS = frozenset(
 )
 
 
-def _is_abbreviation(text: str, dot: int) -> bool:
+def is_abbreviation(text: str, dot: int) -> bool:
     """Whether the word ending at ``text[dot] == "."`` is an abbreviation, an initial or an acronym."""
     # Abbreviations are short: looking a few characters back keeps long texts linear.
     before = text[max(0, dot - _LOOKBACK) : dot]
@@ -48,7 +48,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         punctuation = match.group(1)
         if punctuation is None:
             cuts.append(match.start())
-        elif punctuation.rstrip(_CLOSERS) != "." or not _is_abbreviation(text, match.start(1)):
+        elif punctuation.rstrip(_CLOSERS) != "." or not is_abbreviation(text, match.start(1)):
             cuts.append(match.end(1))
     cuts.append(len(text))
     spans = []

@@ -3,7 +3,7 @@ entailing window and the most contradicting one."""
 
 from __future__ import annotations
 
-from answerbox.processors.text.claims import answer_claim, entailments, evidence_windows
+from answerbox.processors.text.claims import answer_claim, entailments, evidence_windows, parse_claims
 
 from tests.unit.fake_services import FakeVerifier
 
@@ -49,3 +49,15 @@ async def test_a_passage_entails_as_its_best_window_and_contradicts_as_its_worst
     assert text[found.window[0] : found.window[1]] == sentences[1]
     assert text[found.contradicting[0] : found.contradicting[1]].startswith("It is set on Arrakis")
     assert await entailments(verifier, []) == []
+
+
+def test_an_initial_or_an_abbreviation_ends_no_claim_unless_markers_follow_it() -> None:
+    answer = "Running back C. J. Anderson ran 21 yards to St. Louis [1]. He moved to the U.S. [2] It rained."
+    claims = parse_claims(answer)
+    assert [(c.text, c.markers) for c in claims] == [
+        ("Running back C. J. Anderson ran 21 yards to St. Louis [1].", [1]),
+        ("He moved to the U.S. [2]", [2]),
+        ("It rained.", []),
+    ]
+    assert [answer[c.start : c.end] for c in claims] == [c.text for c in claims]
+    assert [answer[g.start : g.end] for c in claims for g in c.groups] == ["[1]", "[2]"]

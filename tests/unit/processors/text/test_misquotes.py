@@ -88,3 +88,10 @@ def test_a_name_put_for_what_the_sentence_calls_it_is_no_misquote_of_the_answer(
     block = "Levi's Stadium opened in 2014. The stadium hosted Super Bowl 50 two years later."
     claim = "Levi's Stadium hosted Super Bowl 50 two years later."
     assert misquoted(claim, block, "Which stadium hosted Super Bowl 50?", "Levi's Stadium") is None
+
+
+def test_a_copy_but_for_one_number_is_a_misquote_though_the_sentence_says_that_number_elsewhere() -> None:
+    sentence = "Thomas led the team with 105 receptions, while Sanders added another 106 yards returning punts."
+    block = f"{sentence} The Broncos won."
+    assert misquoted(sentence.replace("105", "106"), block) == (0, len(sentence))
+    assert misquoted(sentence, block) is None
