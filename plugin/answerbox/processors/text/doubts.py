@@ -1,7 +1,7 @@
 """Claims that share their words with a block yet may say something else: unverified.
 
 Without the claim verifier, the citation check reads a relevance score and the words a claim
-shares with its block: what the claim is *about*, not what it *says*. Three kinds of claim
+shares with its block: what the claim is *about*, not what it *says*. Four kinds of claim
 pass that and still misstate the block; the rules make them ``unverified`` (not contradicted:
 no rule can tell what the block says instead), and a verifier, where one is loaded, decides them:
 
@@ -11,6 +11,9 @@ no rule can tell what the block says instead), and a verifier, where one is load
   places nothing);
 - *a clause appended*: the claim copies a sentence of the block word for word and adds words
   the block holds nowhere (", and ..." of another passage);
+- *one stretch replaced*: the claim copies a sentence word for word but for one stretch of it,
+  and the words alike are two thirds of each ("... won by the Panthers" for "... won by the
+  Broncos"): a near-copy that says one thing otherwise, unless a rule found it contradicted;
 - *another answer*: the claim restates the question (two thirds of its content words) and
   answers it with words that share none with the reader's answer in this block ("The answer
   to 'who won' is Carolina Panthers" where the reader reads "Denver Broncos").
@@ -19,6 +22,8 @@ Words of the question are never counted as reordered: a claim may restate what w
 """
 
 from __future__ import annotations
+
+from difflib import SequenceMatcher
 
 from answerbox.processors.text.bounded import MAX_BLOCK_CHARS, claim_text, sentences
 from answerbox.processors.text.copies import MIN_WORDS, said_words
@@ -84,6 +89,24 @@ def _appended(claim: str, block: str, question: str) -> tuple[int, int] | None:
     return None
 
 
+def _replaced(claim: str, block: str, question: str) -> tuple[int, int] | None:
+    said, asked = said_words(claim), terms(question)
+    for sentence in sentences(block):
+        own = said_words(sentence.text)
+        changed = [op for op in SequenceMatcher(None, said, own, autojunk=False).get_opcodes() if op[0] != "equal"]
+        if len(changed) != 1 or changed[0][0] != "replace":
+            continue
+        _, c_start, c_end, _, _ = changed[0]
+        kept = len(said) - (c_end - c_start)  # the words both say alike: two thirds of each
+        if (
+            kept >= MIN_WORDS
+            and 3 * kept >= 2 * max(len(said), len(own))
+            and set(said[c_start:c_end]) - FUNCTION_WORDS - asked
+        ):
+            return sentence.span
+    return None
+
+
 def _other_answer(claim: str, block: str, question: str, answer: str) -> tuple[int, int] | None:
     asked, answered = terms(question, QUESTION_WORDS), terms(answer)
     said = terms(claim, CLAIM_STOPWORDS)
@@ -103,5 +126,6 @@ def doubted(claim: str, block: str, question: str = "", answer: str = "") -> tup
     return (
         _reordered(claim, block, question)
         or _appended(claim, block, question)
+        or _replaced(claim, block, question)
         or _other_answer(claim, block, question, answer)
     )

@@ -36,6 +36,14 @@ def test_a_clause_the_block_does_not_hold_appended_to_a_copy_is_doubted() -> Non
     assert doubted(joined, BLOCK, QUESTION) is None
 
 
+def test_a_copy_with_one_stretch_replaced_is_doubted_a_shorter_paraphrase_is_not() -> None:
+    assert doubted(PLAYED.replace("Levi's Stadium", "the Carolina stadium"), BLOCK, QUESTION) == AT
+    # What is alike is not two thirds of each.
+    assert doubted("Super Bowl 50 was played at Levi's Stadium.", BLOCK, QUESTION) is None
+    # What the question asked may be restated in other words.
+    assert doubted(PLAYED.replace("took place", "was"), BLOCK, "Where was the game played?") is None
+
+
 def test_an_answer_to_the_question_the_reader_does_not_read_is_doubted() -> None:
     wrong = f'The answer to "{WHO_WON}" is Carolina Panthers.'
     assert doubted(wrong, BLOCK, WHO_WON, "Denver Broncos") == WON
