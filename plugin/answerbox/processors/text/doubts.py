@@ -13,7 +13,8 @@ no rule can tell what the block says instead), and a verifier, where one is load
   the block holds nowhere (", and ..." of another passage);
 - *one stretch replaced*: the claim copies a sentence word for word but for one stretch of it,
   and the words alike are two thirds of each ("... won by the Panthers" for "... won by the
-  Broncos"): a near-copy that says one thing otherwise, unless a rule found it contradicted;
+  Broncos"): a near-copy that says one thing otherwise, unless a rule found it contradicted.
+  The question's words may stand in it only for words that say nothing ("he" for "Tesla");
 - *another answer*: the claim restates the question (two thirds of its content words) and
   answers it with words that share none with the reader's answer in this block ("The answer
   to 'who won' is Carolina Panthers" where the reader reads "Denver Broncos").
@@ -96,13 +97,13 @@ def _replaced(claim: str, block: str, question: str) -> tuple[int, int] | None:
         changed = [op for op in SequenceMatcher(None, said, own, autojunk=False).get_opcodes() if op[0] != "equal"]
         if len(changed) != 1 or changed[0][0] != "replace":
             continue
-        _, c_start, c_end, _, _ = changed[0]
+        _, c_start, c_end, s_start, s_end = changed[0]
         kept = len(said) - (c_end - c_start)  # the words both say alike: two thirds of each
-        if (
-            kept >= MIN_WORDS
-            and 3 * kept >= 2 * max(len(said), len(own))
-            and set(said[c_start:c_end]) - FUNCTION_WORDS - asked
-        ):
+        # New words other than the question's, or words of the sentence the claim lost: "by
+        # Super Bowl XLVIII" for "by John Fox" is no restatement of "Who coached ... XLVIII?".
+        new = set(said[c_start:c_end]) - FUNCTION_WORDS - asked
+        lost = set(own[s_start:s_end]) - FUNCTION_WORDS - set(said)
+        if kept >= MIN_WORDS and 3 * kept >= 2 * max(len(said), len(own)) and (new or lost):
             return sentence.span
     return None
 
