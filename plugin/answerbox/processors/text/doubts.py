@@ -49,12 +49,10 @@ def _exchanged(words: list[str], said: list[str], facts: set[str]) -> bool:
     claim, sentence = _once(words), _once(said)
     both = [(claim[w], sentence[w]) for w in claim.keys() & sentence.keys()]
     placed = [(c, s) for c, s in both if words[c] in facts]
+    # A word between two exchanged facts has one of them before it in the claim and after it in
+    # the sentence, and the other after it in the claim and before it in the sentence.
     return any(
-        c_a < c_w < c_b and s_b < s_w < s_a
-        for c_a, s_a in placed
-        for c_b, s_b in placed
-        if c_a < c_b and s_b < s_a
-        for c_w, s_w in both
+        any(c < c_w and s > s_w for c, s in placed) and any(c > c_w and s < s_w for c, s in placed) for c_w, s_w in both
     )
 
 
@@ -62,15 +60,14 @@ def _reordered(claim: str, block: str, question: str) -> tuple[int, int] | None:
     written = tokens(claim)
     words = [w.lower() for w in written]
     content = set(words) - FUNCTION_WORDS
-    names = names_in(split_sentences(block)) | names_in([((0, 0), written)])
-    asked = terms(question)
-    facts = facts_of(words, names) - asked
+    split = split_sentences(block)
+    facts = facts_of(words, names_in(split) | names_in(split_sentences(claim))) - terms(question)
     if len(facts) < 2:
         return None
-    for sentence in sentences(block):
-        said = [w.lower() for w in tokens(sentence.text)]
+    for span, sentence in split:
+        said = [w.lower() for w in sentence]
         if content <= set(said) and _exchanged(words, said, facts):
-            return sentence.span
+            return span
     return None
 
 
@@ -94,6 +91,8 @@ def _replaced(claim: str, block: str, question: str) -> tuple[int, int] | None:
     said, asked = said_words(claim), terms(question)
     for sentence in sentences(block):
         own = said_words(sentence.text)
+        if 2 * max(len(said), len(own)) > 3 * min(len(said), len(own)):
+            continue  # the words alike cannot be two thirds of each: no alignment needed
         changed = [op for op in SequenceMatcher(None, said, own, autojunk=False).get_opcodes() if op[0] != "equal"]
         if len(changed) != 1 or changed[0][0] != "replace":
             continue

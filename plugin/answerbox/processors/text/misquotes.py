@@ -86,8 +86,10 @@ def _one_number_changed(claim: str, block: str) -> tuple[int, int] | None:
     said = said_words(claim)
     for sentence in sentences(block):
         own = said_words(sentence.text)
-        changed = [(a, b) for a, b in zip(said, own, strict=False) if a != b]
-        if len(own) == len(said) and len(changed) == 1 and all(map(_number, changed[0])):
+        if len(own) != len(said):
+            continue
+        changed = [(a, b) for a, b in zip(said, own, strict=True) if a != b]
+        if len(changed) == 1 and all(map(_number, changed[0])):
             return sentence.span
     return None
 
