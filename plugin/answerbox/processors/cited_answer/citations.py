@@ -301,7 +301,9 @@ class Check:
         found: list[tuple[Support | None, Certainty | None]] = []
         for i, certain in enumerate(settled):
             support = scored.get(i)
-            if certain is not None and (certain.entailed or support is None):
+            # A settled verdict stands in for a missing score; a doubt gets none (only a score it
+            # was given can lift it, and a made-up one would).
+            if certain is not None and certain.verdict != "unverified" and (certain.entailed or support is None):
                 support = Support(float(certain.entailed), certain.verdict == "contradicted", certain.sentence)
             found.append((support, certain))
         return found

@@ -79,3 +79,13 @@ async def test_names_exchanged_stay_unverified_under_a_relevance_score_but_a_ver
     assert about.quote.text == TITLE
     (verifier,) = await _check(Scorer()).cited(claim, {1: won})
     assert verifier.verdict == "entailed"  # the rules doubt; the verifier reads it
+
+
+async def test_a_doubt_stands_where_no_model_scores_it() -> None:
+    # The evaluator unavailable: the check's min_support falls to -1, yet a doubt stays unverified.
+    won = Evidence(
+        index="i", id="sb50", field="text", excerpts=(Span("i", "sb50", "text", 0, len(SB), SB),), rank=0, marker=1
+    )
+    check = Check(question="When was Super Bowl 50 played?", scorer=None, min_support=-1.0, min_coverage=0.5)
+    (verdict,) = await check.cited(parse_claims("The Carolina Panthers defeated the Denver Broncos [1]."), {1: won})
+    assert (verdict.verdict, verdict.support) == ("unverified", None)
